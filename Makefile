@@ -1,0 +1,37 @@
+# The two commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench chaos clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy src
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+chaos: $(STAMP)
+	ROWSTATE_CHAOS_HISTORIES=$${ROWSTATE_CHAOS_HISTORIES:-200} $(BIN)/pytest -q -m slow tests/test_chaos.py -p no:randomly
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

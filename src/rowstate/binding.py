@@ -1,0 +1,342 @@
+"""How a machine lives in a table.
+
+A binding names the key, the state column and every other column the engine may touch, and
+what happens when a state is entered. Everything optional stays optional, so the engine also
+runs on a table an existing service owns, with only the columns it has:
+
+* no ``version`` column: no lost-update counter (the CAS on the state still holds);
+* a lease without a ``token`` column: fencing by claim time (a takeover stamps a new time,
+  so a zombie's finalize no longer matches; two claims in the same millisecond could not
+  be told apart);
+* no ``events`` table: events are published after commit, at most once, instead of through
+  the transactional outbox (a crash between the commit and the publish loses the event).
+
+Every name a caller may pass (a guard field, a payload column) is checked against the
+binding before any SQL is built; only checked names ever reach SQL text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .conditions import Ref
+from .dialects import Dialect, Postgres, SQLite, check_ident
+from .errors import DefinitionError, ValidationError
+from .machine import Machine
+
+
+class _Now:
+    """Entry-write value meaning "the current time" (database clock unless injected)."""
+
+    def __repr__(self) -> str:
+        return "NOW"
+
+
+NOW: Any = _Now()
+MAX_TEXT = 4096  # key and guard strings longer than this are refused as bad input
+SCALARS = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Columns of the in-flight lease of side-effecting edges (pub scheduler ``acting_*``)."""
+
+    at: str = "acting_at"
+    kind: str = "acting_kind"
+    token: str | None = None
+    holder: str | None = None
+    error: str | None = None
+    ttl: float = 300.0
+
+
+@dataclass(frozen=True)
+class FinalizationClaim:
+    """Columns of a claim keyed by (holder, scope), stealable after ``ttl`` seconds.
+
+    A transition into a state that is not active clears it in the same write.
+    """
+
+    holder: str
+    scope: str
+    at: str
+    token: str | None = None
+    ttl: float = 300.0
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The effective state while the state column is NULL: ``mapping[legacy column]``.
+
+    The pub scheduler seeds ``v2_state`` lazily from its legacy ``status``; the first
+    transition writes the state column, and from then on it is the truth.
+    """
+
+    column: str
+    mapping: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Accepted values of a field, with the reason reported when the row has another.
+
+    ``None`` among the values means IS NULL (a missing JSON key or a JSON null counts).
+    """
+
+    values: tuple[Any, ...]
+    reason: str = "GUARD_FAILED"
+
+
+@dataclass(frozen=True)
+class Unique:
+    """At most one row in ``state`` (per the ``per`` columns): a partial UNIQUE index."""
+
+    state: str
+    per: tuple[str, ...] = ()
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class TimedEdge:
+    """Fire ``edge`` for rows in its source state once ``now >= row[due]``."""
+
+    edge: str
+    due: str
+    guards: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A once-per-row nudge: claimed by stamping ``claim`` (NULL until sent)."""
+
+    name: str
+    states: tuple[str, ...]
+    due: str
+    claim: str
+    guards: Mapping[str, Any] = field(default_factory=dict)
+
+
+GuardSpec = Mapping[str, Any]
+_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Binding:
+    machine: Machine
+    table: str
+    key: tuple[str, ...]
+    state: str = "state"
+    derived: Derived | None = None
+    owner: str | None = None
+    version: str | None = None
+    lease: Lease | None = None
+    finalization: FinalizationClaim | None = None
+    on_enter: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    enter_guards: Mapping[str, GuardSpec] = field(default_factory=dict)
+    payload: tuple[str, ...] = ()
+    json_columns: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    invariants: tuple[Unique, ...] = ()
+    timers: tuple[TimedEdge, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    events: str | None = "rowstate_events"
+    column_types: Mapping[str, str] = field(default_factory=dict)
+    table_parts: tuple[str, ...] = field(init=False)
+    known: frozenset[str] = field(init=False)
+    state_ref: Ref = field(init=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "key", (self.key,) if isinstance(self.key, str) else tuple(self.key))
+        set_(self, "payload", tuple(self.payload))
+        set_(self, "json_columns", tuple(self.json_columns))
+        set_(self, "columns", tuple(self.columns))
+        parts = tuple(self.table.split("."))
+        if not 1 <= len(parts) <= 2:
+            raise DefinitionError(f"table {self.table!r}: write 'table' or 'schema.table'")
+        for p in parts:
+            check_ident(p, "table name part")
+        set_(self, "table_parts", parts)
+        if not self.key:
+            raise DefinitionError("a binding needs at least one key column")
+        if self.events is not None:
+            for p in self.events.split("."):
+                check_ident(p, "events table name part")
+        known = set(self.key) | {self.state} | set(self.payload)
+        known |= set(self.json_columns) | set(self.columns)
+        for opt in (self.owner, self.version, self.derived and self.derived.column):
+            if opt:
+                known.add(opt)
+        if self.lease:
+            known |= {c for c in (self.lease.at, self.lease.kind, self.lease.token,
+                                  self.lease.holder, self.lease.error) if c}
+        if self.finalization:
+            f = self.finalization
+            known |= {c for c in (f.holder, f.scope, f.at, f.token) if c}
+        for t in self.timers:
+            known.add(t.due)
+        for n in self.notices:
+            known |= {n.due, n.claim}
+        for writes in self.on_enter.values():
+            known |= {w.split(".", 1)[0] for w in writes}
+        for inv in self.invariants:
+            known |= set(inv.per)
+        for name in known:
+            check_ident(name, "column")
+        set_(self, "known", frozenset(known))
+        derived = None
+        if self.derived:
+            for old, new in self.derived.mapping.items():
+                if new not in self.machine.states or not isinstance(old, str):
+                    raise DefinitionError(f"derived state {old!r} -> {new!r}: unknown state")
+            derived = (self.derived.column, tuple(self.derived.mapping.items()))
+        set_(self, "state_ref", Ref(self.state, (), derived))
+        self._check_definition()
+
+    def _check_definition(self) -> None:
+        m = self.machine
+        for state in (*self.on_enter, *self.enter_guards):
+            if state not in m.states:
+                raise DefinitionError(f"{self.table}: entry rule for unknown state {state!r}")
+        for writes in self.on_enter.values():
+            for target in writes:
+                self.ref(target, for_write=True)
+        for guards in self.enter_guards.values():
+            self.guard_items(guards, DefinitionError)
+        if any(e.lease for e in m.edges) and self.lease is None:
+            raise DefinitionError(f"{self.table}: side-effecting edges need a Lease binding")
+        for inv in self.invariants:
+            if inv.state not in m.states:
+                raise DefinitionError(f"invariant on unknown state {inv.state!r}")
+        for t in self.timers:
+            m.edge(t.edge)
+            self.guard_items(t.guards, DefinitionError)
+        for n in self.notices:
+            for s in n.states:
+                if s not in m.states:
+                    raise DefinitionError(f"notice {n.name!r}: unknown state {s!r}")
+            self.guard_items(n.guards, DefinitionError)
+
+    # -- checking what callers pass ------------------------------------------------------
+
+    def ref(self, name: object, *, for_write: bool = False,
+            error: type[Exception] = ValidationError) -> Ref:
+        """The reference for ``col`` or ``col.path.in.json``; unknown names raise."""
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise error(f"{self.table}: field name must be a short string, got {name!r}")
+        column, *path = name.split(".")
+        if column not in self.known and not for_write:
+            raise error(f"{self.table}: unknown field {name!r}")
+        if not _SEGMENT.match(column) or not all(_SEGMENT.match(p) for p in path):
+            raise error(f"{self.table}: field {name!r} is not a plain (dotted) identifier")
+        if path and column not in self.json_columns:
+            raise error(f"{self.table}: {column!r} is not a JSON column; cannot read {name!r}")
+        if column == self.state and not path:
+            return self.state_ref
+        return Ref(column, tuple(path))
+
+    def guard_items(self, guards: GuardSpec | None,
+                    error: type[Exception] = ValidationError) -> tuple[tuple[Ref, Guard], ...]:
+        """Checked ``(ref, Guard)`` pairs; a bare value or list means reason GUARD_FAILED."""
+        if not guards:
+            return ()
+        if not isinstance(guards, Mapping):
+            raise error(f"guards must be a mapping of field -> accepted values, got {guards!r}")
+        items = []
+        for name, spec in guards.items():
+            ref = self.ref(name, error=error)
+            guard = spec if isinstance(spec, Guard) else Guard(_as_tuple(spec))
+            values = _as_tuple(guard.values)
+            if not values:
+                raise error(f"guard {name!r}: no accepted values")
+            for v in values:
+                check_scalar(v, f"guard {name!r}", error, allow_none=True)
+            items.append((ref, Guard(values, guard.reason)))
+        return tuple(items)
+
+    def check_payload(self, payload: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not payload:
+            return {}
+        if not isinstance(payload, Mapping):
+            raise ValidationError(f"payload must be a mapping, got {type(payload).__name__}")
+        allowed = set(self.payload)
+        out = {}
+        for name, value in payload.items():
+            if name not in allowed:
+                raise ValidationError(
+                    f"{self.table}: payload field {name!r} is not a payload column "
+                    f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
+                )
+            out[name] = value
+        return out
+
+    def key_values(self, key: object) -> tuple[Any, ...]:
+        """The key as a tuple in column order; accepts a scalar, a sequence or a mapping."""
+        if isinstance(key, Mapping):
+            missing = [c for c in self.key if c not in key]
+            extra = [c for c in key if c not in self.key]
+            if missing or extra:
+                raise ValidationError(
+                    f"{self.table}: key needs exactly {list(self.key)}, got {list(key)}"
+                )
+            values = tuple(key[c] for c in self.key)
+        elif isinstance(key, tuple | list):
+            values = tuple(key)
+        else:
+            values = (key,)
+        if len(values) != len(self.key):
+            raise ValidationError(f"{self.table}: key needs {len(self.key)} value(s): {key!r}")
+        for v in values:
+            if v is None or isinstance(v, bool) or not isinstance(v, str | int):
+                raise ValidationError(f"{self.table}: key values are str or int, got {v!r}")
+            check_scalar(v, "key", ValidationError)
+        return values
+
+    # -- DDL -----------------------------------------------------------------------------
+
+    def dialect_for(self, name: str) -> Dialect:
+        if name in ("sqlite", "sqlite3"):
+            return SQLite()
+        if name in ("postgresql", "postgres", "pg"):
+            return Postgres()
+        raise ValueError(f"unknown dialect {name!r}")
+
+    def unique_index_name(self, inv: Unique) -> str:
+        return inv.name or f"rs_{self.table_parts[-1]}_one_{inv.state.lower()}"[:63]
+
+    def schema_sql(self, dialect: str | Dialect) -> str:
+        """DDL for the columns and indexes the engine needs, and for the events table.
+
+        Columns are added with ``ADD COLUMN IF NOT EXISTS`` on PostgreSQL so it is safe to run
+        on a table a service already owns; on SQLite the statements create the table.
+        """
+        from .schema import schema_sql
+
+        d = dialect if isinstance(dialect, Dialect) else self.dialect_for(dialect)
+        return schema_sql(self, d)
+
+
+def _as_tuple(spec: Any) -> tuple[Any, ...]:
+    if isinstance(spec, list | tuple | set | frozenset):
+        return tuple(spec)
+    return (spec,)
+
+
+def check_scalar(value: object, what: str, error: type[Exception],
+                 allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, SCALARS):
+        raise error(f"{what}: {value!r} is not a str, int, float or bool")
+    if isinstance(value, str) and (len(value) > MAX_TEXT or "\x00" in value):
+        raise error(f"{what}: string too long or holding NUL")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**63:
+        raise error(f"{what}: integer out of 64-bit range")
+    if isinstance(value, float) and value != value:
+        raise error(f"{what}: NaN is not comparable")
+
+
+def as_columns(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,296 @@
+"""Statements built from conditions, once per statement shape.
+
+A *shape* is everything that changes the SQL text of a call (target state, from-set, which
+guards and payload columns, whether an owner is checked) and nothing that only changes its
+values. Plans are cached per shape, so a call costs a dict lookup and a parameter tuple;
+the text is byte-identical across calls, which lets psycopg prepare it server-side.
+
+The central plan is the compare-and-set (:class:`CasPlan`): one conditional UPDATE, the
+event row, and a read of the row as it was, so a refusal can be explained:
+
+* PostgreSQL: one statement. ``cur`` locks and reads the row (FOR UPDATE waits for a
+  concurrent writer and then sees its result), ``upd`` is the conditional UPDATE, ``ev``
+  inserts the event from both; the final SELECT returns the row before and after.
+* SQLite: either a single ``UPDATE ... RETURNING`` (when the from-state is known and there
+  is no event row: the fast path) or, inside ``BEGIN IMMEDIATE``, the read, the event
+  ``INSERT ... SELECT`` under the same conditions, and the UPDATE. SQLite has one writer,
+  so the three see the same row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .binding import NOW, Binding
+from .conditions import And, Check, Const, In, Ref, Slot, SqlOut, Value, render
+from .dialects import Dialect, Postgres
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """SQL text and the slots/constants its parameters come from, in order."""
+
+    sql: str
+    params: tuple[Value, ...]
+
+    def bind(self, dialect: Dialect, values: dict[str, Any]) -> tuple[str, list[Any]]:
+        return self.sql, [dialect.adapt(p, values) for p in self.params]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Statements a store runs in order; ``transaction`` makes them one atomic unit
+    (``BEGIN IMMEDIATE`` on SQLite). The store returns the rows of each statement."""
+
+    statements: tuple[tuple[str, Sequence[Any]], ...]
+    transaction: bool = False
+
+
+Set = tuple[str, str, tuple[Value, ...]]  # column, SQL expression, its parameters
+
+
+@dataclass(frozen=True, slots=True)
+class EventSpec:
+    """Which event row a CAS writes; ``edges`` maps a from-state to the edge's name."""
+
+    table: tuple[str, ...]
+    edges: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CasPlan:
+    checks: tuple[Check, ...]
+    main: Statement
+    pre: Statement | None  # SQLite transaction path: the read before the write
+    event: Statement | None  # SQLite transaction path: the event INSERT
+    fast: bool  # SQLite single UPDATE: a miss needs a follow-up read to explain it
+    ncols: int
+
+    def batch(self, dialect: Dialect, values: dict[str, Any]) -> Batch:
+        stmts = [s.bind(dialect, values) for s in (self.pre, self.event, self.main) if s]
+        return Batch(tuple(stmts), transaction=len(stmts) > 1)
+
+
+class Compiler:
+    """Renders the statements of one binding in one dialect."""
+
+    def __init__(self, binding: Binding, dialect: Dialect) -> None:
+        self.b = binding
+        self.d = dialect
+        self.columns: tuple[str, ...] = tuple(sorted(binding.known))
+        self.table = dialect.table(binding.table_parts)
+        self.pg = isinstance(dialect, Postgres)
+        # the UPDATE's own alias: PostgreSQL joins ``cur``, so bare names would be ambiguous
+        self.target = "t" if self.pg else None
+
+    def incremented(self, column: str) -> Set:
+        """``column = COALESCE(column, 0) + 1`` (versions, fencing tokens)."""
+        return column, f"COALESCE({self.d.column(column, self.target)}, 0) + 1", ()
+
+    # -- pieces ------------------------------------------------------------------------
+
+    def cols(self, alias: str | None) -> str:
+        return ", ".join(self.d.column(c, alias) for c in self.columns)
+
+    def key_where(self, alias: str | None, out: SqlOut) -> str:
+        return " AND ".join(
+            f"{self.d.column(k, alias)} = {self.d.value(Slot(f'k{i}'), out)}"
+            for i, k in enumerate(self.b.key)
+        )
+
+    def where(self, checks: Sequence[Check], alias: str | None, out: SqlOut) -> str:
+        parts = [self.key_where(alias, out)]
+        parts.extend(render(c.node, self.d, alias, out) for c in checks)
+        return " AND ".join(parts)
+
+    def set_now(self, column: str) -> Set:
+        out = SqlOut()
+        return column, self.d.now(out), tuple(out.params)
+
+    def set_value(self, column: str, value: Value) -> Set:
+        out = SqlOut()
+        return column, self.d.value(value, out), tuple(out.params)
+
+    def set_null(self, column: str) -> Set:
+        return column, "NULL", ()
+
+    def entry_sets(self, writes: dict[str, Any], alias: str | None) -> list[Set]:
+        """Entry writes: plain columns, NOW, NULL, or paths inside a JSON column."""
+        import json
+
+        sets: list[Set] = []
+        by_json: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
+        for target, value in writes.items():
+            column, *rest = target.split(".")
+            if rest:
+                by_json.setdefault(column, []).append((tuple(rest), value))
+            elif value is NOW:
+                sets.append(self.set_now(column))
+            elif value is None:
+                sets.append(self.set_null(column))
+            else:
+                sets.append(self.set_value(column, Const(value)))
+        for column, paths in by_json.items():
+            out = SqlOut()
+            expr = self.d.column(column, alias)
+            for json_path, value in paths:
+                expr = self.d.json_set(expr, json_path, Const(json.dumps(value)), out)
+            sets.append((column, expr, tuple(out.params)))
+        return sets
+
+    # -- the compare-and-set -----------------------------------------------------------
+
+    def cas(self, checks: Sequence[Check], sets: Sequence[Set], event: EventSpec | None,
+            *, known_from: bool) -> CasPlan:
+        d, b = self.d, self.b
+        if self.pg:
+            return self._cas_pg(tuple(checks), sets, event)
+        set_out = SqlOut()
+        set_sql = self._set_clause(sets, set_out)
+        where_out = SqlOut()
+        where_sql = self.where(checks, None, where_out)
+        main = Statement(
+            f"UPDATE {self.table} SET {set_sql} WHERE {where_sql} RETURNING {self.cols(None)}",
+            (*set_out.params, *where_out.params),
+        )
+        if known_from and event is None:
+            return CasPlan(tuple(checks), main, None, None, True, len(self.columns))
+        pre_out = SqlOut()
+        pre = Statement(
+            f"SELECT {self.cols(None)}, {d.now(pre_out)} FROM {self.table} "
+            f"WHERE {self.key_where(None, pre_out)}",
+            tuple(pre_out.params),
+        )
+        ev = None
+        if event is not None:
+            ev_out = SqlOut()
+            version = f"{d.column(b.version, None)} + 1" if b.version else "NULL"
+            head = self._event_values(event, None, ev_out, version)
+            ev_where = self.where(checks, None, ev_out)
+            ev = Statement(
+                f"INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
+                f"SELECT {head} FROM {self.table} WHERE {ev_where} RETURNING id",
+                tuple(ev_out.params),
+            )
+        return CasPlan(tuple(checks), main, pre, ev, False, len(self.columns))
+
+    def _set_clause(self, sets: Sequence[Set], out: SqlOut) -> str:
+        parts = []
+        for column, expr, params in sets:
+            parts.append(f"{self.d.quote(column)} = {expr}")
+            out.params.extend(params)
+        return ", ".join(parts)
+
+    def _event_values(self, event: EventSpec, alias: str | None, out: SqlOut,
+                      version: str) -> str:
+        """machine, row_key, edge, from_state, to_state, owner, data, version, created_at
+        for an event row, read from the row *before* the update (``alias``)."""
+        d, b = self.d, self.b
+        # parameters are appended as the text is built, so build it in text order
+        machine = d.value(Const(b.machine.name), out)
+        row_key = d.value(Slot("row_key"), out)
+        if len(event.edges) == 1:
+            edge = d.value(Const(event.edges[0][1]), out)
+        else:
+            case = d.ref(b.state_ref, alias, out)
+            whens = " ".join(
+                f"WHEN {d.value(Const(src), out)} THEN {d.value(Const(name), out)}"
+                for src, name in event.edges
+            )
+            edge = f"CASE {case} {whens} END"
+        state = d.ref(b.state_ref, alias, out)
+        to = d.value(Slot("to"), out)
+        owner = d.value(Slot("ev_owner"), out)
+        data = d.json_param(Slot("ev_data"), out)
+        now = d.now(out)
+        return f"{machine}, {row_key}, {edge}, {state}, {to}, {owner}, {data}, {version}, {now}"
+
+    def _cas_pg(self, checks: tuple[Check, ...], sets: Sequence[Set],
+                event: EventSpec | None) -> CasPlan:
+        d = self.d
+        out = SqlOut()
+        cur = (
+            f"cur AS (SELECT {self.cols('c')} FROM {self.table} AS c "
+            f"WHERE {self.key_where('c', out)}{d.for_update})"
+        )
+        set_sql = self._set_clause(sets, out)
+        where_sql = self.where(checks, "t", out)
+        upd = (
+            f"upd AS (UPDATE {self.table} AS t SET {set_sql} FROM cur WHERE {where_sql} "
+            f"RETURNING {self.cols('t')})"
+        )
+        ctes = [cur, upd]
+        event_col = "NULL::bigint"
+        if event is not None:
+            version = d.column(self.b.version, "upd") if self.b.version else "NULL"
+            values = self._event_values(event, "cur", out, version)
+            ctes.append(
+                f"ev AS (INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
+                f"SELECT {values} FROM upd CROSS JOIN cur RETURNING id)"
+            )
+            event_col = "(SELECT id FROM ev)"
+        sql = (
+            "WITH " + ", ".join(ctes) + f" SELECT {self.cols('cur')}, {self.cols('upd')}, "
+            f"{event_col}, now() FROM cur LEFT JOIN upd ON true"
+        )
+        return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, False,
+                       len(self.columns))
+
+    # -- simple statements -------------------------------------------------------------
+
+    def read(self) -> Statement:
+        out = SqlOut()
+        now = self.d.now(out)
+        where = self.key_where(None, out)
+        return Statement(
+            f"SELECT {self.cols(None)}, {now} FROM {self.table} WHERE {where}",
+            tuple(out.params),
+        )
+
+    def conditional_update(self, checks: Sequence[Check], sets: Sequence[Set]) -> Statement:
+        """An UPDATE that reports only whether it applied (releases)."""
+        out = SqlOut()
+        set_sql = self._set_clause(sets, out)
+        where = self.where(checks, None, out)
+        key = self.d.quote(self.b.key[0])
+        return Statement(
+            f"UPDATE {self.table} SET {set_sql} WHERE {where} RETURNING {key}",
+            tuple(out.params),
+        )
+
+    def select_due(self, checks: Sequence[Check], due: Ref, limit: int) -> Statement:
+        out = SqlOut()
+        where = " AND ".join(render(c.node, self.d, None, out) for c in checks)
+        keys = ", ".join(self.d.quote(k) for k in self.b.key)
+        return Statement(
+            f"SELECT {keys} FROM {self.table} WHERE {where} "
+            f"ORDER BY {self.d.quote(due.column)} LIMIT {int(limit)}",
+            tuple(out.params),
+        )
+
+    def other_in_state(self, state: str, per: tuple[str, ...]) -> Statement:
+        """Is another row already in ``state`` (within the same ``per`` group)?"""
+        out = SqlOut()
+        d = self.d
+        cond = render(In(Ref(self.b.state), (Const(state),)), d, "o", out)
+        for col in per:
+            cond += (
+                f" AND o.{d.quote(col)} = (SELECT s.{d.quote(col)} FROM {self.table} AS s "
+                f"WHERE {self.key_where('s', out)})"
+            )
+        keys = " OR ".join(
+            f"o.{d.quote(k)} <> {d.value(Slot(f'k{i}'), out)}" for i, k in enumerate(self.b.key)
+        )
+        return Statement(
+            f"SELECT 1 FROM {self.table} AS o WHERE {cond} AND ({keys}) LIMIT 1",
+            tuple(out.params),
+        )
+
+
+EVENT_COLUMNS = "machine, row_key, edge, from_state, to_state, owner, data, version, created_at"
+
+
+def all_of(checks: Sequence[Check]) -> And:
+    return And(tuple(c.node for c in checks))

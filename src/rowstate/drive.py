@@ -1,0 +1,58 @@
+"""The two drivers of core operations: the only code the sync and async twins do not share.
+
+An operation yields a :class:`~rowstate.compiler.Batch` (run it on the store, send the rows
+back) or a :class:`~rowstate.core.Call` (run the caller's function, send its result back).
+Any exception, from the store or the caller's function, is thrown back into the operation so
+that it can clean up (release a lease) before it propagates.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Protocol, TypeVar
+
+from .compiler import Batch
+from .core import Call, Op
+
+R = TypeVar("R")
+
+
+class SyncRunner(Protocol):
+    def run(self, batch: Batch) -> list[list[tuple[Any, ...]]]: ...
+
+
+class AsyncRunner(Protocol):
+    async def run(self, batch: Batch) -> list[list[tuple[Any, ...]]]: ...
+
+
+def drive(store: SyncRunner, op: Op[R]) -> R:
+    try:
+        step = next(op)
+        while True:
+            try:
+                got = step.fn(step.arg) if isinstance(step, Call) else store.run(step)
+            except BaseException as exc:
+                step = op.throw(exc)
+            else:
+                step = op.send(got)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def adrive(store: AsyncRunner, op: Op[R]) -> R:
+    try:
+        step = next(op)
+        while True:
+            try:
+                if isinstance(step, Call):
+                    got = step.fn(step.arg)
+                    if inspect.isawaitable(got):
+                        got = await got
+                else:
+                    got = await store.run(step)
+            except BaseException as exc:
+                step = op.throw(exc)
+            else:
+                step = op.send(got)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

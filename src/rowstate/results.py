@@ -1,0 +1,166 @@
+"""What the door answers. Refusals are results, not exceptions.
+
+Reasons (``result.reason`` is the primary one; ``result.reasons`` lists every check that
+failed, including a guard's own reason such as ``JOB_RUNNING``):
+
+=================  =====================================================================
+RECORD_NOT_FOUND   no row has this key
+STATE_MISMATCH     the row is not in a from-state of the move (it moved first)
+LEASE_HELD         a live lease of a side-effecting edge blocks every other edge
+NOT_OWNER          the row's owner column is not the caller's owner
+GUARD_FAILED       a guard (caller's or the binding's entry guard) does not hold
+INVARIANT          the write would put a second row in a state allowed once (UNIQUE)
+LEASE_LOST         the lease was taken over (fencing token moved): the write is refused
+HELD_BY_OTHER      a finalization claim is held by another (holder, scope)
+ACT_FAILED         a side effect returned a falsy result; the lease was released
+=================  =====================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Reason(StrEnum):
+    RECORD_NOT_FOUND = "RECORD_NOT_FOUND"
+    STATE_MISMATCH = "STATE_MISMATCH"
+    LEASE_HELD = "LEASE_HELD"
+    NOT_OWNER = "NOT_OWNER"
+    GUARD_FAILED = "GUARD_FAILED"
+    INVARIANT = "INVARIANT"
+    LEASE_LOST = "LEASE_LOST"
+    HELD_BY_OTHER = "HELD_BY_OTHER"
+    ACT_FAILED = "ACT_FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One applied transition. ``id`` is the outbox row's id (stable across redeliveries);
+    it is None when the binding has no events table (published after commit)."""
+
+    machine: str
+    key: tuple[Any, ...]
+    edge: str | None
+    from_state: str | None
+    to_state: str
+    owner: str | None
+    data: Any
+    version: int | None
+    at: datetime | None
+    id: int | None = None
+
+    @property
+    def stable_id(self) -> str:
+        return f"{self.machine}:{self.id}" if self.id is not None else ""
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionResult:
+    applied: bool
+    reason: str | None = None
+    reasons: tuple[str, ...] = ()
+    previous: str | None = None
+    state: str | None = None
+    row: Mapping[str, Any] | None = None
+    event: Event | None = None
+
+    def __bool__(self) -> bool:
+        return self.applied
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The dry run: would the move apply now, and every reason why not."""
+
+    allowed: bool
+    reasons: tuple[str, ...] = ()
+    state: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseClaim:
+    """A lease taken for a side-effecting edge; ``fence`` must be shown to finalize."""
+
+    claimed: bool
+    reason: str | None = None
+    reasons: tuple[str, ...] = ()
+    edge: str | None = None
+    token: int | None = None
+    fence: Any = None
+    state: str | None = None
+    row: Mapping[str, Any] | None = None
+
+    def __bool__(self) -> bool:
+        return self.claimed
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseResult:
+    released: bool
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.released
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """claim -> act -> finalize. ``applied`` only if the act succeeded and its finalize
+    landed; ``value`` is what the act returned (None when it did not run)."""
+
+    applied: bool
+    reason: str | None = None
+    reasons: tuple[str, ...] = ()
+    previous: str | None = None
+    state: str | None = None
+    value: Any = None
+    acted: bool = False
+    error: str | None = None
+    event: Event | None = None
+
+    def __bool__(self) -> bool:
+        return self.applied
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizationClaimResult:
+    claimed: bool
+    reason: str | None = None
+    holder: str | None = None
+    scope: str | None = None
+    token: int | None = None
+    row: Mapping[str, Any] | None = None
+
+    def __bool__(self) -> bool:
+        return self.claimed
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What one timer or notice did to one row during :meth:`fire_due`."""
+
+    key: tuple[Any, ...]
+    name: str
+    applied: bool
+    reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FireReport:
+    fired: tuple[Fired, ...] = field(default_factory=tuple)
+
+    @property
+    def applied(self) -> int:
+        return sum(1 for f in self.fired if f.applied)
+
+    @property
+    def errors(self) -> tuple[Fired, ...]:
+        return tuple(f for f in self.fired if f.error)

@@ -1,0 +1,296 @@
+"""Stores run statements; they decide nothing.
+
+* SQLite (stdlib ``sqlite3``): real autocommit (``isolation_level=None``), WAL, a busy
+  timeout, one connection per thread, and ``BEGIN IMMEDIATE`` for every multi-statement
+  write: a deferred transaction that upgrades to a write fails at once with SQLITE_BUSY,
+  ignoring the timeout. ``sqlite://`` (memory) is one shared connection behind a lock.
+* PostgreSQL (psycopg 3 + psycopg_pool): autocommit connections from a pool; a batch marked
+  ``transaction`` runs inside one.
+
+Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantViolation`
+(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError`, a value the
+database refuses :class:`ValidationError`; the driver's error is kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import unquote
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from .compiler import Batch
+from .errors import ConnectionLostError, InvariantViolation, StoreError, ValidationError
+
+Rows = list[list[tuple[Any, ...]]]
+
+
+class StatementCounter:
+    """Counts statements sent to the database: the proof of "one round trip"."""
+
+    def __init__(self) -> None:
+        self.statements = 0
+
+
+# -- SQLite --------------------------------------------------------------------------------
+
+
+class SQLiteStore(StatementCounter):
+    dialect = "sqlite"
+
+    def __init__(self, path: str | None = None, *, busy_timeout: float = 30.0,
+                 synchronous: str = "NORMAL") -> None:
+        super().__init__()
+        self.path = path or ":memory:"
+        self.memory = self.path == ":memory:"
+        self.busy_timeout = busy_timeout
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous={synchronous!r}")
+        self.synchronous = synchronous.upper()
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        self._shared: sqlite3.Connection | None = self._open() if self.memory else None
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=self.busy_timeout)
+        if not self.memory:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        with self._guard:
+            self._all.append(conn)
+        return conn
+
+    def connection(self) -> sqlite3.Connection:
+        if self._shared is not None:
+            return self._shared
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+        return conn
+
+    def run(self, batch: Batch) -> Rows:
+        conn = self.connection()
+        if self._shared is not None:
+            with self._guard:
+                return self._run(conn, batch)
+        return self._run(conn, batch)
+
+    def _run(self, conn: sqlite3.Connection, batch: Batch) -> Rows:
+        try:
+            if not batch.transaction:
+                self.statements += len(batch.statements)
+                return [conn.execute(sql, params).fetchall() for sql, params in batch.statements]
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = [conn.execute(sql, params).fetchall() for sql, params in batch.statements]
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self.statements += len(batch.statements) + 2
+            return out
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE" in str(exc):
+                raise InvariantViolation(str(exc), index=None) from exc
+            raise StoreError(str(exc)) from exc
+        except (sqlite3.InterfaceError, OverflowError) as exc:
+            raise ValidationError(f"SQLite refused a value: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(str(exc)) from exc
+
+    def execute_script(self, sql: str) -> None:
+        conn = self.connection()
+        with self._guard:
+            conn.executescript(sql)
+
+    def close(self) -> None:
+        with self._guard:
+            conns, self._all = self._all, []
+        for c in conns:
+            c.close()
+        self._shared = None
+        self._local = threading.local()
+
+
+class AsyncSQLiteStore:
+    """SQLite for asyncio: the sync store on a small worker pool, so a busy wait for the
+    write lock never blocks the event loop."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | None = None, *, workers: int = 4, **kw: Any) -> None:
+        self.sync = SQLiteStore(path, **kw)
+        self._pool = ThreadPoolExecutor(1 if self.sync.memory else workers,
+                                        thread_name_prefix="rowstate-sqlite")
+
+    @property
+    def statements(self) -> int:
+        return self.sync.statements
+
+    async def run(self, batch: Batch) -> Rows:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.sync.run, batch)
+
+    async def execute_script(self, sql: str) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._pool, self.sync.execute_script,
+                                                         sql)
+
+    async def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.sync.close()
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------
+
+
+def _translate(exc: psycopg.Error) -> Exception:
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return InvariantViolation(str(exc), index=exc.diag.constraint_name)
+    if isinstance(exc, pg_errors.DataError | pg_errors.InvalidTextRepresentation):
+        return ValidationError(f"PostgreSQL refused a value: {exc}")
+    if isinstance(exc, psycopg.OperationalError | pg_errors.AdminShutdown):
+        return ConnectionLostError(f"connection lost: {exc}")
+    return StoreError(str(exc))
+
+
+def _execute(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequence[Any]]],
+             ) -> Rows:
+    out: Rows = []
+    for sql, params in statements:
+        cur = conn.execute(sql, params)
+        out.append(cur.fetchall() if cur.description else [])
+    return out
+
+
+class PostgresStore(StatementCounter):
+    dialect = "postgresql"
+
+    def __init__(self, conninfo: str = "", *, pool: ConnectionPool[Any] | None = None,
+                 min_size: int = 1, max_size: int = 8) -> None:
+        super().__init__()
+        self.own_pool = pool is None
+        self.pool: ConnectionPool[Any] = pool or ConnectionPool(
+            conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
+            open=True, name="rowstate",
+        )
+
+    def run(self, batch: Batch) -> Rows:
+        try:
+            with self.pool.connection() as conn:
+                if batch.transaction:
+                    with conn.transaction():
+                        out = _execute(conn, batch.statements)
+                    self.statements += len(batch.statements) + 2
+                    return out
+                self.statements += len(batch.statements)
+                return _execute(conn, batch.statements)
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+
+    def execute_script(self, sql: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(sql)
+
+    def close(self) -> None:
+        if self.own_pool:
+            self.pool.close()
+
+
+class AsyncPostgresStore:
+    dialect = "postgresql"
+
+    def __init__(self, conninfo: str = "", *, pool: AsyncConnectionPool[Any] | None = None,
+                 min_size: int = 1, max_size: int = 8) -> None:
+        self.statements = 0
+        self.own_pool = pool is None
+        self.pool: AsyncConnectionPool[Any] = pool or AsyncConnectionPool(
+            conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
+            open=False, name="rowstate-async",
+        )
+        self._opened = not self.own_pool
+        self._opening: asyncio.Lock | None = None
+
+    async def _ensure_open(self) -> None:
+        if self._opened:
+            return
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if not self._opened:
+                await self.pool.open()
+                self._opened = True
+
+    async def run(self, batch: Batch) -> Rows:
+        await self._ensure_open()
+        try:
+            async with self.pool.connection() as conn:
+                out: Rows = []
+                if batch.transaction:
+                    async with conn.transaction():
+                        for sql, params in batch.statements:
+                            cur = await conn.execute(sql, params)
+                            out.append(await cur.fetchall() if cur.description else [])
+                    self.statements += len(batch.statements) + 2
+                    return out
+                for sql, params in batch.statements:
+                    cur = await conn.execute(sql, params)
+                    out.append(await cur.fetchall() if cur.description else [])
+                self.statements += len(batch.statements)
+                return out
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+
+    async def execute_script(self, sql: str) -> None:
+        await self._ensure_open()
+        async with self.pool.connection() as conn:
+            await conn.execute(sql)
+
+    async def close(self) -> None:
+        if self.own_pool and self._opened:
+            await self.pool.close()
+
+
+# -- URLs ----------------------------------------------------------------------------------
+
+Store = SQLiteStore | PostgresStore
+AsyncStore = AsyncSQLiteStore | AsyncPostgresStore
+
+
+def _sqlite_path(url: str) -> str | None:
+    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``;
+    ``sqlite://`` and ``sqlite:///:memory:`` -> memory (None)."""
+    if url in ("sqlite:", "sqlite://") or not url.startswith("sqlite:///"):
+        if url not in ("sqlite:", "sqlite://"):
+            raise ValueError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
+        return None
+    path = unquote(url[len("sqlite:///"):])
+    return None if path in ("", ":memory:") else path
+
+
+def connect(url: str, **options: Any) -> Store:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://`` (memory) or
+    ``postgresql://...``."""
+    if url.startswith("sqlite:"):
+        return SQLiteStore(_sqlite_path(url), **options)
+    if url.startswith(("postgresql:", "postgres:")):
+        return PostgresStore(url, **options)
+    raise ValueError(f"unsupported database URL {url!r}")
+
+
+def connect_async(url: str, **options: Any) -> AsyncStore:
+    if url.startswith("sqlite:"):
+        return AsyncSQLiteStore(_sqlite_path(url), **options)
+    if url.startswith(("postgresql:", "postgres:")):
+        return AsyncPostgresStore(url, **options)
+    raise ValueError(f"unsupported database URL {url!r}")

@@ -1,0 +1,265 @@
+"""Tests of the service fixtures (tests/conftest.py) and of tests/services.py itself."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import nats
+import psycopg
+import pytest
+
+import services
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+# --------------------------------------------------------------------------------------
+# pg_dsn: a working, empty, distinct database per test
+# --------------------------------------------------------------------------------------
+
+_SEEN_DATABASES: list[str] = []
+
+_USER_RELATIONS = """
+    select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname not in ('pg_catalog', 'information_schema')
+      and n.nspname not like 'pg_toast%'
+"""
+
+
+@pytest.mark.parametrize("round_", [1, 2])
+def test_pg_dsn_is_a_fresh_empty_database(
+    round_: int, pg_dsn: str, pg_admin_dsn: str, pg_template: str
+) -> None:
+    with psycopg.connect(pg_dsn) as conn:
+        (name,) = conn.execute("select current_database()").fetchone() or ("",)
+        assert name.startswith("rs_")
+        assert name != pg_template
+        assert name not in _SEEN_DATABASES
+        # Empty -- in particular the table the other round created is not here.
+        assert conn.execute(_USER_RELATIONS).fetchone() == (0,)
+        conn.execute("create table leftover (id int primary key)")
+        conn.execute("insert into leftover values (1)")
+
+    with psycopg.connect(pg_admin_dsn) as admin:
+        existing = {row[0] for row in admin.execute("select datname from pg_database").fetchall()}
+    assert name in existing and pg_template in existing
+    assert not existing & set(_SEEN_DATABASES), "databases of earlier tests were not dropped"
+    _SEEN_DATABASES.append(name)
+
+
+def test_make_and_drop_database(pg_admin_dsn: str) -> None:
+    name = services.make_database(pg_admin_dsn)
+    dsn = services.database_dsn(pg_admin_dsn, name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("select current_database()").fetchone() == (name,)
+        # WITH (FORCE): dropping works while someone is still connected.
+        services.drop_database(pg_admin_dsn, name)
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("select 1")
+    with psycopg.connect(pg_admin_dsn) as admin:
+        row = admin.execute("select count(*) from pg_database where datname = %s", [name])
+        assert row.fetchone() == (0,)
+    services.drop_database(pg_admin_dsn, name)  # idempotent
+
+
+# --------------------------------------------------------------------------------------
+# The throwaway-cluster path, for real (not `slow`: it runs in the normal suite)
+# --------------------------------------------------------------------------------------
+
+
+def _skip_or_fail(reason: str) -> None:
+    if services.services_required():
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(60)
+def test_throwaway_postgres_cluster_starts_and_stops() -> None:
+    started = time.monotonic()
+    try:
+        server = services.acquire_postgres(force_start=True)
+    except services.ServiceUnavailable as exc:
+        _skip_or_fail(f"cannot start a throwaway PostgreSQL cluster: {exc}")
+        return
+    try:
+        assert server.owned and server.pid is not None and server.port is not None
+        assert server.base_dir is not None and server.data_dir is not None
+        assert server.port != 5432
+        assert services.pid_alive(server.pid)
+        if os.geteuid() == 0:  # initdb refuses root: the cluster runs as `postgres`
+            assert server.data_dir.stat().st_uid == pwd.getpwnam("postgres").pw_uid
+        with psycopg.connect(server.admin_dsn) as conn:
+            assert conn.execute("select 1").fetchone() == (1,)
+            assert conn.execute("show fsync").fetchone() == ("off",)
+            assert conn.execute("show listen_addresses").fetchone() == ("127.0.0.1",)
+        name = services.make_database(server.admin_dsn)
+        services.drop_database(server.admin_dsn, name)
+    finally:
+        server.stop()
+    assert not services.pid_alive(server.pid)
+    assert not services.tcp_answers("127.0.0.1", server.port)
+    assert not server.base_dir.exists()
+    server.stop()  # idempotent
+    assert time.monotonic() - started < 15
+
+
+def test_found_servers_are_never_stopped(pg_admin_dsn: str) -> None:
+    found = services.PostgresServer(admin_dsn=pg_admin_dsn)  # owned=False
+    found.stop()
+    with psycopg.connect(pg_admin_dsn) as conn:
+        assert conn.execute("select 1").fetchone() == (1,)
+
+
+# --------------------------------------------------------------------------------------
+# NATS JetStream
+# --------------------------------------------------------------------------------------
+
+
+async def _jetstream_roundtrip(url: str) -> None:
+    nc = await nats.connect(url, connect_timeout=5, allow_reconnect=False)
+    try:
+        js = nc.jetstream(timeout=5)
+        token = uuid.uuid4().hex  # unique: other test processes may share the server
+        stream, subject = f"RS_TEST_{token}", f"rowstate.test.{token}"
+        await js.add_stream(name=stream, subjects=[subject])
+        try:
+            ack = await js.publish(subject, b"hello jetstream")
+            assert ack.stream == stream
+            sub = await js.pull_subscribe(subject, stream=stream)
+            try:
+                (msg,) = await sub.fetch(1, timeout=5)
+                assert msg.data == b"hello jetstream"
+                await msg.ack()
+            finally:
+                await sub.unsubscribe()
+            stored = await js.get_msg(stream, ack.seq)
+            assert stored.data == b"hello jetstream"
+        finally:
+            await js.delete_stream(stream)
+    finally:
+        await nc.close()
+
+
+async def test_nats_url_answers_with_jetstream(nats_url: str) -> None:
+    assert nats_url.startswith("nats://")
+    await _jetstream_roundtrip(nats_url)
+
+
+@pytest.mark.nats
+@pytest.mark.timeout(60)
+async def test_own_nats_server_starts_and_stops() -> None:
+    try:
+        server = services.acquire_nats(force_start=True)
+    except services.ServiceUnavailable as exc:
+        _skip_or_fail(f"cannot start nats-server: {exc}")
+        return
+    try:
+        assert server.owned and server.pid is not None
+        assert services.pid_alive(server.pid)
+        await _jetstream_roundtrip(server.url)
+    finally:
+        server.stop()
+    assert server.process is not None and server.process.returncode is not None
+    assert not services.pid_alive(server.pid)
+    assert server.base_dir is not None and not server.base_dir.exists()
+
+
+# --------------------------------------------------------------------------------------
+# Pure helpers
+# --------------------------------------------------------------------------------------
+
+
+def test_database_dsn() -> None:
+    assert (
+        services.database_dsn("postgresql://u:p@h:5433/postgres?sslmode=disable", "rs_x")
+        == "postgresql://u:p@h:5433/rs_x?sslmode=disable"
+    )
+    kv = services.database_dsn("host=h port=5433 user=u dbname=postgres", "rs_x")
+    assert psycopg.conninfo.conninfo_to_dict(kv) == {
+        "host": "h",
+        "port": "5433",
+        "user": "u",
+        "dbname": "rs_x",
+    }
+
+
+def test_pid_alive_and_free_port() -> None:
+    assert services.pid_alive(os.getpid())
+    port = services.free_port()
+    assert 0 < port < 65536
+    assert not services.tcp_answers("127.0.0.1", port, timeout=0.5)
+
+
+def test_probe_reports_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = f"postgresql://postgres:secret@127.0.0.1:{services.free_port()}/postgres"
+    monkeypatch.setenv(services.PG_DSN_ENV, dead)
+    with pytest.raises(services.ServiceUnavailable, match=services.PG_DSN_ENV) as info:
+        services.acquire_postgres()
+    assert "secret" not in str(info.value)  # passwords are redacted
+    assert services.find_or_start_postgres() is None  # exclusive: no silent fallback
+
+    monkeypatch.setenv(services.NATS_URL_ENV, f"nats://127.0.0.1:{services.free_port()}")
+    assert services.find_or_start_nats() is None
+
+
+# --------------------------------------------------------------------------------------
+# The skip / fail rule, in a child pytest run with the service section of our conftest
+# --------------------------------------------------------------------------------------
+
+
+def _child_pytest(tmp_path: Path, *, require: bool) -> subprocess.CompletedProcess[str]:
+    conftest = (TESTS_DIR / "conftest.py").read_text()
+    section = conftest.split("# <<< END OF SERVICE FIXTURES", 1)[0]
+    (tmp_path / "conftest.py").write_text(section)
+    (tmp_path / "services.py").write_text((TESTS_DIR / "services.py").read_text())
+    (tmp_path / "pytest.ini").write_text(
+        textwrap.dedent(
+            """\
+            [pytest]
+            addopts = --strict-markers -ra -p no:cacheprovider
+            asyncio_mode = auto
+            asyncio_default_fixture_loop_scope = function
+            filterwarnings = error
+            markers =
+                postgres: needs a real PostgreSQL
+                nats: needs a NATS JetStream server
+            """
+        )
+    )
+    (tmp_path / "test_child.py").write_text(
+        "def test_needs_postgres(pg_dsn):\n    pass\n\ndef test_needs_nothing():\n    pass\n"
+    )
+    env = dict(os.environ)
+    env[services.PG_DSN_ENV] = f"postgresql://postgres@127.0.0.1:{services.free_port()}/x"
+    env[services.REQUIRE_SERVICES_ENV] = "1" if require else "0"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_missing_service_skips_loudly(tmp_path: Path) -> None:
+    proc = _child_pytest(tmp_path, require=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 1 skipped" in proc.stdout
+    assert "PostgreSQL unavailable" in proc.stdout
+    assert "SERVICES UNAVAILABLE" in proc.stdout
+
+
+def test_missing_service_fails_when_required(tmp_path: Path) -> None:
+    proc = _child_pytest(tmp_path, require=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 passed, 1 error" in proc.stdout
+    assert "PostgreSQL unavailable" in proc.stdout
