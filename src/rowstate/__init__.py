@@ -16,7 +16,7 @@ from .binding import (
     TimedEdge,
     Unique,
 )
-from .core import Lease as ActiveLease
+from .core import ActiveLease
 from .errors import (
     ConnectionLostError,
     DefinitionError,

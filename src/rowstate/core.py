@@ -79,7 +79,7 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class Lease:
+class ActiveLease:
     """What an act receives: which row, which edge, and the fencing token it holds."""
 
     key: tuple[Any, ...]
@@ -473,7 +473,7 @@ class Core:
             return ReleaseResult(True)
         return ReleaseResult(False, Reason.LEASE_LOST)
 
-    def run(self, key: object, edge_name: str, act: Callable[[Lease], Any], *,
+    def run(self, key: object, edge_name: str, act: Callable[[ActiveLease], Any], *,
             holder: str | None = None, owner: object = None,
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
             data: Any = None) -> Op[RunResult]:
@@ -489,7 +489,7 @@ class Core:
         if not claim.claimed:
             return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
         assert claim.row is not None
-        handle = Lease(self.b.key_values(key), edge, claim.token, claim.row)
+        handle = ActiveLease(self.b.key_values(key), edge, claim.token, claim.row)
         try:
             value = yield Call(act, handle)
         except BaseException as exc:
@@ -594,7 +594,7 @@ class Core:
 
     # -- durable timers ------------------------------------------------------------------
 
-    def fire_due(self, *, acts: Mapping[str, Callable[[Lease], Any]] | None = None,
+    def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                  notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                  limit: int = 100, holder: str | None = None) -> Op[FireReport]:
         """Move every due row through the normal door; one failing row does not stop the
@@ -627,7 +627,7 @@ class Core:
         return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE", "NOT_DUE")
 
     def _fire_edge(self, key: tuple[Any, ...], edge: Edge,
-                   acts: Mapping[str, Callable[[Lease], Any]],
+                   acts: Mapping[str, Callable[[ActiveLease], Any]],
                    holder: str | None) -> Op[Fired]:
         try:
             if edge.lease:

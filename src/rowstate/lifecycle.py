@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from .binding import Binding, GuardSpec
-from .core import Core, Lease
+from .core import ActiveLease, Core
 from .dialects import Dialect, Postgres, SQLite
 from .drive import adrive, drive
 from .results import (
@@ -105,7 +105,7 @@ class Lifecycle(_Base):
                 ) -> ReleaseResult:
         return drive(self.store, self.core.release(key, claim, error=error))
 
-    def run(self, key: object, edge: str, act: Callable[[Lease], Any], *,
+    def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
             holder: str | None = None, owner: object = None,
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
             data: Any = None) -> RunResult:
@@ -134,7 +134,7 @@ class Lifecycle(_Base):
     def history(self, key: object) -> list[Event]:
         return drive(self.store, self.core.history(key))
 
-    def fire_due(self, *, acts: Mapping[str, Callable[[Lease], Any]] | None = None,
+    def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                  notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                  limit: int = 100, holder: str | None = None) -> FireReport:
         report = drive(self.store, self.core.fire_due(acts=acts, notify=notify, limit=limit,
@@ -199,7 +199,7 @@ class AsyncLifecycle(_Base):
                       ) -> ReleaseResult:
         return await adrive(self.store, self.core.release(key, claim, error=error))
 
-    async def run(self, key: object, edge: str, act: Callable[[Lease], Any], *,
+    async def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
                   holder: str | None = None, owner: object = None,
                   payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
                   data: Any = None) -> RunResult:
@@ -227,7 +227,7 @@ class AsyncLifecycle(_Base):
     async def history(self, key: object) -> list[Event]:
         return await adrive(self.store, self.core.history(key))
 
-    async def fire_due(self, *, acts: Mapping[str, Callable[[Lease], Any]] | None = None,
+    async def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                        notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                        limit: int = 100, holder: str | None = None) -> FireReport:
         return await adrive(self.store, self.core.fire_due(acts=acts, notify=notify,
