@@ -35,7 +35,7 @@ from .conditions import (
     Slot,
     failing,
 )
-from .dialects import Dialect
+from .dialects import STORE_NOW, Dialect
 from .errors import InvalidTransitionError, InvariantViolation, ValidationError
 from .machine import Edge
 from .results import (
@@ -111,8 +111,7 @@ class Core:
     def values(self, key: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
         kv = self.b.key_values(key)
         values: dict[str, Any] = {f"k{i}": v for i, v in enumerate(kv)}
-        if self.clock is not None:
-            values["now"] = self.d.db_time(self.clock())
+        values.update(self._clock_values())
         return kv, values
 
     def _owner(self, owner: object) -> Any:
@@ -621,7 +620,9 @@ class Core:
         return FireReport(tuple(fired))
 
     def _clock_values(self) -> dict[str, Any]:
-        return {"now": self.d.db_time(self.clock())} if self.clock is not None else {}
+        if self.clock is not None:
+            return {"now": self.d.db_time(self.clock())}
+        return {"now": STORE_NOW} if self.d.now_is_param else {}
 
     def _due_check(self, column: str) -> Check:
         return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE", "NOT_DUE")

@@ -41,8 +41,24 @@ def canonical_time(at: datetime) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
+class _StoreNow:
+    """Parameter placeholder the SQLite store replaces with its clock reading, once per
+    batch after ``BEGIN IMMEDIATE``: every statement of one write sees the same instant
+    (SQLite's own ``'now'`` is re-read per statement, so a read, an event INSERT and the
+    UPDATE of one transition could disagree on whether a lease is stale)."""
+
+    def __repr__(self) -> str:
+        return "STORE_NOW"
+
+
+STORE_NOW: Any = _StoreNow()
+
+
 class Dialect:
     """Shared spelling; subclasses override what their database spells differently."""
+
+    # SQLite: "now" is always a parameter, filled by the store (STORE_NOW) unless injected
+    now_is_param: ClassVar[bool] = False
 
     name: ClassVar[str]
     placeholder: ClassVar[str]
@@ -162,11 +178,16 @@ class SQLite(Dialect):
     def same(self, left: str, right: str) -> str:
         return f"{left} IS {right}"
 
+    now_is_param = True
+
     def db_now(self) -> str:
         return f"strftime('{SQLITE_NOW_FORMAT}', 'now')"
 
+    def now(self, out: SqlOut) -> str:
+        return self.value(Slot("now"), out)
+
     def older(self, column_sql: str, ttl: Value, out: SqlOut, inclusive: bool) -> str:
-        base = self.value(Slot("now"), out) if self.injected_clock else "'now'"
+        base = self.value(Slot("now"), out)
         secs = self.value(ttl, out)
         op = "<=" if inclusive else "<"
         return (

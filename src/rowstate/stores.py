@@ -19,6 +19,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
@@ -27,6 +28,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .compiler import Batch
+from .dialects import STORE_NOW, canonical_time
 from .errors import ConnectionLostError, InvariantViolation, StoreError, ValidationError
 
 Rows = list[list[tuple[Any, ...]]]
@@ -90,10 +92,14 @@ class SQLiteStore(StatementCounter):
         try:
             if not batch.transaction:
                 self.statements += len(batch.statements)
-                return [conn.execute(sql, params).fetchall() for sql, params in batch.statements]
+                return [conn.execute(sql, _with_now(params)).fetchall()
+                        for sql, params in batch.statements]
             conn.execute("BEGIN IMMEDIATE")
             try:
-                out = [conn.execute(sql, params).fetchall() for sql, params in batch.statements]
+                # one clock reading for the whole write, taken once the write lock is held
+                now = canonical_time(datetime.now(UTC))
+                out = [conn.execute(sql, _with_now(params, now)).fetchall()
+                       for sql, params in batch.statements]
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -122,6 +128,14 @@ class SQLiteStore(StatementCounter):
             c.close()
         self._shared = None
         self._local = threading.local()
+
+
+def _with_now(params: Sequence[Any], now: str | None = None) -> Sequence[Any]:
+    """Fill STORE_NOW placeholders with this host's clock (SQLite has no server clock)."""
+    if not any(p is STORE_NOW for p in params):
+        return params
+    stamp = now or canonical_time(datetime.now(UTC))
+    return [stamp if p is STORE_NOW else p for p in params]
 
 
 class AsyncSQLiteStore:
