@@ -17,10 +17,14 @@ binding before any SQL is built; only checked names ever reach SQL text.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from .conditions import Ref
 from .dialects import Dialect, Postgres, SQLite, check_ident
@@ -56,7 +60,10 @@ class Lease:
 class FinalizationClaim:
     """Columns of a claim keyed by (holder, scope), stealable after ``ttl`` seconds.
 
-    A transition into a state that is not active clears it in the same write.
+    A transition into a state that is not active clears it in the same write. ``blocks``
+    names states that cannot be entered while a live (not yet stale) claim is held, whoever
+    holds it (reason ``FINALIZATION_HELD``): e.g. no new load may start while a finalizer
+    is still doing its destructive work on the row.
     """
 
     holder: str
@@ -64,6 +71,7 @@ class FinalizationClaim:
     at: str
     token: str | None = None
     ttl: float = 300.0
+    blocks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,7 +205,8 @@ class Binding:
 
     def _check_definition(self) -> None:
         m = self.machine
-        for state in (*self.on_enter, *self.enter_guards):
+        blocked = self.finalization.blocks if self.finalization else ()
+        for state in (*self.on_enter, *self.enter_guards, *blocked):
             if state not in m.states:
                 raise DefinitionError(f"{self.table}: entry rule for unknown state {state!r}")
         for writes in self.on_enter.values():
@@ -269,6 +278,7 @@ class Binding:
                     f"{self.table}: payload field {name!r} is not a payload column "
                     f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
                 )
+            check_payload_value(value, f"{self.table}: payload field {name!r}")
             out[name] = value
         return out
 
@@ -336,6 +346,26 @@ def check_scalar(value: object, what: str, error: type[Exception],
         raise error(f"{what}: integer out of 64-bit range")
     if isinstance(value, float) and value != value:
         raise error(f"{what}: NaN is not comparable")
+
+
+PAYLOAD_TYPES = (str, int, float, bool, bytes, Decimal, datetime, date, time, timedelta,
+                 UUID, dict, list)
+
+
+def check_payload_value(value: object, what: str) -> None:
+    """A value a column can hold, checked before any write: a claim and an act must not
+    happen for a finalize that could never land. JSON (dict, list) must be plain JSON."""
+    if value is None:
+        return
+    if not isinstance(value, PAYLOAD_TYPES):
+        raise ValidationError(f"{what}: a {type(value).__name__} cannot be stored")
+    if isinstance(value, str) and "\x00" in value:
+        raise ValidationError(f"{what}: text holding NUL cannot be stored")
+    if isinstance(value, dict | list):
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"{what}: not plain JSON: {exc}") from None
 
 
 def as_columns(names: Iterable[str]) -> tuple[str, ...]:

@@ -146,9 +146,10 @@ def render(node: Node, dialect: SqlDialect, alias: str | None, out: SqlOut) -> s
     """SQL text for ``node``; parameters are appended to ``out`` in order."""
     match node:
         case In(ref, values, nullable):
-            col = dialect.ref(ref, alias, out)
             parts = []
             if values:
+                # rendered only when used: a JSON path or a derived state binds parameters
+                col = dialect.ref(ref, alias, out)
                 if len(values) == 1:
                     parts.append(f"{col} = {dialect.value(values[0], out)}")
                 else:
@@ -191,12 +192,14 @@ def lookup(ref: Ref, row: Mapping[str, Any]) -> Any:
     if ref.derived is not None and value is None:
         legacy, mapping = ref.derived
         return dict(mapping).get(row.get(legacy))  # type: ignore[arg-type]
+    if ref.path and isinstance(value, str | bytes):
+        # the column as stored (JSON text on SQLite); a string found *inside* the document
+        # is a string, as SQL's path operators see it, even if its text looks like JSON
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
     for key in ref.path:
-        if isinstance(value, str | bytes):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return None
         if not isinstance(value, Mapping):
             return None
         value = value.get(key)

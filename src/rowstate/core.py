@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from .binding import Binding, GuardSpec, check_scalar
+from .binding import Binding, FinalizationClaim, GuardSpec, TimedEdge, check_scalar
 from .compiler import Batch, CasPlan, Compiler, EventSpec, Set
 from .conditions import (
     And,
@@ -34,6 +34,7 @@ from .conditions import (
     Same,
     Slot,
     failing,
+    lookup,
 )
 from .dialects import STORE_NOW, Dialect
 from .errors import InvalidTransitionError, InvariantViolation, ValidationError
@@ -105,6 +106,9 @@ class Core:
         self._key_index = self.columns.index(binding.key[0])
         self._read = self.c.read()
         self._event_table = tuple(binding.events.split(".")) if binding.events else None
+        # pure functions of the (frozen) machine, memoised: validation still runs on a miss
+        self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
+        self._edge_names: dict[tuple[str, str], str] = {}
 
     # -- inputs --------------------------------------------------------------------------
 
@@ -136,7 +140,25 @@ class Core:
         return text
 
     def _froms(self, to: str, from_: Iterable[str] | str | None) -> tuple[str, ...]:
-        """From-states of a *pure* move to ``to``: side-effecting edges go through run()."""
+        """From-states of a *pure* move to ``to``: side-effecting edges go through run().
+
+        Memoised per (to, from_) when both are hashable: the answer (or the error) depends
+        only on the machine, and only an answer that passed every check is remembered."""
+        memo_key: tuple[str, Any] | None = None
+        if from_ is None or isinstance(from_, str | tuple):
+            memo_key = (to, from_)
+            try:
+                hit = self._froms_memo.get(memo_key)
+            except TypeError:  # an unhashable state inside a tuple: checked below
+                memo_key, hit = None, None
+            if hit is not None:
+                return hit
+        froms = self._froms_checked(to, from_)
+        if memo_key is not None:
+            self._froms_memo[memo_key] = froms
+        return froms
+
+    def _froms_checked(self, to: str, from_: Iterable[str] | str | None) -> tuple[str, ...]:
         froms = self.m.resolve(to, from_)
         pure = tuple(s for s in froms if any(not e.lease for e in self.m.edges_between(s, to)))
         if from_ is None:
@@ -163,6 +185,8 @@ class Core:
     def _guard_checks(self, guards: GuardSpec | None, prefix: str,
                       values: dict[str, Any]) -> tuple[tuple[Any, ...], list[Check]]:
         """Checks for guards; their values go into ``values``, their shape is returned."""
+        if not guards:
+            return (), []
         checks = []
         shape = []
         for i, (ref, guard) in enumerate(self.b.guard_items(guards)):
@@ -198,6 +222,15 @@ class Core:
         assert self.b.owner is not None
         node = In(Ref(self.b.owner), (Slot("owner"),))
         return [Check(node, Reason.NOT_OWNER, Reason.NOT_OWNER)]
+
+    def _held_checks(self, to: str, values: dict[str, Any]) -> list[Check]:
+        """A live finalization claim blocks entering the states its binding lists."""
+        f = self.b.finalization
+        if f is None or to not in f.blocks:
+            return []
+        values["fttl"] = float(f.ttl)
+        node = Or((IsNull(Ref(f.holder)), Older(Ref(f.at), Slot("fttl"))))
+        return [Check(node, Reason.FINALIZATION_HELD, Reason.HELD_BY_OTHER)]
 
     # -- sets ----------------------------------------------------------------------------
 
@@ -277,8 +310,6 @@ class Core:
         return bad[0].category, reasons, state
 
     def state_of(self, row: Mapping[str, Any]) -> str | None:
-        from .conditions import lookup
-
         got = lookup(self.b.state_ref, row)
         return got if isinstance(got, str) else None
 
@@ -286,7 +317,8 @@ class Core:
 
     def _transition_plan(self, to: str, froms: tuple[str, ...], owner: Any,
                          payload: dict[str, Any], guards: GuardSpec | None,
-                         values: dict[str, Any], edge: Edge | None) -> CasPlan:
+                         values: dict[str, Any], edge: Edge | None,
+                         due: str | None = None) -> CasPlan:
         gshape, gchecks = self._guard_checks(guards, "g", values)
         eshape, echecks = self._guard_checks(self.b.enter_guards.get(to), "e", values)
         finalize = edge is not None and edge.lease is not None
@@ -300,12 +332,13 @@ class Core:
         else:
             lease_checks = self._lease_free(values)
         owner_checks = self._owner_check(owner, values)
+        held_checks = self._held_checks(to, values)
         shape = ("t", to, froms, owner is not None, gshape, eshape, tuple(payload),
-                 edge.name if edge else None)
+                 edge.name if edge else None, due)
         plan = self._plans.get(shape)
         if plan is None:
             checks = [self._state_check(froms), *lease_checks, *owner_checks,
-                      *echecks, *gchecks]
+                      *held_checks, *echecks, *gchecks, *self._due_checks(due)]
             sets = self._entry_sets(to, payload, values, finalize)
             event = None
             if self._event_table:
@@ -322,8 +355,12 @@ class Core:
         return plan
 
     def _edge_name(self, src: str, to: str) -> str:
-        pure = [e for e in self.m.edges_between(src, to) if not e.lease]
-        return (pure or list(self.m.edges_between(src, to)))[0].name
+        name = self._edge_names.get((src, to))
+        if name is None:
+            pure = [e for e in self.m.edges_between(src, to) if not e.lease]
+            name = (pure or list(self.m.edges_between(src, to)))[0].name
+            self._edge_names[(src, to)] = name
+        return name
 
     def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
                    owner: object = None, payload: Mapping[str, Any] | None = None,
@@ -333,18 +370,20 @@ class Core:
 
     def _transition(self, key: object, to: str, froms: tuple[str, ...], owner: object,
                     payload: Mapping[str, Any] | None, guards: GuardSpec | None, data: Any,
-                    edge: Edge | None, fence: Any) -> Op[TransitionResult]:
+                    edge: Edge | None, fence: Any,
+                    due: str | None = None) -> Op[TransitionResult]:
         kv, values = self.values(key)
         owner = self._owner(owner)
         checked = self.b.check_payload(payload)
         data_text = self._data(data)
-        plan = self._transition_plan(to, froms, owner, checked, guards, values, edge)
+        plan = self._transition_plan(to, froms, owner, checked, guards, values, edge, due)
         if edge is not None and edge.lease:
             values["fence"] = fence
-        values["row_key"] = json.dumps(list(kv))
-        values["to"] = to
-        values["ev_owner"] = None if owner is None else str(owner)
-        values["ev_data"] = data_text
+        if self._event_table:  # only the event row reads these
+            values["row_key"] = json.dumps(list(kv))
+            values["to"] = to
+            values["ev_owner"] = None if owner is None else str(owner)
+            values["ev_data"] = data_text
         out = yield from self._cas(plan, values)
         if out.new is None:
             reason, reasons, state = self._explain(plan.checks, out, values)
@@ -394,7 +433,9 @@ class Core:
         return edge
 
     def claim(self, key: object, edge_name: str, *, holder: str | None = None,
-              owner: object = None, guards: GuardSpec | None = None) -> Op[LeaseClaim]:
+              owner: object = None, guards: GuardSpec | None = None,
+              due: str | None = None) -> Op[LeaseClaim]:
+        """``due`` (a timer's deadline column) makes the claim also require ``now >= due``."""
         edge = self._leased_edge(edge_name)
         lease = self.b.lease
         assert lease is not None and edge.lease is not None
@@ -402,11 +443,15 @@ class Core:
         owner = self._owner(owner)
         values["lease_kind"] = edge.lease
         values["lease_ttl"] = float(lease.ttl)
+        if holder is not None and (not isinstance(holder, str) or not holder):
+            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
+        if holder is not None:
+            check_scalar(holder, "holder", ValidationError)
         values["holder"] = holder or default_holder()
         gshape, gchecks = self._guard_checks(guards, "g", values)
         eshape, echecks = self._guard_checks(self.b.enter_guards.get(edge.dst), "e", values)
         owner_checks = self._owner_check(owner, values)
-        shape = ("claim", edge.name, owner is not None, gshape, eshape)
+        shape = ("claim", edge.name, owner is not None, gshape, eshape, due)
         plan = self._plans.get(shape)
         if plan is None:
             at, kind = Ref(lease.at), Ref(lease.kind)
@@ -414,7 +459,7 @@ class Core:
                                         Older(at, Slot("lease_ttl"))))))
             checks = [self._state_check((edge.src,)),
                       Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD),
-                      *owner_checks, *echecks, *gchecks]
+                      *owner_checks, *echecks, *gchecks, *self._due_checks(due)]
             c = self.c
             sets = [c.set_now(lease.at), c.set_value(lease.kind, Slot("lease_kind"))]
             if lease.holder:
@@ -432,21 +477,35 @@ class Core:
         del kv
         return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new)
 
+    def _claimed_edge(self, claim: object, what: str) -> Edge:
+        """The edge of a claim a caller presents, checked before any I/O: a LeaseClaim that
+        was claimed, of a leased edge, with a fence of the type this lease issues."""
+        if not isinstance(claim, LeaseClaim) or not claim.claimed or claim.edge is None:
+            raise ValidationError(f"{what} needs a lease that was claimed, got {claim!r}")
+        edge = self._leased_edge(claim.edge)
+        lease = self.b.lease
+        assert lease is not None
+        fence = claim.fence
+        if lease.token:
+            ok = isinstance(fence, int) and not isinstance(fence, bool)
+        else:
+            ok = isinstance(fence, datetime | str)
+        if not ok:
+            raise ValidationError(f"{what}: {fence!r} is not a fence this lease issues")
+        check_scalar(fence if isinstance(fence, int | str) else 0, "fence", ValidationError)
+        return edge
+
     def finalize(self, key: object, claim: LeaseClaim, *,
                  payload: Mapping[str, Any] | None = None, owner: object = None,
                  data: Any = None) -> Op[TransitionResult]:
-        if not claim.claimed or claim.edge is None:
-            raise ValidationError("finalize needs a lease that was claimed")
-        edge = self._leased_edge(claim.edge)
+        edge = self._claimed_edge(claim, "finalize")
         return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
                                 edge, claim.fence)
 
     def release(self, key: object, claim: LeaseClaim, *,
                 error: str | None = None) -> Op[ReleaseResult]:
         """Give the lease back without moving; stamps ``last_error`` when given."""
-        if not claim.claimed or claim.edge is None:
-            raise ValidationError("release needs a lease that was claimed")
-        edge = self._leased_edge(claim.edge)
+        edge = self._claimed_edge(claim, "release")
         lease = self.b.lease
         assert lease is not None
         _, values = self.values(key)
@@ -475,7 +534,7 @@ class Core:
     def run(self, key: object, edge_name: str, act: Callable[[ActiveLease], Any], *,
             holder: str | None = None, owner: object = None,
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
-            data: Any = None) -> Op[RunResult]:
+            data: Any = None, due: str | None = None) -> Op[RunResult]:
         """claim -> act -> finalize; on a raise or a falsy result, release with the error.
 
         The act's exception propagates after the lease is released. If the lease was taken
@@ -483,8 +542,9 @@ class Core:
         """
         edge = self._leased_edge(edge_name)
         self.b.check_payload(payload)
+        self._data(data)  # all input is checked before the claim: no act for a doomed move
         claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
-                                      guards=guards)
+                                      guards=guards, due=due)
         if not claim.claimed:
             return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
         assert claim.row is not None
@@ -522,16 +582,12 @@ class Core:
         values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
         plan = self._plans.get(("fclaim",))
         if plan is None:
-            h, s, at = Ref(f.holder), Ref(f.scope), Ref(f.at)
-            node = Or((IsNull(h), And((Same(h, Slot("fholder")), Same(s, Slot("fscope")))),
-                       Older(at, Slot("fttl"))))
             c = self.c
             sets = [c.set_value(f.holder, Slot("fholder")), c.set_value(f.scope, Slot("fscope")),
                     c.set_now(f.at)]
             if f.token:
                 sets.append(c.incremented(f.token))
-            checks = [Check(node, Reason.HELD_BY_OTHER, Reason.HELD_BY_OTHER)]
-            plan = c.cas(checks, sets, None, known_from=True)
+            plan = c.cas([self._fclaim_check(f)], sets, None, known_from=True)
             self._plans[("fclaim",)] = plan
         out = yield from self._cas(plan, values)
         if out.new is not None:
@@ -555,14 +611,60 @@ class Core:
         stmt = self._plans.get(("frelease",))
         if stmt is None:
             c = self.c
-            node = And((Same(Ref(f.holder), Slot("fholder")), Same(Ref(f.scope), Slot("fscope"))))
             stmt = c.conditional_update(
-                [Check(node, Reason.HELD_BY_OTHER, Reason.HELD_BY_OTHER)],
+                [self._frelease_check(f)],
                 [c.set_null(f.holder), c.set_null(f.scope), c.set_null(f.at)],
             )
             self._plans[("frelease",)] = stmt
         rows = yield Batch((stmt.bind(self.d, values),))
         return ReleaseResult(bool(rows[0]))
+
+    @staticmethod
+    def _fclaim_check(f: FinalizationClaim) -> Check:
+        """Free, already ours (same holder and scope: a redelivery), or stale."""
+        h, s, at = Ref(f.holder), Ref(f.scope), Ref(f.at)
+        node = Or((IsNull(h), And((Same(h, Slot("fholder")), Same(s, Slot("fscope")))),
+                   Older(at, Slot("fttl"))))
+        return Check(node, Reason.HELD_BY_OTHER, Reason.HELD_BY_OTHER)
+
+    @staticmethod
+    def _frelease_check(f: FinalizationClaim) -> Check:
+        node = And((Same(Ref(f.holder), Slot("fholder")), Same(Ref(f.scope), Slot("fscope"))))
+        return Check(node, Reason.HELD_BY_OTHER, Reason.HELD_BY_OTHER)
+
+    # -- the rules as data ---------------------------------------------------------------
+    #
+    # For a caller that runs the rules on another executor (a key/value persistence adapter
+    # that can only do a conditional write of plain values): the very checks the SQL above
+    # is rendered from, and the values their slots name, so that executor evaluates the same
+    # rules (:func:`rowstate.conditions.evaluate`) instead of a copy of them.
+
+    def transition_checks(self, key: object, to: str, *,
+                          from_: Iterable[str] | str | None = None, owner: object = None,
+                          guards: GuardSpec | None = None,
+                          ) -> tuple[tuple[Check, ...], dict[str, Any]]:
+        """The checks a move's write is conditioned on (its WHERE, key excepted)."""
+        froms = self._froms(to, from_)
+        _, values = self.values(key)
+        plan = self._transition_plan(to, froms, self._owner(owner), {}, guards, values, None)
+        return plan.checks, values
+
+    def finalization_checks(self, key: object, holder: str, scope: str | None = None,
+                            ) -> tuple[Check, Check, dict[str, Any]]:
+        """(the claim's check, the release's check, their values)."""
+        f = self.b.finalization
+        if f is None:
+            raise ValidationError(f"{self.b.table}: the binding has no finalization claim")
+        for what, v in (("holder", holder), ("scope", scope)):
+            if v is not None and not isinstance(v, str):
+                raise ValidationError(f"finalization {what} must be a string, got {v!r}")
+            if v is not None:
+                check_scalar(v, what, ValidationError)
+        if not holder:
+            raise ValidationError("finalization holder must be a non-empty string")
+        _, values = self.values(key)
+        values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
+        return self._fclaim_check(f), self._frelease_check(f), values
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -586,7 +688,7 @@ class Core:
         rows = yield Batch(((sql, [self.m.name, json.dumps(list(kv))]),))
         return [
             Event(self.m.name, kv, r[1], r[2], r[3], r[4],
-                  json.loads(r[5]) if isinstance(r[5], str) else r[5], r[6],
+                  self.d.load_json(r[5]), r[6],
                   self.d.parse_time(r[7]), r[0])
             for r in rows[0]
         ]
@@ -614,7 +716,7 @@ class Core:
             stmt = self.c.select_due(checks, Ref(t.due), limit)
             rows = yield Batch((stmt.bind(self.d, values),))
             for row in rows[0]:
-                fired.append((yield from self._fire_edge(tuple(row), edge, acts, holder)))
+                fired.append((yield from self._fire_edge(tuple(row), edge, t, acts, holder)))
         for n in self.b.notices:
             fired.extend((yield from self._fire_notice(n, notify[n.name], limit, values)))
         return FireReport(tuple(fired))
@@ -625,17 +727,24 @@ class Core:
         return {"now": STORE_NOW} if self.d.now_is_param else {}
 
     def _due_check(self, column: str) -> Check:
-        return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE", "NOT_DUE")
+        return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE",
+                     Reason.GUARD_FAILED)
 
-    def _fire_edge(self, key: tuple[Any, ...], edge: Edge,
+    def _due_checks(self, column: str | None) -> list[Check]:
+        return [self._due_check(column)] if column else []
+
+    def _fire_edge(self, key: tuple[Any, ...], edge: Edge, timer: TimedEdge,
                    acts: Mapping[str, Callable[[ActiveLease], Any]],
                    holder: str | None) -> Op[Fired]:
+        # the write re-checks the deadline and the timer's guards: between the tick's SELECT
+        # and this write, an operator may have extended the deadline or set autopilot off
         try:
             if edge.lease:
-                res = yield from self.run(key, edge.name, acts[edge.name], holder=holder)
+                res = yield from self.run(key, edge.name, acts[edge.name], holder=holder,
+                                          guards=timer.guards, due=timer.due)
                 return Fired(key, edge.name, res.applied, res.reason, res.error)
-            tr = yield from self._transition(key, edge.dst, (edge.src,), None, None, None,
-                                             None, edge, None)
+            tr = yield from self._transition(key, edge.dst, (edge.src,), None, None,
+                                             timer.guards, None, edge, None, due=timer.due)
             return Fired(key, edge.name, tr.applied, tr.reason)
         except Exception as exc:  # one failing row must not stop the tick
             return Fired(key, edge.name, False, None, f"{type(exc).__name__}: {exc}")

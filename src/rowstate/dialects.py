@@ -101,6 +101,10 @@ class Dialect:
     def payload_value(self, value: object) -> object:
         return value
 
+    def load_json(self, raw: Any) -> Any:
+        """A JSON column's value as read: text to decode (SQLite stores JSON as TEXT)."""
+        return json.loads(raw) if isinstance(raw, str | bytes) else raw
+
     # -- references --------------------------------------------------------------------
 
     def ref(self, ref: Ref, alias: str | None, out: SqlOut) -> str:
@@ -251,6 +255,10 @@ class Postgres(Dialect):
         if isinstance(value, dict | list):
             return Jsonb(value)
         return value
+
+    def load_json(self, raw: Any) -> Any:
+        # psycopg has decoded the jsonb already: a str here is a JSON string, not JSON text
+        return raw
 
     def same(self, left: str, right: str) -> str:
         return f"{left} IS NOT DISTINCT FROM {right}"

@@ -127,7 +127,7 @@ class Machine:
     def edge(self, name: str) -> Edge:
         try:
             return self._by_name[name]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: an unhashable name is not an edge either
             raise InvalidTransitionError(f"{self.name}: no edge named {name!r}") from None
 
     def edges_between(self, src: str, dst: str) -> tuple[Edge, ...]:
@@ -159,7 +159,12 @@ class Machine:
                     f"{self.name}: no edge leads into {to!r}", to_state=to
                 )
             return froms
-        given = (from_,) if isinstance(from_, str) else tuple(dict.fromkeys(from_))
+        try:
+            given = (from_,) if isinstance(from_, str) else tuple(dict.fromkeys(from_))
+        except TypeError:  # not iterable, or holding unhashable things: not states
+            raise InvalidTransitionError(
+                f"{self.name}: from_ must be a state or states, got {from_!r}", to_state=to
+            ) from None
         if not given:
             raise InvalidTransitionError(f"{self.name}: empty from-set for {to!r}", to_state=to)
         for src in given:

@@ -44,7 +44,7 @@ def _deliver(d: Dialect, table: str, publishers: Sequence[Publisher],
     done: list[int] = []
     try:
         for r in rows[0]:
-            data = json.loads(r[7]) if isinstance(r[7], str) else r[7]
+            data = d.load_json(r[7])
             event = Event(r[1], tuple(json.loads(r[2])), r[3], r[4], r[5], r[6], data, r[8],
                           d.parse_time(r[9]), r[0])
             for publish in publishers:

@@ -12,6 +12,7 @@ GUARD_FAILED       a guard (caller's or the binding's entry guard) does not hold
 INVARIANT          the write would put a second row in a state allowed once (UNIQUE)
 LEASE_LOST         the lease was taken over (fencing token moved): the write is refused
 HELD_BY_OTHER      a finalization claim is held by another (holder, scope)
+FINALIZATION_HELD  (in ``reasons``) a live finalization claim blocks entering the state
 ACT_FAILED         a side effect returned a falsy result; the lease was released
 =================  =====================================================================
 """
@@ -34,6 +35,7 @@ class Reason(StrEnum):
     INVARIANT = "INVARIANT"
     LEASE_LOST = "LEASE_LOST"
     HELD_BY_OTHER = "HELD_BY_OTHER"
+    FINALIZATION_HELD = "FINALIZATION_HELD"
     ACT_FAILED = "ACT_FAILED"
 
 

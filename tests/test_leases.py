@@ -1,0 +1,307 @@
+"""Leases of side-effecting edges: claim -> act -> finalize, release with ``last_error`` on
+failure, a live lease blocking every other edge, stale leases reclaimed by the same kind only,
+and fencing: a holder whose lease was taken over can no longer write."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import pytest
+
+from engine_fixtures import JOBS, RUNS, Backend, Clock, as_dict, on
+from rowstate import ActiveLease, Lease, ValidationError
+
+
+def test_run_claims_acts_and_finalizes(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY", last_error="old failure")
+    seen: list[ActiveLease] = []
+
+    def act(lease: ActiveLease) -> str:
+        seen.append(lease)
+        return "started"
+
+    res = jobs.run("j1", "start", act, holder="w1", payload={"attempts": 1}, data={"by": "w1"})
+
+    assert (res.applied, res.reason, res.previous, res.state) == (True, None, "READY",
+                                                                  "RUNNING")
+    assert (res.value, res.acted, res.error) == ("started", True, None)
+    assert res.event is not None
+    assert (res.event.edge, res.event.from_state, res.event.to_state) == ("start", "READY",
+                                                                          "RUNNING")
+    assert res.event.data == {"by": "w1"}
+    [lease] = seen
+    assert (lease.key, lease.edge.name, lease.token) == (("j1",), "start", 1)
+    # while the act ran, the row carried the lease
+    assert (lease.row["lease_kind"], lease.row["lease_holder"]) == ("start", "w1")
+    assert lease.row["lease_at"] is not None and lease.row["state"] == "READY"
+    row = as_dict(jobs.get("j1"))
+    assert row["state"] == "RUNNING" and row["attempts"] == 1
+    assert (row["lease_at"], row["lease_kind"], row["lease_holder"]) == (None, None, None)
+    assert row["last_error"] is None  # a success clears the last failure
+    assert row["lease_token"] == 1 and row["version"] == 1
+
+
+def test_a_refused_claim_does_not_act(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="NEW")
+    calls: list[Any] = []
+    res = jobs.run("j1", "start", calls.append)
+    assert (res.applied, res.reason, res.acted, res.state) == (False, "STATE_MISMATCH", False,
+                                                               "NEW")
+    assert jobs.run("nobody", "start", calls.append).reason == "RECORD_NOT_FOUND"
+    assert calls == []
+    claim = jobs.claim("j1", "start")
+    assert (claim.claimed, claim.reason, claim.token) == (False, "STATE_MISMATCH", None)
+
+
+def test_a_falsy_act_releases_the_lease_and_stamps_the_error(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY")
+
+    res = jobs.run("j1", "start", lambda lease: 0, payload={"attempts": 7})
+
+    assert (res.applied, res.reason, res.reasons) == (False, "ACT_FAILED", ("ACT_FAILED",))
+    assert (res.acted, res.value, res.state) == (True, 0, "READY")
+    assert res.error is not None and "0" in res.error
+    row = as_dict(jobs.get("j1"))
+    assert row["state"] == "READY" and row["attempts"] is None and row["version"] == 0
+    assert (row["lease_at"], row["lease_kind"], row["lease_holder"]) == (None, None, None)
+    assert row["last_error"] == "act returned 0"
+    # retryable at once: the lease is free
+    assert jobs.run("j1", "start", lambda lease: True).applied
+    assert as_dict(jobs.get("j1"))["last_error"] is None
+
+
+def test_a_raising_act_propagates_after_the_lease_is_released(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY")
+
+    def act(lease: ActiveLease) -> bool:
+        raise RuntimeError("smtp down")
+
+    with pytest.raises(RuntimeError, match="smtp down"):
+        jobs.run("j1", "start", act)
+
+    row = as_dict(jobs.get("j1"))
+    assert row["state"] == "READY"
+    assert (row["lease_at"], row["lease_kind"]) == (None, None)
+    assert row["last_error"] == "RuntimeError: smtp down"
+    assert jobs.history("j1") == []
+    assert jobs.transition("j1", "FAILED").applied  # nothing blocks the row
+
+
+def test_a_live_lease_blocks_every_other_edge(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY")
+    held = jobs.claim("j1", "start", holder="w1")
+    assert held.claimed and held.token == 1
+    acted: list[Any] = []
+
+    assert jobs.transition("j1", "FAILED").reason == "LEASE_HELD"  # a pure edge
+    assert jobs.claim("j1", "ping", holder="w2").reason == "LEASE_HELD"  # another kind
+    assert jobs.claim("j1", "start", holder="w2").reason == "LEASE_HELD"  # the same kind
+    blocked = jobs.run("j1", "start", acted.append, holder="w2")
+    assert (blocked.reason, blocked.acted) == ("LEASE_HELD", False)
+    assert acted == []
+    assert jobs.can_transition("j1", "FAILED").reasons == ("LEASE_HELD",)
+
+    assert jobs.finalize("j1", held).applied
+    assert jobs.state("j1") == "RUNNING"
+
+
+def test_unapprove_is_refused_while_a_send_is_in_flight(backend: Backend) -> None:
+    runs = backend.make(RUNS)
+    backend.seed(RUNS, week_of="w1", status="approved")  # derived APPROVED
+    send = runs.claim("w1", "send", holder="mailer")
+    assert send.claimed
+    assert runs.transition("w1", "ASSIGNED").reason == "LEASE_HELD"
+    assert runs.release("w1", send, error="bounced").released
+    assert runs.transition("w1", "ASSIGNED").applied
+
+
+def test_a_stale_lease_is_reclaimed_by_the_same_kind_only(backend: Backend) -> None:
+    clock = Clock()
+    jobs = backend.make(JOBS, clock=clock)  # lease ttl: 60 s
+    backend.seed(JOBS, id="j1", state="READY")
+    crashed = jobs.claim("j1", "start", holder="killed-worker")
+    assert crashed.claimed
+
+    clock.advance(60)  # at the TTL: still live
+    assert jobs.claim("j1", "start", holder="w2").reason == "LEASE_HELD"
+    clock.advance(1)
+    other_kind = jobs.claim("j1", "ping", holder="w3")
+    assert (other_kind.claimed, other_kind.reason) == (False, "LEASE_HELD")
+    assert jobs.can_transition("j1", "READY", from_="NEW").reasons == ("STATE_MISMATCH",)
+
+    again = jobs.claim("j1", "start", holder="w2")
+    assert again.claimed and again.token == 2
+    row = as_dict(jobs.get("j1"))
+    assert (row["lease_holder"], row["lease_kind"], row["lease_token"]) == ("w2", "start", 2)
+    assert backend.time(row["lease_at"]) == clock.now  # the takeover stamps a new claim time
+    assert jobs.finalize("j1", again).applied
+
+
+def test_a_zombie_can_neither_finalize_nor_release(backend: Backend) -> None:
+    clock = Clock()
+    jobs = backend.make(JOBS, clock=clock)
+    backend.seed(JOBS, id="j1", state="READY")
+    zombie = jobs.claim("j1", "start", holder="zombie")
+    clock.advance(61)
+    taker = jobs.claim("j1", "start", holder="taker")
+    assert taker.claimed and taker.token == zombie.token + 1
+
+    fin = jobs.finalize("j1", zombie, payload={"attempts": 9})
+    assert (fin.applied, fin.reason, fin.reasons) == (False, "LEASE_LOST", ("LEASE_LOST",))
+    rel = jobs.release("j1", zombie, error="zombie failed")
+    assert (rel.released, rel.reason) == (False, "LEASE_LOST")
+    row = as_dict(jobs.get("j1"))
+    assert (row["state"], row["lease_holder"], row["attempts"]) == ("READY", "taker", None)
+    assert row["last_error"] is None
+
+    assert jobs.finalize("j1", taker).applied
+    # the row moved on: the zombie's finalize is still refused as a lost lease
+    assert jobs.finalize("j1", zombie).reason == "LEASE_LOST"
+    assert jobs.release("j1", taker).reason == "LEASE_LOST"  # finalized: nothing to release
+
+
+def test_run_reports_a_lease_lost_while_acting(backend: Backend) -> None:
+    clock = Clock()
+    jobs = backend.make(JOBS, clock=clock)
+    other = backend.make(JOBS, clock=clock)
+    backend.seed(JOBS, id="j1", state="READY")
+
+    def slow_act(lease: ActiveLease) -> Any:
+        clock.advance(61)  # the act outlives its lease; another worker takes over
+        return backend.raw(other).claim("j1", "start", holder="taker")
+
+    res = jobs.run("j1", "start", slow_act, holder="slow")
+
+    assert (res.applied, res.reason, res.acted) == (False, "LEASE_LOST", True)
+    assert res.value.claimed and res.value.token == 2  # the act's value: the taker's claim
+    row = as_dict(jobs.get("j1"))
+    assert (row["state"], row["lease_holder"], row["lease_token"]) == ("READY", "taker", 2)
+    assert jobs.history("j1") == []
+
+
+def test_fencing_tokens_strictly_increase(backend: Backend) -> None:
+    clock = Clock()
+    jobs = backend.make(JOBS, clock=clock)
+    backend.seed(JOBS, id="j1", state="READY")
+    tokens = []
+    for _ in range(3):
+        claim = jobs.claim("j1", "ping", holder="w")
+        tokens.append(claim.token)
+        assert jobs.release("j1", claim).released
+    claim = jobs.claim("j1", "start", holder="w")
+    tokens.append(claim.token)
+    clock.advance(120)
+    tokens.append(jobs.claim("j1", "start", holder="w2").token)  # a takeover
+    assert tokens == [1, 2, 3, 4, 5]
+    assert jobs.finalize("j1", claim).reason == "LEASE_LOST"
+
+
+def test_finalize_and_release_need_a_claimed_lease(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="NEW")
+    refused = jobs.claim("j1", "start")
+    statements = backend.statements
+    with pytest.raises(ValidationError):
+        jobs.finalize("j1", refused)
+    with pytest.raises(ValidationError):
+        jobs.release("j1", refused)
+    assert backend.statements == statements
+
+
+@on("async")
+def test_async_acts_run_under_the_async_lifecycle(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY")
+    backend.seed(JOBS, id="j2", state="READY")
+
+    async def act(lease: ActiveLease) -> str:
+        await asyncio.sleep(0.01)
+        return f"started {lease.key[0]}"
+
+    async def failing(lease: ActiveLease) -> None:
+        await asyncio.sleep(0)
+        raise ConnectionError("peer gone")
+
+    res = jobs.run("j1", "start", act)
+    assert (res.applied, res.value, res.state) == (True, "started j1", "RUNNING")
+    with pytest.raises(ConnectionError):
+        jobs.run("j2", "start", failing)
+    assert as_dict(jobs.get("j2"))["last_error"] == "ConnectionError: peer gone"
+    assert jobs.state("j2") == "READY"
+
+
+@on("sync")
+def test_the_sync_lifecycle_refuses_an_async_act(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY")
+
+    async def act(lease: ActiveLease) -> bool:
+        return True
+
+    with pytest.raises(TypeError, match="AsyncLifecycle"):
+        jobs.run("j1", "start", act)
+    assert as_dict(jobs.get("j1"))["lease_at"] is None
+
+
+JOBS_NO_TOKEN = dataclasses.replace(
+    JOBS, lease=Lease(at="lease_at", kind="lease_kind", holder="lease_holder", error="last_error",
+                      ttl=60), events=None)
+
+
+def test_without_a_token_column_the_claim_time_fences(backend: Backend) -> None:
+    clock = Clock()
+    jobs = backend.make(JOBS_NO_TOKEN, clock=clock)
+    backend.seed(JOBS, id="j1", state="READY")
+    zombie = jobs.claim("j1", "start", holder="zombie")
+    assert zombie.claimed and zombie.token is None
+    assert backend.time(zombie.fence) == clock.now
+    clock.advance(61)
+    taker = jobs.claim("j1", "start", holder="taker")
+    assert taker.claimed and backend.time(taker.fence) == clock.now
+
+    assert jobs.finalize("j1", zombie).reason == "LEASE_LOST"
+    assert jobs.release("j1", zombie).reason == "LEASE_LOST"
+    assert jobs.finalize("j1", taker).applied
+    assert jobs.state("j1") == "RUNNING"
+
+
+def test_without_a_token_column_the_database_clock_fences(backend: Backend) -> None:
+    jobs = backend.make(JOBS_NO_TOKEN)
+    backend.seed(JOBS, id="j1", state="READY")
+    first = jobs.claim("j1", "ping", holder="w1")
+    assert first.claimed and first.fence is not None
+    assert jobs.release("j1", first, error="retry later").released
+    assert as_dict(jobs.get("j1"))["last_error"] == "retry later"
+    assert jobs.run("j1", "start", lambda lease: lease.token is None).applied
+
+
+@on("async")
+def test_a_cancelled_async_act_releases_its_lease(backend: Backend) -> None:
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY")
+    started = asyncio.Event()
+
+    async def hangs(lease: ActiveLease) -> bool:
+        started.set()
+        await asyncio.sleep(3600)
+        return True
+
+    async def cancel_mid_act() -> None:
+        task = asyncio.ensure_future(jobs.aio.run("j1", "start", hangs))
+        await asyncio.wait_for(started.wait(), timeout=30)
+        task.cancel()  # e.g. a caller's timeout while the side effect is in flight
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    backend.wait(cancel_mid_act())
+    row = as_dict(jobs.get("j1"))
+    assert (row["state"], row["lease_at"], row["lease_kind"]) == ("READY", None, None)
+    assert row["last_error"] is not None and "CancelledError" in row["last_error"]
+    assert jobs.run("j1", "start", lambda lease: True).applied

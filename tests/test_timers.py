@@ -1,0 +1,239 @@
+"""Durable timers: deadlines stored on the row, fired through the normal door by
+``fire_due``, exactly once even with several tickers; once-per-row notices sent at most once;
+one failing row reported while the others proceed."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from engine_fixtures import RUNS, TICKETS, Backend, Clock, as_dict, on
+from rowstate import ActiveLease, ValidationError
+from rowstate.compiler import Batch
+
+
+class Recorder:
+    """Thread-safe record of the acts and notices a tick ran."""
+
+    def __init__(self, fail: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        self.lock = threading.Lock()
+        self.acted: list[str] = []
+        self.sent: list[str] = []
+        self.fail = set(fail)
+
+    def act(self, lease: ActiveLease) -> str:
+        key = lease.key[0]
+        with self.lock:
+            self.acted.append(key)
+        if key in self.fail:
+            raise RuntimeError(f"pager down for {key}")
+        return f"paged {key}"
+
+    def notify(self, row: Any) -> None:
+        with self.lock:
+            self.sent.append(row["id"])
+        if row["id"] in self.fail:
+            raise RuntimeError(f"mail down for {row['id']}")
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"acts": {"escalate": self.act}, "notify": {"remind": self.notify}}
+
+
+def states(tickets: Any, keys: list[str]) -> dict[str, str]:
+    return {k: tickets.state(k) for k in keys}
+
+
+def test_due_rows_move_and_the_others_wait(backend: Backend) -> None:
+    clock = Clock()
+    tickets = backend.make(TICKETS, clock=clock)
+    now = clock.now
+    backend.seed(TICKETS, id="past", state="OPEN", expires_at=now - timedelta(seconds=1))
+    backend.seed(TICKETS, id="exactly", state="OPEN", expires_at=now)
+    backend.seed(TICKETS, id="later", state="OPEN", expires_at=now + timedelta(seconds=60))
+    backend.seed(TICKETS, id="never", state="OPEN")
+    backend.seed(TICKETS, id="closed", state="CLOSED", expires_at=now - timedelta(hours=1))
+    rec = Recorder()
+    keys = ["past", "exactly", "later", "never", "closed"]
+
+    report = tickets.fire_due(**rec.kwargs())
+
+    assert sorted((f.key, f.name, f.applied) for f in report.fired) == [
+        (("exactly",), "expire", True), (("past",), "expire", True)]
+    assert report.applied == 2 and report.errors == ()
+    assert states(tickets, keys) == {"past": "EXPIRED", "exactly": "EXPIRED", "later": "OPEN",
+                                     "never": "OPEN", "closed": "CLOSED"}
+    assert [e.edge for e in tickets.history("past")] == ["expire"]
+    assert tickets.fire_due(**rec.kwargs()).fired == ()  # nothing is due twice
+
+    clock.advance(60)
+    assert [f.key for f in tickets.fire_due(**rec.kwargs()).fired] == [("later",)]
+    assert tickets.state("later") == "EXPIRED"
+    assert rec.acted == [] and rec.sent == []
+
+
+def test_a_guard_holds_a_timer_back(backend: Backend) -> None:
+    clock = Clock()
+    tickets = backend.make(TICKETS, clock=clock)
+    backend.seed(TICKETS, id="manual", state="OPEN", autopilot=0, expires_at=clock.now)
+    backend.seed(TICKETS, id="auto", state="OPEN", autopilot=1, expires_at=clock.now)
+    rec = Recorder()
+    assert [f.key for f in tickets.fire_due(**rec.kwargs()).fired] == [("auto",)]
+    assert tickets.state("manual") == "OPEN"
+    backend.update(TICKETS, "manual", autopilot=1)
+    assert [f.key for f in tickets.fire_due(**rec.kwargs()).fired] == [("manual",)]
+    assert tickets.state("manual") == "EXPIRED"
+
+
+def test_the_pub_run_closes_on_autopilot_only_and_nudges_once(backend: Backend) -> None:
+    clock = Clock()
+    runs = backend.make(RUNS, clock=clock)
+    backend.seed(RUNS, week_of="w1", v2_state="COLLECTING",
+                 deadline_at=clock.now - timedelta(minutes=5))
+    closed: list[Any] = []
+    nudged: list[Any] = []
+    tick = {"acts": {"close": lambda lease: closed.append(lease.key) or True},
+            "notify": {"collecting_alert": lambda row: nudged.append(row["week_of"])}}
+
+    first = runs.fire_due(**tick)  # autopilot 0: the cron only nudges
+    assert [(f.name, f.applied) for f in first.fired] == [("collecting_alert", True)]
+    assert runs.state("w1") == "COLLECTING" and closed == [] and nudged == ["w1"]
+    assert as_dict(runs.get("w1"))["collecting_alert_at"] is not None
+    assert runs.fire_due(**tick).fired == ()  # the nudge is not sent again
+
+    backend.update(RUNS, "w1", autopilot=1)
+    second = runs.fire_due(**tick)
+    assert [(f.name, f.applied) for f in second.fired] == [("close", True)]
+    assert closed == [("w1",)] and runs.state("w1") == "CLOSED"
+    assert nudged == ["w1"]
+    assert [e.edge for e in runs.history("w1")] == ["close"]
+
+
+def test_a_notice_is_sent_at_most_once_even_when_sending_fails(backend: Backend) -> None:
+    clock = Clock()
+    tickets = backend.make(TICKETS, clock=clock)
+    for key in ("a", "b", "c"):
+        backend.seed(TICKETS, id=key, state="OPEN", remind_at=clock.now)
+    backend.seed(TICKETS, id="later", state="OPEN", remind_at=clock.now + timedelta(hours=1))
+    backend.seed(TICKETS, id="shut", state="CLOSED", remind_at=clock.now)
+    rec = Recorder(fail={"b"})
+
+    report = tickets.fire_due(**rec.kwargs())
+
+    by_key = {f.key[0]: f for f in report.fired}
+    assert sorted(by_key) == ["a", "b", "c"]
+    assert by_key["a"].applied and by_key["c"].applied
+    assert not by_key["b"].applied and "mail down for b" in (by_key["b"].error or "")
+    assert [f.key for f in report.errors] == [("b",)]
+    assert sorted(rec.sent) == ["a", "b", "c"]
+    for key in ("a", "b", "c"):  # claimed before sending: a failure is never resent
+        assert backend.time(as_dict(tickets.get(key))["reminded_at"]) == clock.now
+    clock.advance(7200)
+    assert [f.key for f in tickets.fire_due(**rec.kwargs()).fired] == [("later",)]
+    assert sorted(rec.sent) == ["a", "b", "c", "later"]
+    assert tickets.state("a") == "OPEN"  # a notice does not move the row
+
+
+def test_one_failing_row_is_reported_while_the_others_proceed(backend: Backend) -> None:
+    clock = Clock()
+    tickets = backend.make(TICKETS, clock=clock)
+    for key in ("a", "bad", "c"):
+        backend.seed(TICKETS, id=key, state="OPEN", escalate_at=clock.now)
+    rec = Recorder(fail={"bad"})
+
+    report = tickets.fire_due(**rec.kwargs())
+
+    by_key = {f.key[0]: f for f in report.fired}
+    assert {k: f.applied for k, f in by_key.items()} == {"a": True, "bad": False, "c": True}
+    assert "RuntimeError: pager down for bad" in (by_key["bad"].error or "")
+    assert [f.key for f in report.errors] == [("bad",)]
+    assert states(tickets, ["a", "bad", "c"]) == {"a": "ESCALATED", "bad": "OPEN",
+                                                  "c": "ESCALATED"}
+    bad = as_dict(tickets.get("bad"))
+    assert bad["lease_at"] is None and "pager down" in bad["last_error"]
+
+    rec.fail.clear()  # still due: the next tick retries it
+    assert [(f.key, f.applied) for f in tickets.fire_due(**rec.kwargs()).fired] == [
+        (("bad",), True)]
+    assert sorted(rec.acted) == ["a", "bad", "bad", "c"]
+
+
+def test_fire_due_needs_an_act_per_leased_timer_and_a_sender_per_notice(
+    backend: Backend,
+) -> None:
+    tickets = backend.make(TICKETS)
+    statements = backend.statements
+    with pytest.raises(ValidationError, match="escalate"):
+        tickets.fire_due(notify={"remind": print})
+    with pytest.raises(ValidationError, match="remind"):
+        tickets.fire_due(acts={"escalate": bool})
+    assert backend.statements == statements
+
+
+def test_a_timer_rechecks_its_deadline_and_guards_in_the_write(backend: Backend) -> None:
+    """Between the tick's SELECT of due rows and its write, the operator extends the deadline
+    of one row and turns autopilot off on another: neither may be moved."""
+    clock = Clock()
+    tickets = backend.make(TICKETS, clock=clock)
+    for key in ("extended", "manual", "due"):
+        backend.seed(TICKETS, id=key, state="OPEN", expires_at=clock.now)
+    rec = Recorder()
+
+    op = tickets.core.fire_due(**rec.kwargs())
+    step = next(op)  # the SELECT of due rows for the first timer
+    assert isinstance(step, Batch)
+    rows = backend.blocking(backend.store).run(step)
+    assert sorted(r[0] for r in rows[0]) == ["due", "extended", "manual"]
+    backend.update(TICKETS, "extended", expires_at=clock.now + timedelta(days=1))
+    backend.update(TICKETS, "manual", autopilot=0)
+    try:
+        step = op.send(rows)
+        while True:
+            got = backend.blocking(backend.store).run(step) if isinstance(step, Batch) \
+                else step.fn(step.arg)
+            step = op.send(got)
+    except StopIteration as stop:
+        report = stop.value
+
+    by_key = {f.key[0]: f for f in report.fired}
+    assert by_key["due"].applied
+    assert not by_key["extended"].applied and not by_key["manual"].applied
+    assert states(tickets, ["extended", "manual", "due"]) == {
+        "extended": "OPEN", "manual": "OPEN", "due": "EXPIRED"}
+
+
+@on("postgres")
+def test_four_tickers_at_once_move_each_due_row_exactly_once(backend: Backend) -> None:
+    clock = Clock()
+    tickets = backend.make(TICKETS, clock=clock)
+    expiring = [f"x{i:02d}" for i in range(30)]
+    escalating = [f"e{i:02d}" for i in range(10)]
+    reminding = [f"r{i:02d}" for i in range(10)]
+    past = clock.now - timedelta(seconds=5)
+    for key in expiring:
+        backend.seed(TICKETS, id=key, state="OPEN", expires_at=past)
+    for key in escalating:
+        backend.seed(TICKETS, id=key, state="OPEN", escalate_at=past)
+    for key in reminding:
+        backend.seed(TICKETS, id=key, state="OPEN", remind_at=past)
+    backend.seed(TICKETS, id="later", state="OPEN", expires_at=clock.now + timedelta(hours=1))
+    rec = Recorder()
+
+    reports = backend.at_once(4, tickets, "fire_due", **rec.kwargs())
+    # the tickers did race: rows were tried by more than one of them
+    assert sum(len(r.fired) for r in reports) > sum(r.applied for r in reports)
+
+    applied = Counter(f.key[0] for r in reports for f in r.fired if f.applied)
+    assert applied == Counter({k: 1 for k in expiring + escalating + reminding})
+    assert all(not r.errors for r in reports)
+    assert Counter(rec.acted) == Counter({k: 1 for k in escalating})  # each act ran once
+    assert Counter(rec.sent) == Counter({k: 1 for k in reminding})
+    for key in expiring:
+        assert [e.edge for e in tickets.history(key)] == ["expire"]
+    for key in escalating:
+        assert [e.edge for e in tickets.history(key)] == ["escalate"]
+    assert tickets.state("later") == "OPEN"
+    assert backend.count("tickets", "version > 1") == 0
