@@ -305,3 +305,30 @@ def test_a_cancelled_async_act_releases_its_lease(backend: Backend) -> None:
     assert (row["state"], row["lease_at"], row["lease_kind"]) == ("READY", None, None)
     assert row["last_error"] is not None and "CancelledError" in row["last_error"]
     assert jobs.run("j1", "start", lambda lease: True).applied
+
+
+def test_sync_run_refuses_an_act_that_returns_a_coroutine(tmp_path: object) -> None:
+    """A sync front end cannot await: the act's coroutine is refused and the lease freed."""
+    from examples.pub_run import RUNS
+
+    import rowstate
+    from rowstate.compiler import Batch
+
+    store = rowstate.connect("sqlite://")
+    try:
+        runs = rowstate.Lifecycle(store, RUNS)
+        runs.create_schema()
+        store.run(Batch((("INSERT INTO pub_schedule_runs (week_of, v2_state) "
+                          "VALUES ('w', 'APPROVED')", []),)))
+
+        async def send(lease: object) -> bool:
+            return True
+
+        with pytest.raises(TypeError, match="awaitable"):
+            runs.run("w", "send", lambda lease: send(lease))
+        row = runs.get("w")
+        assert row is not None
+        assert (row["v2_state"], row["acting_at"]) == ("APPROVED", None)
+        assert "awaitable" in row["last_error"]
+    finally:
+        store.close()

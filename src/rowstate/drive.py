@@ -30,13 +30,26 @@ def drive(store: SyncRunner, op: Op[R]) -> R:
         step = next(op)
         while True:
             try:
-                got = step.fn(step.arg) if isinstance(step, Call) else store.run(step)
+                if isinstance(step, Call):
+                    got = step.fn(step.arg)
+                    if inspect.isawaitable(got):
+                        _discard(got)
+                        raise TypeError(f"{step.fn!r} returned an awaitable: async acts and "
+                                        "publishers need the async front end")
+                else:
+                    got = store.run(step)
             except BaseException as exc:
                 step = op.throw(exc)
             else:
                 step = op.send(got)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+def _discard(awaitable: object) -> None:
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()  # a coroutine never awaited would warn at garbage collection
 
 
 async def adrive(store: AsyncRunner, op: Op[R]) -> R:
