@@ -11,6 +11,7 @@ lacks raises before anything reaches the database.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -37,7 +38,13 @@ from .conditions import (
     lookup,
 )
 from .dialects import STORE_NOW, Dialect
-from .errors import InvalidTransitionError, InvariantViolation, ValidationError
+from .errors import (
+    ConnectionLostError,
+    InvalidTransitionError,
+    InvariantViolation,
+    RowstateError,
+    ValidationError,
+)
 from .machine import Edge
 from .results import (
     CheckResult,
@@ -89,8 +96,13 @@ class ActiveLease:
     row: Mapping[str, Any]
 
 
+@functools.cache
+def _hostname() -> str:
+    return socket.gethostname()  # a system call: once per process, not once per claim
+
+
 def default_holder() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return f"{_hostname()}:{os.getpid()}"  # the pid is read each time (a fork changes it)
 
 
 class Core:
@@ -559,9 +571,21 @@ class Core:
             reason = Reason.ACT_FAILED if rel.released else Reason.LEASE_LOST
             return RunResult(False, reason, (reason,), edge.src, edge.src, value, True,
                              f"act returned {value!r}")
-        fin = yield from self.finalize(key, claim, payload=payload, owner=owner, data=data)
+        try:
+            fin = yield from self.finalize(key, claim, payload=payload, owner=owner, data=data)
+        except ConnectionLostError:
+            raise  # the write may have landed: the lease stays (fenced) until its TTL
+        except RowstateError as exc:  # the database refused the write: nothing landed
+            yield from self.release(key, claim, error=f"finalize: {type(exc).__name__}: {exc}")
+            raise
         if not fin.applied:
-            return RunResult(False, fin.reason, fin.reasons, edge.src, fin.state, value, True)
+            # a refused move (INVARIANT, a guard) must not hold the row for the whole TTL;
+            # after LEASE_LOST the lease is another's and a release would be refused anyway
+            error = f"finalize refused: {fin.reason}"
+            if fin.reason != Reason.LEASE_LOST:
+                yield from self.release(key, claim, error=error)
+            return RunResult(False, fin.reason, fin.reasons, edge.src, fin.state or edge.src,
+                             value, True, error)
         return RunResult(True, None, (), fin.previous, fin.state, value, True, None, fin.event)
 
     # -- finalization claims -------------------------------------------------------------
