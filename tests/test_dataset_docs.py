@@ -1,4 +1,4 @@
-"""docs/dataset_lifecycle.md is runnable: its ```python blocks run, in order, in one
+"""The README's dataset_lifecycle section is runnable: its ```python blocks run, in order, in one
 namespace, against a fresh PostgreSQL database reached the turnkey way (the environment);
 its SQL is the seed's migration, character for character."""
 
@@ -21,12 +21,17 @@ from dataset_lifecycle import (
 from dataset_lifecycle.testing import MockDatasetLifecycle
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "dataset_lifecycle.md"
+DOC = ROOT / "README.md"
 SEED = Path("/work/shared/seeds/dataset-lifecycle.md")
 
 
+def section() -> str:
+    """From the README's ``## dataset_lifecycle`` heading to the next level-2 heading."""
+    return DOC.read_text().split("\n## dataset_lifecycle\n", 1)[1].split("\n## ", 1)[0]
+
+
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", DOC.read_text(), re.S | re.M)
+    return re.findall(rf"^```{language}\n(.*?)^```", section(), re.S | re.M)
 
 
 def test_the_docs_python_examples_run(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
