@@ -553,6 +553,8 @@ class Core:
         over while the act ran, finalize is refused and the result says LEASE_LOST.
         """
         edge = self._leased_edge(edge_name)
+        if not callable(act):
+            raise ValidationError(f"the act must be callable, got {act!r}")
         self.b.check_payload(payload)
         self._data(data)  # all input is checked before the claim: no act for a doomed move
         claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
