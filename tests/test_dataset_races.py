@@ -137,10 +137,14 @@ async def test_asyncio_handlers_race_on_postgres(ds_pg_database: str) -> None:
                     jobId="job-1", __DR={"isJobRunning": True})
         key = {"userId": "u1", "datasetId": "a"}
 
+        claimed_all = asyncio.Barrier(THREADS)
+
         async def handler(i: int) -> tuple[str, bool, bool]:
             scope = "complete" if i % 2 else "cancel"
             claim = await lc.claim_finalization(key, "job-1", scope=scope)
-            await asyncio.sleep(0.01)  # every claim lands before any transition
+            # every claim lands before any transition: a claim arriving after the winner
+            # released would be free again (claims do not check the status, as in the seed)
+            await claimed_all.wait()
             applied = False
             if claim.claimed:
                 res = await lc.transition(key, to=TARGET[scope], owner_job_id="job-1",
