@@ -163,6 +163,8 @@ class Compiler:
             *, known_from: bool) -> CasPlan:
         d, b = self.d, self.b
         if self.pg:
+            if known_from:
+                return self._cas_pg_known(tuple(checks), sets, event)
             return self._cas_pg(tuple(checks), sets, event)
         set_out = SqlOut()
         set_sql = self._set_clause(sets, set_out)
@@ -217,7 +219,10 @@ class Compiler:
                 for src, name in event.edges
             )
             edge = f"CASE {case} {whens} END"
-        state = d.ref(b.state_ref, alias, out)
+        if alias is None or alias == "cur":
+            state = d.ref(b.state_ref, alias, out)
+        else:  # the row before is not read: the from-state is the one the plan moves from
+            state = d.value(Const(event.edges[0][0]), out)
         to = d.value(Slot("to"), out)
         owner = d.value(Slot("ev_owner"), out)
         data = d.json_param(Slot("ev_data"), out)
@@ -251,6 +256,42 @@ class Compiler:
         sql = (
             "WITH " + ", ".join(ctes) + f" SELECT {self.cols('cur')}, {self.cols('upd')}, "
             f"{event_col}, now() FROM cur LEFT JOIN upd ON true"
+        )
+        return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, False,
+                       len(self.columns))
+
+    def _cas_pg_known(self, checks: tuple[Check, ...], sets: Sequence[Set],
+                      event: EventSpec | None) -> CasPlan:
+        """The CAS when the from-state is known (one from-state, a claim): the UPDATE runs
+        first, unlocked by any read, exactly like the hand-written statement; only when it
+        is refused does ``cur`` lock and read the row (FOR UPDATE waits for a concurrent
+        writer, so the refusal is explained from the row that refused it)."""
+        d = self.d
+        out = SqlOut()
+        set_sql = self._set_clause(sets, out)
+        where_sql = self.where(checks, "t", out)
+        ctes = [
+            f"upd AS (UPDATE {self.table} AS t SET {set_sql} WHERE {where_sql} "
+            f"RETURNING {self.cols('t')})"
+        ]
+        event_col = "NULL::bigint"
+        if event is not None:
+            version = d.column(self.b.version, "upd") if self.b.version else "NULL"
+            values = self._event_values(event, "upd", out, version)
+            ctes.append(
+                f"ev AS (INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
+                f"SELECT {values} FROM upd RETURNING id)"
+            )
+            event_col = "(SELECT id FROM ev)"
+        ctes.append(
+            f"cur AS (SELECT {self.cols('c')} FROM {self.table} AS c "
+            f"WHERE {self.key_where('c', out)} AND NOT EXISTS (SELECT 1 FROM upd)"
+            f"{d.for_update} OF c)"
+        )
+        sql = (
+            "WITH " + ", ".join(ctes) + f" SELECT {self.cols('cur')}, {self.cols('upd')}, "
+            f"{event_col}, now() FROM (SELECT 1) AS one LEFT JOIN cur ON true "
+            "LEFT JOIN upd ON true"
         )
         return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, False,
                        len(self.columns))

@@ -277,13 +277,15 @@ class Core:
             return Outcome(None, None, None, None, invariant=True)
         cols = self.columns
         if self.c.pg:
+            # one row: the row before (read only when needed), the row after, event, now
             if not rows[0]:
                 return Outcome(None, None, None, None)
             row = rows[0][0]
-            applied = row[n + self._key_index] is not None
-            return Outcome(dict(zip(cols, row[:n], strict=True)),
-                           dict(zip(cols, row[n:2 * n], strict=True)) if applied else None,
-                           row[2 * n], row[2 * n + 1])
+            ki = self._key_index
+            before = dict(zip(cols, row[:n], strict=True)) if row[ki] is not None else None
+            after = (dict(zip(cols, row[n:2 * n], strict=True))
+                     if row[n + ki] is not None else None)
+            return Outcome(before, after, row[2 * n], row[2 * n + 1])
         if plan.fast:
             if rows[0]:
                 return Outcome(None, dict(zip(cols, rows[0][0], strict=True)), None, None)
@@ -463,6 +465,9 @@ class Core:
         gshape, gchecks = self._guard_checks(guards, "g", values)
         eshape, echecks = self._guard_checks(self.b.enter_guards.get(edge.dst), "e", values)
         owner_checks = self._owner_check(owner, values)
+        # the destination's finalization block, like its entry guards, is checked at the
+        # claim: no act runs for a move that its finalize would refuse
+        held_checks = self._held_checks(edge.dst, values)
         shape = ("claim", edge.name, owner is not None, gshape, eshape, due)
         plan = self._plans.get(shape)
         if plan is None:
@@ -471,7 +476,8 @@ class Core:
                                         Older(at, Slot("lease_ttl"))))))
             checks = [self._state_check((edge.src,)),
                       Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD),
-                      *owner_checks, *echecks, *gchecks, *self._due_checks(due)]
+                      *owner_checks, *held_checks, *echecks, *gchecks,
+                      *self._due_checks(due)]
             c = self.c
             sets = [c.set_now(lease.at), c.set_value(lease.kind, Slot("lease_kind"))]
             if lease.holder:
