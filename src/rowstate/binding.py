@@ -299,9 +299,18 @@ class Binding:
         if len(values) != len(self.key):
             raise ValidationError(f"{self.table}: key needs {len(self.key)} value(s): {key!r}")
         for v in values:
-            if v is None or isinstance(v, bool) or not isinstance(v, str | int):
+            kind = type(v)
+            # exact types first: the hot path of every call; subclasses take the long way
+            if kind is str:
+                if len(v) > MAX_TEXT or "\x00" in v:
+                    raise ValidationError(f"{self.table}: key string too long or holding NUL")
+            elif kind is int:
+                if not -(2**63) < v < 2**63:
+                    raise ValidationError(f"{self.table}: key integer out of 64-bit range")
+            elif v is None or isinstance(v, bool) or not isinstance(v, str | int):
                 raise ValidationError(f"{self.table}: key values are str or int, got {v!r}")
-            check_scalar(v, "key", ValidationError)
+            else:
+                check_scalar(v, "key", ValidationError)
         return values
 
     # -- DDL -----------------------------------------------------------------------------

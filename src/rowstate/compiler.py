@@ -255,10 +255,16 @@ class Compiler:
             event_col = "(SELECT id FROM ev)"
         sql = (
             "WITH " + ", ".join(ctes) + f" SELECT {self.cols('cur')}, {self.cols('upd')}, "
-            f"{event_col}, now() FROM cur LEFT JOIN upd ON true"
+            f"{event_col}, {self._now_if_refused()} FROM cur LEFT JOIN upd ON true"
         )
         return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, False,
                        len(self.columns))
+
+    def _now_if_refused(self) -> str:
+        """The clock reading that explains a refusal (stale or live lease); NULL when the
+        write applied, so the applied path does not pay for decoding a timestamp."""
+        key = self.d.column(self.b.key[0], "upd")
+        return f"CASE WHEN {key} IS NULL THEN now() END"
 
     def _cas_pg_known(self, checks: tuple[Check, ...], sets: Sequence[Set],
                       event: EventSpec | None) -> CasPlan:
@@ -290,8 +296,8 @@ class Compiler:
         )
         sql = (
             "WITH " + ", ".join(ctes) + f" SELECT {self.cols('cur')}, {self.cols('upd')}, "
-            f"{event_col}, now() FROM (SELECT 1) AS one LEFT JOIN cur ON true "
-            "LEFT JOIN upd ON true"
+            f"{event_col}, {self._now_if_refused()} FROM (SELECT 1) AS one "
+            "LEFT JOIN cur ON true LEFT JOIN upd ON true"
         )
         return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, False,
                        len(self.columns))

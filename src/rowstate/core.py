@@ -18,7 +18,7 @@ import socket
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .binding import Binding, FinalizationClaim, GuardSpec, TimedEdge, check_scalar
 from .compiler import Batch, CasPlan, Compiler, EventSpec, Set
@@ -75,8 +75,7 @@ class Call:
 Op = Generator[Batch | Call, Any, R]
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What a compare-and-set saw: the row before, the row after (None if refused)."""
 
     cur: dict[str, Any] | None
@@ -333,40 +332,53 @@ class Core:
                          payload: dict[str, Any], guards: GuardSpec | None,
                          values: dict[str, Any], edge: Edge | None,
                          due: str | None = None) -> CasPlan:
+        """The cached plan of a move, with ``values`` filled for it.
+
+        Everything but the caller's guards, owner and payload follows from the shape, so
+        the checks are built (and the constant values they name collected) once per shape.
+        """
         gshape, gchecks = self._guard_checks(guards, "g", values)
-        eshape, echecks = self._guard_checks(self.b.enter_guards.get(to), "e", values)
+        if owner is not None:
+            values["owner"] = owner
+        shape = ("t", to, froms, owner is not None, gshape, tuple(payload),
+                 edge.name if edge else None, due)
+        cached = self._plans.get(shape)
+        if cached is None:
+            cached = self._compile_transition(to, froms, owner is not None, gchecks,
+                                              tuple(payload), edge, due)
+            self._plans[shape] = cached
+        plan, static = cached
+        values.update(static)
+        for name, value in payload.items():
+            values[f"p:{name}"] = self.d.payload_value(value)
+        return plan
+
+    def _compile_transition(self, to: str, froms: tuple[str, ...], has_owner: bool,
+                            gchecks: list[Check], payload: tuple[str, ...], edge: Edge | None,
+                            due: str | None) -> tuple[CasPlan, dict[str, Any]]:
+        static: dict[str, Any] = {}
+        _, echecks = self._guard_checks(self.b.enter_guards.get(to), "e", static)
         finalize = edge is not None and edge.lease is not None
         if finalize:
             assert self.b.lease is not None and edge is not None
-            values["lease_kind"] = edge.lease
+            static["lease_kind"] = edge.lease
             lease = self.b.lease
             fence = Ref(lease.token or lease.at)
             node = And((Same(Ref(lease.kind), Slot("lease_kind")), Same(fence, Slot("fence"))))
             lease_checks = [Check(node, Reason.LEASE_LOST, Reason.LEASE_LOST)]
         else:
-            lease_checks = self._lease_free(values)
-        owner_checks = self._owner_check(owner, values)
-        held_checks = self._held_checks(to, values)
-        shape = ("t", to, froms, owner is not None, gshape, eshape, tuple(payload),
-                 edge.name if edge else None, due)
-        plan = self._plans.get(shape)
-        if plan is None:
-            checks = [self._state_check(froms), *lease_checks, *owner_checks,
-                      *held_checks, *echecks, *gchecks, *self._due_checks(due)]
-            sets = self._entry_sets(to, payload, values, finalize)
-            event = None
-            if self._event_table:
-                names = tuple(
-                    (s, edge.name if edge else self._edge_name(s, to)) for s in froms
-                )
-                event = EventSpec(self._event_table, names)
-            plan = self.c.cas(checks, sets, event, known_from=len(froms) == 1)
-            self._plans[shape] = plan
-        else:
-            # values of payload columns are filled by _entry_sets on first compile
-            for name, value in payload.items():
-                values[f"p:{name}"] = self.d.payload_value(value)
-        return plan
+            lease_checks = self._lease_free(static)
+        owner_checks = self._owner_check(True if has_owner else None, {})
+        held_checks = self._held_checks(to, static)
+        checks = [self._state_check(froms), *lease_checks, *owner_checks,
+                  *held_checks, *echecks, *gchecks, *self._due_checks(due)]
+        sets = self._entry_sets(to, dict.fromkeys(payload), {}, finalize)
+        event = None
+        if self._event_table:
+            names = tuple((s, edge.name if edge else self._edge_name(s, to)) for s in froms)
+            event = EventSpec(self._event_table, names)
+        plan = self.c.cas(checks, sets, event, known_from=len(froms) == 1)
+        return plan, static
 
     def _edge_name(self, src: str, to: str) -> str:
         name = self._edge_names.get((src, to))
@@ -409,8 +421,7 @@ class Core:
         version = out.new.get(self.b.version) if self.b.version else None
         event = Event(self.m.name, kv, edge_name, previous, to,
                       None if owner is None else str(owner), data,
-                      version, self._now(out.now) if out.now is not None else None,
-                      out.event_id)
+                      version, self._now(out.now), out.event_id)
         return TransitionResult(True, None, (), previous, to, out.new, event)
 
     def can_transition(self, key: object, to: str, *,

@@ -26,6 +26,7 @@ from urllib.parse import unquote
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .compiler import Batch
@@ -183,12 +184,19 @@ def _translate(exc: psycopg.Error) -> Exception:
     return StoreError(str(exc))
 
 
+def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    """Did the statement return rows? Cheaper than ``cur.description``, which builds a
+    Column object per column on every call."""
+    res = cur.pgresult
+    return res is not None and res.status == pq.ExecStatus.TUPLES_OK
+
+
 def _execute(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequence[Any]]],
              ) -> Rows:
     out: Rows = []
     for sql, params in statements:
         cur = conn.execute(sql, params)
-        out.append(cur.fetchall() if cur.description else [])
+        out.append(cur.fetchall() if _has_rows(cur) else [])
     return out
 
 
@@ -276,7 +284,7 @@ class AsyncPostgresStore:
                     async with conn.transaction():
                         for sql, params in batch.statements:
                             cur = await conn.execute(sql, params)
-                            out.append(await cur.fetchall() if cur.description else [])
+                            out.append(await cur.fetchall() if _has_rows(cur) else [])
                     self.statements += len(batch.statements) + 2
                 else:
                     # counted before running, as the sync twin does: a statement the
@@ -284,7 +292,7 @@ class AsyncPostgresStore:
                     self.statements += len(batch.statements)
                     for sql, params in batch.statements:
                         cur = await conn.execute(sql, params)
-                        out.append(await cur.fetchall() if cur.description else [])
+                        out.append(await cur.fetchall() if _has_rows(cur) else [])
                 if not conn.autocommit:  # a caller's pool may not be in autocommit
                     await conn.commit()
                 return out
