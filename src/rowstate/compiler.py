@@ -244,21 +244,28 @@ class Compiler:
             f"RETURNING {self.cols('t')})"
         )
         ctes = [cur, upd]
-        event_col = "NULL::bigint"
-        if event is not None:
-            version = d.column(self.b.version, "upd") if self.b.version else "NULL"
-            values = self._event_values(event, "cur", out, version)
-            ctes.append(
-                f"ev AS (INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
-                f"SELECT {values} FROM upd CROSS JOIN cur RETURNING id)"
-            )
-            event_col = "(SELECT id FROM ev)"
+        event_col = self._event_cte(event, "cur", "upd CROSS JOIN cur", ctes, out)
         sql = (
             "WITH " + ", ".join(ctes) + f" SELECT {self.cols('cur')}, {self.cols('upd')}, "
             f"{event_col}, {self._now_if_refused()} FROM cur LEFT JOIN upd ON true"
         )
         return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, False,
                        len(self.columns))
+
+    def _event_cte(self, event: EventSpec | None, before: str, source: str, ctes: list[str],
+                   out: SqlOut) -> str:
+        """Append the event INSERT (from ``source``; the from-state read from ``before``)
+        and return the expression of its id for the final SELECT."""
+        if event is None:
+            return "NULL::bigint"
+        d = self.d
+        version = d.column(self.b.version, "upd") if self.b.version else "NULL"
+        values = self._event_values(event, before, out, version)
+        ctes.append(
+            f"ev AS (INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
+            f"SELECT {values} FROM {source} RETURNING id)"
+        )
+        return "(SELECT id FROM ev)"
 
     def _now_if_refused(self) -> str:
         """The clock reading that explains a refusal (stale or live lease); NULL when the
@@ -280,15 +287,7 @@ class Compiler:
             f"upd AS (UPDATE {self.table} AS t SET {set_sql} WHERE {where_sql} "
             f"RETURNING {self.cols('t')})"
         ]
-        event_col = "NULL::bigint"
-        if event is not None:
-            version = d.column(self.b.version, "upd") if self.b.version else "NULL"
-            values = self._event_values(event, "upd", out, version)
-            ctes.append(
-                f"ev AS (INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
-                f"SELECT {values} FROM upd RETURNING id)"
-            )
-            event_col = "(SELECT id FROM ev)"
+        event_col = self._event_cte(event, "upd", "upd", ctes, out)
         ctes.append(
             f"cur AS (SELECT {self.cols('c')} FROM {self.table} AS c "
             f"WHERE {self.key_where('c', out)} AND NOT EXISTS (SELECT 1 FROM upd)"

@@ -503,8 +503,7 @@ class Core:
             return LeaseClaim(False, reason, reasons, edge.name, state=state, row=out.cur)
         token = out.new.get(lease.token) if lease.token else None
         fence = token if lease.token else out.new[lease.at]
-        del kv
-        return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new)
+        return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
 
     def _claimed_edge(self, claim: object, what: str) -> Edge:
         """The edge of a claim a caller presents, checked before any I/O: a LeaseClaim that
@@ -524,10 +523,17 @@ class Core:
         check_scalar(fence if isinstance(fence, int | str) else 0, "fence", ValidationError)
         return edge
 
+    def _same_row(self, key: object, claim: LeaseClaim, what: str) -> None:
+        """Tokens count per row: another row's claim could carry this row's token."""
+        if claim.key is not None and self.b.key_values(key) != tuple(claim.key):
+            raise ValidationError(f"{what}: the lease was claimed on row {claim.key!r}, "
+                                  f"not on {key!r}")
+
     def finalize(self, key: object, claim: LeaseClaim, *,
                  payload: Mapping[str, Any] | None = None, owner: object = None,
                  data: Any = None) -> Op[TransitionResult]:
         edge = self._claimed_edge(claim, "finalize")
+        self._same_row(key, claim, "finalize")
         return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
                                 edge, claim.fence)
 
@@ -535,6 +541,7 @@ class Core:
                 error: str | None = None) -> Op[ReleaseResult]:
         """Give the lease back without moving; stamps ``last_error`` when given."""
         edge = self._claimed_edge(claim, "release")
+        self._same_row(key, claim, "release")
         lease = self.b.lease
         assert lease is not None
         _, values = self.values(key)
@@ -609,8 +616,9 @@ class Core:
 
     # -- finalization claims -------------------------------------------------------------
 
-    def claim_finalization(self, key: object, holder: str, scope: str | None = None,
-                           ) -> Op[FinalizationClaimResult]:
+    def _finalization_values(self, key: object, holder: object, scope: object,
+                             ) -> tuple[FinalizationClaim, dict[str, Any]]:
+        """The claim's columns and the call's values, checked before any I/O."""
         f = self.b.finalization
         if f is None:
             raise ValidationError(f"{self.b.table}: the binding has no finalization claim")
@@ -623,6 +631,11 @@ class Core:
             raise ValidationError("finalization holder must be a non-empty string")
         _, values = self.values(key)
         values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
+        return f, values
+
+    def claim_finalization(self, key: object, holder: str, scope: str | None = None,
+                           ) -> Op[FinalizationClaimResult]:
+        f, values = self._finalization_values(key, holder, scope)
         plan = self._plans.get(("fclaim",))
         if plan is None:
             c = self.c
@@ -695,18 +708,7 @@ class Core:
     def finalization_checks(self, key: object, holder: str, scope: str | None = None,
                             ) -> tuple[Check, Check, dict[str, Any]]:
         """(the claim's check, the release's check, their values)."""
-        f = self.b.finalization
-        if f is None:
-            raise ValidationError(f"{self.b.table}: the binding has no finalization claim")
-        for what, v in (("holder", holder), ("scope", scope)):
-            if v is not None and not isinstance(v, str):
-                raise ValidationError(f"finalization {what} must be a string, got {v!r}")
-            if v is not None:
-                check_scalar(v, what, ValidationError)
-        if not holder:
-            raise ValidationError("finalization holder must be a non-empty string")
-        _, values = self.values(key)
-        values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
+        f, values = self._finalization_values(key, holder, scope)
         return self._fclaim_check(f), self._frelease_check(f), values
 
     # -- reads ---------------------------------------------------------------------------

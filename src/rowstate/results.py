@@ -88,7 +88,11 @@ class CheckResult:
 
 @dataclass(frozen=True, slots=True)
 class LeaseClaim:
-    """A lease taken for a side-effecting edge; ``fence`` must be shown to finalize."""
+    """A lease taken for a side-effecting edge; ``fence`` must be shown to finalize.
+
+    ``key`` is the row it was claimed on: tokens count per row, so finalize and release
+    refuse a claim presented for another row (a ``ValidationError``) instead of letting its
+    token match that row's lease."""
 
     claimed: bool
     reason: str | None = None
@@ -98,6 +102,7 @@ class LeaseClaim:
     fence: Any = None
     state: str | None = None
     row: Mapping[str, Any] | None = None
+    key: tuple[Any, ...] | None = None
 
     def __bool__(self) -> bool:
         return self.claimed
