@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import inspect
 import json
 import sqlite3
@@ -44,6 +43,7 @@ from dataset_lifecycle import (
     create_persistence_adapter,
     schema_sql,
 )
+from engine_fixtures import Blocking
 
 COLUMNS = ("userId", "datasetId", "dataloadingStatus", "jobId", "__DR", "queuedLoadToken",
            "finalizingJobId", "finalizingScope", "finalizingClaimTime", "metadataId",
@@ -166,28 +166,6 @@ class AsyncDictAdapter:
                                    condition: Mapping[str, Any]) -> bool:
         await asyncio.sleep(0)
         return self.inner.update_by_expression(table, update, condition)
-
-
-# -- the async facade ----------------------------------------------------------------------
-
-
-class Blocking:
-    """An async object whose coroutine methods run to completion on one event loop."""
-
-    def __init__(self, target: Any, loop: asyncio.AbstractEventLoop) -> None:
-        self.aio = target
-        self._loop = loop
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.aio, name)
-        if inspect.iscoroutinefunction(attr):
-
-            @functools.wraps(attr)
-            def call(*args: Any, **kwargs: Any) -> Any:
-                return self._loop.run_until_complete(attr(*args, **kwargs))
-
-            return call
-        return attr
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------

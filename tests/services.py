@@ -97,6 +97,7 @@ PG_OS_USER = "postgres"
 LOCALHOST = "127.0.0.1"
 
 _T = TypeVar("_T")
+S = TypeVar("S")  # a server handle (PostgresServer or NatsServer)
 
 
 class ServiceUnavailable(RuntimeError):
@@ -467,29 +468,39 @@ def start_postgres(
     return server
 
 
+def _acquire(env: str, default: str, probe: Callable[[str], str | None],
+             existing: Callable[[str], S], start: Callable[[], S], what: str,
+             force_start: bool) -> S:
+    """The find-or-start rule both services follow: the environment variable if set (and
+    only it), else the default local server if it answers, else one we start ourselves."""
+    reasons: list[str] = []
+    if not force_start:
+        given = os.environ.get(env, "").strip()
+        if given:
+            why = probe(given)
+            if why is None:
+                return existing(given)
+            raise ServiceUnavailable(f"${env} is set but unusable: {why}")
+        why = probe(default)
+        if why is None:
+            return existing(default)
+        reasons.append(f"${env} unset; default server unusable ({why})")
+    try:
+        return start()
+    except ServiceUnavailable as exc:
+        reasons.append(f"could not start {what} ({exc})")
+    raise ServiceUnavailable("; ".join(reasons))
+
+
 def acquire_postgres(*, force_start: bool = False) -> PostgresServer:
     """The PostgreSQL server to use (see module docstring); raise ServiceUnavailable if none.
 
     ``force_start=True`` skips the environment variable and the default server and always
     starts a throwaway cluster.
     """
-    reasons: list[str] = []
-    if not force_start:
-        env_dsn = os.environ.get(PG_DSN_ENV, "").strip()
-        if env_dsn:
-            why = probe_postgres(env_dsn)
-            if why is None:
-                return PostgresServer(admin_dsn=env_dsn)
-            raise ServiceUnavailable(f"${PG_DSN_ENV} is set but unusable: {why}")
-        why = probe_postgres(DEFAULT_PG_DSN)
-        if why is None:
-            return PostgresServer(admin_dsn=DEFAULT_PG_DSN)
-        reasons.append(f"${PG_DSN_ENV} unset; default server unusable ({why})")
-    try:
-        return start_postgres()
-    except ServiceUnavailable as exc:
-        reasons.append(f"could not start a throwaway cluster ({exc})")
-    raise ServiceUnavailable("; ".join(reasons))
+    return _acquire(PG_DSN_ENV, DEFAULT_PG_DSN, probe_postgres,
+                    lambda dsn: PostgresServer(admin_dsn=dsn), start_postgres,
+                    "a throwaway cluster", force_start)
 
 
 def find_or_start_postgres(*, force_start: bool = False) -> PostgresServer | None:
@@ -725,23 +736,8 @@ def acquire_nats(*, force_start: bool = False) -> NatsServer:
 
     ``force_start=True`` skips the environment variable and the default server.
     """
-    reasons: list[str] = []
-    if not force_start:
-        env_url = os.environ.get(NATS_URL_ENV, "").strip()
-        if env_url:
-            why = probe_nats(env_url)
-            if why is None:
-                return NatsServer(url=env_url)
-            raise ServiceUnavailable(f"${NATS_URL_ENV} is set but unusable: {why}")
-        why = probe_nats(DEFAULT_NATS_URL)
-        if why is None:
-            return NatsServer(url=DEFAULT_NATS_URL)
-        reasons.append(f"default server unusable ({why})")
-    try:
-        return start_nats()
-    except ServiceUnavailable as exc:
-        reasons.append(f"could not start nats-server ({exc})")
-    raise ServiceUnavailable("; ".join(reasons))
+    return _acquire(NATS_URL_ENV, DEFAULT_NATS_URL, probe_nats,
+                    lambda url: NatsServer(url=url), start_nats, "nats-server", force_start)
 
 
 def find_or_start_nats(*, force_start: bool = False) -> NatsServer | None:
