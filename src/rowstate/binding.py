@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -375,7 +375,3 @@ def check_payload_value(value: object, what: str) -> None:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise ValidationError(f"{what}: not plain JSON: {exc}") from None
-
-
-def as_columns(names: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .binding import NOW, Binding
-from .conditions import And, Check, Const, Ref, Slot, SqlOut, Value, render
+from .conditions import Check, Const, Ref, Slot, SqlOut, Value, render
 from .dialects import Dialect, Postgres
 
 
@@ -358,7 +358,3 @@ class Compiler:
 
 
 EVENT_COLUMNS = "machine, row_key, edge, from_state, to_state, owner, data, version, created_at"
-
-
-def all_of(checks: Sequence[Check]) -> And:
-    return And(tuple(c.node for c in checks))

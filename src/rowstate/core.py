@@ -213,10 +213,6 @@ class Core:
             shape.append((ref, len(given), nullable, guard.reason))
         return tuple(shape), checks
 
-    def _lease_ref(self, column: str | None) -> Ref:
-        assert column is not None
-        return Ref(column)
-
     def _lease_free(self, values: dict[str, Any]) -> list[Check]:
         lease = self.b.lease
         if lease is None:
@@ -429,7 +425,7 @@ class Core:
                        guards: GuardSpec | None = None) -> Op[CheckResult]:
         """The dry run: the same checks as :meth:`transition`, read and evaluated here."""
         froms = self._froms(to, from_)
-        kv, values = self.values(key)
+        _, values = self.values(key)
         owner = self._owner(owner)
         plan = self._transition_plan(to, froms, owner, {}, guards, values, None)
         rows = yield Batch((self._read.bind(self.d, values),))
@@ -445,7 +441,6 @@ class Core:
                 taken = yield Batch((stmt.bind(self.d, values),))
                 if taken[0]:
                     reasons.append(Reason.INVARIANT)
-        del kv
         return CheckResult(not reasons, tuple(dict.fromkeys(reasons)), self.state_of(row))
 
     # -- leases --------------------------------------------------------------------------
