@@ -1,0 +1,495 @@
+"""The decisions, without I/O: what every operation shares.
+
+Every operation is a generator: it yields a :class:`Batch` of statements (or a
+:class:`Call` to run the caller's side effect) and receives the rows back. The sync and the
+async front ends only drive these generators (:mod:`rowstate.drive`), so the rules live
+here once and the twins cannot disagree.
+
+Input is checked before the first yield: a bad key, an unknown field or an edge the machine
+lacks raises before anything reaches the database.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import socket
+from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, TypeVar
+
+from .binding import Binding, GuardSpec, check_scalar
+from .compiler import Batch, CasPlan, Compiler, EventSpec, Set
+from .conditions import (
+    And,
+    Check,
+    Const,
+    In,
+    IsNull,
+    Older,
+    Or,
+    Ref,
+    RowView,
+    Same,
+    Slot,
+    failing,
+    lookup,
+)
+from .dialects import STORE_NOW, Dialect
+from .errors import (
+    InvalidTransitionError,
+    InvariantViolation,
+    ValidationError,
+)
+from .machine import Edge
+from .results import (
+    CheckResult,
+    Event,
+    Reason,
+    TransitionResult,
+)
+
+R = TypeVar("R")
+MAX_DATA_BYTES = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Ask the driver to run a caller's function (an act, a notice) and send back its
+    result; an exception it raises is thrown back into the operation."""
+
+    fn: Callable[[Any], Any]
+    arg: Any
+
+
+Op = Generator[Batch | Call, Any, R]
+
+
+class Outcome(NamedTuple):
+    """What a compare-and-set saw: the row before, the row after (None if refused)."""
+
+    cur: dict[str, Any] | None
+    new: dict[str, Any] | None
+    event_id: int | None
+    now: Any
+    invariant: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveLease:
+    """What an act receives: which row, which edge, and the fencing token it holds."""
+
+    key: tuple[Any, ...]
+    edge: Edge
+    token: int | None
+    row: Mapping[str, Any]
+
+
+@functools.cache
+def _hostname() -> str:
+    return socket.gethostname()  # a system call: once per process, not once per claim
+
+
+def default_holder() -> str:
+    return f"{_hostname()}:{os.getpid()}"  # the pid is read each time (a fork changes it)
+
+
+class CoreBase:
+    """What every operation shares: inputs, checks, the compare-and-set and its verdict,
+    transitions and reads. Leases, finalization claims and timers build on it."""
+
+    def __init__(self, binding: Binding, dialect: Dialect,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        self.b = binding
+        self.m = binding.machine
+        self.d = dialect
+        self.clock = clock
+        self.c = Compiler(binding, dialect)
+        self.columns = self.c.columns
+        self._plans: dict[tuple[Any, ...], Any] = {}
+        self._key_index = self.columns.index(binding.key[0])
+        self._read = self.c.read()
+        self._event_table = tuple(binding.events.split(".")) if binding.events else None
+        # pure functions of the (frozen) machine, memoised: validation still runs on a miss
+        self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
+        self._edge_names: dict[tuple[str, str], str] = {}
+
+    # -- inputs --------------------------------------------------------------------------
+
+    def values(self, key: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        kv = self.b.key_values(key)
+        values: dict[str, Any] = {f"k{i}": v for i, v in enumerate(kv)}
+        values.update(self._clock_values())
+        return kv, values
+
+    def _owner(self, owner: object) -> Any:
+        if owner is None:
+            return None
+        if self.b.owner is None:
+            raise ValidationError(f"{self.b.table}: the binding has no owner column")
+        if isinstance(owner, bool) or not isinstance(owner, str | int):
+            raise ValidationError(f"owner must be a str or int, got {owner!r}")
+        check_scalar(owner, "owner", ValidationError)
+        return owner
+
+    def _data(self, data: Any) -> str | None:
+        if data is None:
+            return None
+        try:
+            text = json.dumps(data, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"event data must be JSON-serialisable: {exc}") from None
+        if len(text) > MAX_DATA_BYTES:
+            raise ValidationError(f"event data is {len(text)} bytes; the limit is 1 MB")
+        return text
+
+    def _froms(self, to: str, from_: Iterable[str] | str | None) -> tuple[str, ...]:
+        """From-states of a *pure* move to ``to``: side-effecting edges go through run().
+
+        Memoised per (to, from_) when both are hashable: the answer (or the error) depends
+        only on the machine, and only an answer that passed every check is remembered."""
+        memo_key: tuple[str, Any] | None = None
+        if from_ is None or isinstance(from_, str | tuple):
+            memo_key = (to, from_)
+            try:
+                hit = self._froms_memo.get(memo_key)
+            except TypeError:  # an unhashable state inside a tuple: checked below
+                memo_key, hit = None, None
+            if hit is not None:
+                return hit
+        froms = self._froms_checked(to, from_)
+        if memo_key is not None:
+            self._froms_memo[memo_key] = froms
+        return froms
+
+    def _froms_checked(self, to: str, from_: Iterable[str] | str | None) -> tuple[str, ...]:
+        froms = self.m.resolve(to, from_)
+        pure = tuple(s for s in froms if any(not e.lease for e in self.m.edges_between(s, to)))
+        if from_ is None:
+            if not pure:
+                raise InvalidTransitionError(
+                    f"{self.m.name}: every edge into {to!r} is side-effecting; use run()",
+                    to_state=to,
+                )
+            return pure
+        if len(pure) != len(froms):
+            bad = [s for s in froms if s not in pure]
+            raise InvalidTransitionError(
+                f"{self.m.name}: {bad[0]} -> {to} is side-effecting; use run()",
+                from_state=bad[0], to_state=to,
+            )
+        return froms
+
+    # -- checks --------------------------------------------------------------------------
+
+    def _state_check(self, froms: tuple[str, ...]) -> Check:
+        node = In(self.b.state_ref, tuple(Const(s) for s in froms))
+        return Check(node, Reason.STATE_MISMATCH, Reason.STATE_MISMATCH)
+
+    def _guard_checks(self, guards: GuardSpec | None, prefix: str,
+                      values: dict[str, Any]) -> tuple[tuple[Any, ...], list[Check]]:
+        """Checks for guards; their values go into ``values``, their shape is returned."""
+        if not guards:
+            return (), []
+        checks = []
+        shape = []
+        for i, (ref, guard) in enumerate(self.b.guard_items(guards)):
+            given = [v for v in guard.values if v is not None]
+            nullable = len(given) < len(guard.values)
+            slots = []
+            for j, v in enumerate(given):
+                name = f"{prefix}{i}_{j}"
+                values[name] = v
+                slots.append(Slot(name, json=bool(ref.path)))
+            checks.append(Check(In(ref, tuple(slots), nullable), guard.reason,
+                                Reason.GUARD_FAILED))
+            shape.append((ref, len(given), nullable, guard.reason))
+        return tuple(shape), checks
+
+    def _lease_free(self, values: dict[str, Any]) -> list[Check]:
+        lease = self.b.lease
+        if lease is None:
+            return []
+        values["lease_ttl"] = float(lease.ttl)
+        at = Ref(lease.at)
+        node = Or((IsNull(at), Older(at, Slot("lease_ttl"))))
+        return [Check(node, Reason.LEASE_HELD, Reason.LEASE_HELD)]
+
+    def _owner_check(self, owner: Any, values: dict[str, Any]) -> list[Check]:
+        if owner is None:
+            return []
+        values["owner"] = owner
+        assert self.b.owner is not None
+        node = In(Ref(self.b.owner), (Slot("owner"),))
+        return [Check(node, Reason.NOT_OWNER, Reason.NOT_OWNER)]
+
+    def _held_checks(self, to: str, values: dict[str, Any]) -> list[Check]:
+        """A live finalization claim blocks entering the states its binding lists."""
+        f = self.b.finalization
+        if f is None or to not in f.blocks:
+            return []
+        values["fttl"] = float(f.ttl)
+        node = Or((IsNull(Ref(f.holder)), Older(Ref(f.at), Slot("fttl"))))
+        return [Check(node, Reason.FINALIZATION_HELD, Reason.HELD_BY_OTHER)]
+
+    # -- sets ----------------------------------------------------------------------------
+
+    def _entry_sets(self, to: str, payload: dict[str, Any], values: dict[str, Any],
+                    finalize: bool) -> list[Set]:
+        b, c = self.b, self.c
+        sets: list[Set] = [c.set_value(b.state, Const(to))]
+        if b.version:
+            sets.append(c.incremented(b.version))
+        if b.lease:
+            sets += [c.set_null(b.lease.at), c.set_null(b.lease.kind)]
+            if b.lease.holder:
+                sets.append(c.set_null(b.lease.holder))
+            if finalize and b.lease.error:
+                sets.append(c.set_null(b.lease.error))
+        if b.finalization and to not in self.m.active:
+            f = b.finalization
+            sets += [c.set_null(f.holder), c.set_null(f.scope), c.set_null(f.at)]
+        sets += c.entry_sets(dict(b.on_enter.get(to, {})), c.target)
+        for name, value in payload.items():
+            values[f"p:{name}"] = self.d.payload_value(value)
+            sets.append(c.set_value(name, Slot(f"p:{name}")))
+        return sets
+
+    # -- running a compare-and-set -------------------------------------------------------
+
+    def _cas(self, plan: CasPlan, values: dict[str, Any]) -> Op[Outcome]:
+        n = len(self.columns)
+        try:
+            rows = yield plan.batch(self.d, values)
+        except InvariantViolation:
+            return Outcome(None, None, None, None, invariant=True)
+        cols = self.columns
+        if self.c.pg:
+            # one row: the row before (read only when needed), the row after, event, now
+            if not rows[0]:
+                return Outcome(None, None, None, None)
+            row = rows[0][0]
+            ki = self._key_index
+            before = dict(zip(cols, row[:n], strict=True)) if row[ki] is not None else None
+            after = (dict(zip(cols, row[n:2 * n], strict=True))
+                     if row[n + ki] is not None else None)
+            return Outcome(before, after, row[2 * n], row[2 * n + 1])
+        if plan.fast:
+            if rows[0]:
+                return Outcome(None, dict(zip(cols, rows[0][0], strict=True)), None, None)
+            read = yield Batch((self._read.bind(self.d, values),))
+            if not read[0]:
+                return Outcome(None, None, None, None)
+            row = read[0][0]
+            return Outcome(dict(zip(cols, row[:n], strict=True)), None, None, row[n])
+        if not rows[0]:
+            return Outcome(None, None, None, None)
+        before = rows[0][0]
+        new = rows[-1][0] if rows[-1] else None
+        event_id = rows[1][0][0] if plan.event is not None and rows[1] else None
+        return Outcome(dict(zip(cols, before[:n], strict=True)),
+                       dict(zip(cols, new, strict=True)) if new else None, event_id, before[n])
+
+    def _now(self, raw: Any) -> datetime:
+        if self.clock is not None:
+            return self.clock()
+        parsed = self.d.parse_time(raw)
+        return parsed if parsed is not None else datetime.now(UTC)
+
+    def _explain(self, checks: tuple[Check, ...], out: Outcome,
+                 values: dict[str, Any]) -> tuple[str, tuple[str, ...], str | None]:
+        """The primary reason, every reason, and the row's current state."""
+        if out.invariant:
+            return Reason.INVARIANT, (Reason.INVARIANT,), None
+        if out.cur is None:
+            return Reason.RECORD_NOT_FOUND, (Reason.RECORD_NOT_FOUND,), None
+        state = self.state_of(out.cur)
+        bad = failing(checks, RowView(out.cur, values, self._now(out.now), self.d.parse_time))
+        if not bad:
+            # SQLite fast path only: the row changed between the refused write and the read
+            return Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,), state
+        reasons = tuple(dict.fromkeys(c.reason for c in bad))
+        return bad[0].category, reasons, state
+
+    def state_of(self, row: Mapping[str, Any]) -> str | None:
+        got = lookup(self.b.state_ref, row)
+        return got if isinstance(got, str) else None
+
+    # -- transitions ---------------------------------------------------------------------
+
+    def _transition_plan(self, to: str, froms: tuple[str, ...], owner: Any,
+                         payload: dict[str, Any], guards: GuardSpec | None,
+                         values: dict[str, Any], edge: Edge | None,
+                         due: str | None = None) -> CasPlan:
+        """The cached plan of a move, with ``values`` filled for it.
+
+        Everything but the caller's guards, owner and payload follows from the shape, so
+        the checks are built (and the constant values they name collected) once per shape.
+        """
+        gshape, gchecks = self._guard_checks(guards, "g", values)
+        if owner is not None:
+            values["owner"] = owner
+        shape = ("t", to, froms, owner is not None, gshape, tuple(payload),
+                 edge.name if edge else None, due)
+        cached = self._plans.get(shape)
+        if cached is None:
+            cached = self._compile_transition(to, froms, owner is not None, gchecks,
+                                              tuple(payload), edge, due)
+            self._plans[shape] = cached
+        plan, static = cached
+        values.update(static)
+        for name, value in payload.items():
+            values[f"p:{name}"] = self.d.payload_value(value)
+        return plan
+
+    def _compile_transition(self, to: str, froms: tuple[str, ...], has_owner: bool,
+                            gchecks: list[Check], payload: tuple[str, ...], edge: Edge | None,
+                            due: str | None) -> tuple[CasPlan, dict[str, Any]]:
+        static: dict[str, Any] = {}
+        _, echecks = self._guard_checks(self.b.enter_guards.get(to), "e", static)
+        finalize = edge is not None and edge.lease is not None
+        if finalize:
+            assert self.b.lease is not None and edge is not None
+            static["lease_kind"] = edge.lease
+            lease = self.b.lease
+            fence = Ref(lease.token or lease.at)
+            node = And((Same(Ref(lease.kind), Slot("lease_kind")), Same(fence, Slot("fence"))))
+            lease_checks = [Check(node, Reason.LEASE_LOST, Reason.LEASE_LOST)]
+        else:
+            lease_checks = self._lease_free(static)
+        owner_checks = self._owner_check(True if has_owner else None, {})
+        held_checks = self._held_checks(to, static)
+        checks = [self._state_check(froms), *lease_checks, *owner_checks,
+                  *held_checks, *echecks, *gchecks, *self._due_checks(due)]
+        sets = self._entry_sets(to, dict.fromkeys(payload), {}, finalize)
+        event = None
+        if self._event_table:
+            names = tuple((s, edge.name if edge else self._edge_name(s, to)) for s in froms)
+            event = EventSpec(self._event_table, names)
+        plan = self.c.cas(checks, sets, event, known_from=len(froms) == 1)
+        return plan, static
+
+    def _edge_name(self, src: str, to: str) -> str:
+        name = self._edge_names.get((src, to))
+        if name is None:
+            pure = [e for e in self.m.edges_between(src, to) if not e.lease]
+            name = (pure or list(self.m.edges_between(src, to)))[0].name
+            self._edge_names[(src, to)] = name
+        return name
+
+    def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
+                   owner: object = None, payload: Mapping[str, Any] | None = None,
+                   guards: GuardSpec | None = None, data: Any = None) -> Op[TransitionResult]:
+        froms = self._froms(to, from_)
+        return self._transition(key, to, froms, owner, payload, guards, data, None, None)
+
+    def _transition(self, key: object, to: str, froms: tuple[str, ...], owner: object,
+                    payload: Mapping[str, Any] | None, guards: GuardSpec | None, data: Any,
+                    edge: Edge | None, fence: Any,
+                    due: str | None = None) -> Op[TransitionResult]:
+        kv, values = self.values(key)
+        owner = self._owner(owner)
+        checked = self.b.check_payload(payload)
+        data_text = self._data(data)
+        plan = self._transition_plan(to, froms, owner, checked, guards, values, edge, due)
+        if edge is not None and edge.lease:
+            values["fence"] = fence
+        if self._event_table:  # only the event row reads these
+            values["row_key"] = json.dumps(list(kv))
+            values["to"] = to
+            values["ev_owner"] = None if owner is None else str(owner)
+            values["ev_data"] = data_text
+        out = yield from self._cas(plan, values)
+        if out.new is None:
+            reason, reasons, state = self._explain(plan.checks, out, values)
+            if edge is not None and edge.lease and reason == Reason.STATE_MISMATCH:
+                reason = Reason.LEASE_LOST  # the row left the edge's source: the lease is gone
+            return TransitionResult(False, reason, reasons, state, state, out.cur)
+        previous = self.state_of(out.cur) if out.cur is not None else froms[0]
+        edge_name = edge.name if edge else self._edge_name(previous or froms[0], to)
+        version = out.new.get(self.b.version) if self.b.version else None
+        event = Event(self.m.name, kv, edge_name, previous, to,
+                      None if owner is None else str(owner), data,
+                      version, self._now(out.now), out.event_id)
+        return TransitionResult(True, None, (), previous, to, out.new, event)
+
+    def can_transition(self, key: object, to: str, *,
+                       from_: Iterable[str] | str | None = None, owner: object = None,
+                       guards: GuardSpec | None = None) -> Op[CheckResult]:
+        """The dry run: the same checks as :meth:`transition`, read and evaluated here."""
+        froms = self._froms(to, from_)
+        _, values = self.values(key)
+        owner = self._owner(owner)
+        plan = self._transition_plan(to, froms, owner, {}, guards, values, None)
+        rows = yield Batch((self._read.bind(self.d, values),))
+        if not rows[0]:
+            return CheckResult(False, (Reason.RECORD_NOT_FOUND,), None)
+        n = len(self.columns)
+        row = dict(zip(self.columns, rows[0][0][:n], strict=True))
+        view = RowView(row, values, self._now(rows[0][0][n]), self.d.parse_time)
+        reasons = [c.reason for c in failing(plan.checks, view)]
+        for inv in self.b.invariants:
+            if inv.state == to:
+                stmt = self.c.other_in_state(inv.state, inv.per)
+                taken = yield Batch((stmt.bind(self.d, values),))
+                if taken[0]:
+                    reasons.append(Reason.INVARIANT)
+        return CheckResult(not reasons, tuple(dict.fromkeys(reasons)), self.state_of(row))
+
+    # -- the rules as data ---------------------------------------------------------------
+    #
+    # For a caller that runs the rules on another executor (a key/value persistence adapter
+    # that can only do a conditional write of plain values): the very checks the SQL above
+    # is rendered from, and the values their slots name, so that executor evaluates the same
+    # rules (:func:`rowstate.conditions.evaluate`) instead of a copy of them.
+
+    def transition_checks(self, key: object, to: str, *,
+                          from_: Iterable[str] | str | None = None, owner: object = None,
+                          guards: GuardSpec | None = None,
+                          ) -> tuple[tuple[Check, ...], dict[str, Any]]:
+        """The checks a move's write is conditioned on (its WHERE, key excepted)."""
+        froms = self._froms(to, from_)
+        _, values = self.values(key)
+        plan = self._transition_plan(to, froms, self._owner(owner), {}, guards, values, None)
+        return plan.checks, values
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, key: object) -> Op[dict[str, Any] | None]:
+        _, values = self.values(key)
+        rows = yield Batch((self._read.bind(self.d, values),))
+        if not rows[0]:
+            return None
+        return dict(zip(self.columns, rows[0][0][: len(self.columns)], strict=True))
+
+    def history(self, key: object) -> Op[list[Event]]:
+        if not self._event_table:
+            raise ValidationError(f"{self.b.table}: the binding has no events table")
+        kv, _ = self.values(key)
+        p = self.d.placeholder
+        sql = (
+            "SELECT id, edge, from_state, to_state, owner, data, version, created_at "
+            f"FROM {self.d.table(self._event_table)} "
+            f"WHERE machine = {p} AND row_key = {p} ORDER BY id"
+        )
+        rows = yield Batch(((sql, [self.m.name, json.dumps(list(kv))]),))
+        return [
+            Event(self.m.name, kv, r[1], r[2], r[3], r[4],
+                  self.d.load_json(r[5]), r[6],
+                  self.d.parse_time(r[7]), r[0])
+            for r in rows[0]
+        ]
+
+    def _clock_values(self) -> dict[str, Any]:
+        if self.clock is not None:
+            return {"now": self.d.db_time(self.clock())}
+        return {"now": STORE_NOW} if self.d.now_is_param else {}
+
+    def _due_check(self, column: str) -> Check:
+        return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE",
+                     Reason.GUARD_FAILED)
+
+    def _due_checks(self, column: str | None) -> list[Check]:
+        return [self._due_check(column)] if column else []

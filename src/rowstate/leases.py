@@ -1,0 +1,190 @@
+"""Leases of side-effecting edges: claim -> act -> finalize, fenced by a token.
+
+A live lease blocks every other edge of its row; a stale one is reclaimable only by the
+same kind. Finalize and release must show the claim's fence, so a holder whose lease was
+taken over (a zombie) can no longer write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from .base import ActiveLease, Call, CoreBase, Op, default_holder
+from .binding import GuardSpec, check_scalar
+from .compiler import Batch
+from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot
+from .errors import ConnectionLostError, InvalidTransitionError, RowstateError, ValidationError
+from .machine import Edge
+from .results import LeaseClaim, Reason, ReleaseResult, RunResult, TransitionResult
+
+
+class LeaseOps(CoreBase):
+    """claim, finalize, release and run for the edges a machine marks as side-effecting."""
+
+    # -- leases --------------------------------------------------------------------------
+
+    def _leased_edge(self, name: str) -> Edge:
+        edge = self.m.edge(name)
+        if not edge.lease:
+            raise InvalidTransitionError(f"{self.m.name}: edge {name!r} has no side effect; "
+                                         "use transition()")
+        return edge
+
+    def claim(self, key: object, edge_name: str, *, holder: str | None = None,
+              owner: object = None, guards: GuardSpec | None = None,
+              due: str | None = None) -> Op[LeaseClaim]:
+        """``due`` (a timer's deadline column) makes the claim also require ``now >= due``."""
+        edge = self._leased_edge(edge_name)
+        lease = self.b.lease
+        assert lease is not None and edge.lease is not None
+        kv, values = self.values(key)
+        owner = self._owner(owner)
+        values["lease_kind"] = edge.lease
+        values["lease_ttl"] = float(lease.ttl)
+        if holder is not None and (not isinstance(holder, str) or not holder):
+            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
+        if holder is not None:
+            check_scalar(holder, "holder", ValidationError)
+        values["holder"] = holder or default_holder()
+        gshape, gchecks = self._guard_checks(guards, "g", values)
+        eshape, echecks = self._guard_checks(self.b.enter_guards.get(edge.dst), "e", values)
+        owner_checks = self._owner_check(owner, values)
+        # the destination's finalization block, like its entry guards, is checked at the
+        # claim: no act runs for a move that its finalize would refuse
+        held_checks = self._held_checks(edge.dst, values)
+        shape = ("claim", edge.name, owner is not None, gshape, eshape, due)
+        plan = self._plans.get(shape)
+        if plan is None:
+            at, kind = Ref(lease.at), Ref(lease.kind)
+            free = Or((IsNull(at), And((Same(kind, Slot("lease_kind")),
+                                        Older(at, Slot("lease_ttl"))))))
+            checks = [self._state_check((edge.src,)),
+                      Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD),
+                      *owner_checks, *held_checks, *echecks, *gchecks,
+                      *self._due_checks(due)]
+            c = self.c
+            sets = [c.set_now(lease.at), c.set_value(lease.kind, Slot("lease_kind"))]
+            if lease.holder:
+                sets.append(c.set_value(lease.holder, Slot("holder")))
+            if lease.token:
+                sets.append(c.incremented(lease.token))
+            plan = c.cas(checks, sets, None, known_from=True)
+            self._plans[shape] = plan
+        out = yield from self._cas(plan, values)
+        if out.new is None:
+            reason, reasons, state = self._explain(plan.checks, out, values)
+            return LeaseClaim(False, reason, reasons, edge.name, state=state, row=out.cur)
+        token = out.new.get(lease.token) if lease.token else None
+        fence = token if lease.token else out.new[lease.at]
+        return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
+
+    def _claimed_edge(self, claim: object, what: str) -> Edge:
+        """The edge of a claim a caller presents, checked before any I/O: a LeaseClaim that
+        was claimed, of a leased edge, with a fence of the type this lease issues."""
+        if not isinstance(claim, LeaseClaim) or not claim.claimed or claim.edge is None:
+            raise ValidationError(f"{what} needs a lease that was claimed, got {claim!r}")
+        edge = self._leased_edge(claim.edge)
+        lease = self.b.lease
+        assert lease is not None
+        fence = claim.fence
+        if lease.token:
+            ok = isinstance(fence, int) and not isinstance(fence, bool)
+        else:
+            ok = isinstance(fence, datetime | str)
+        if not ok:
+            raise ValidationError(f"{what}: {fence!r} is not a fence this lease issues")
+        check_scalar(fence if isinstance(fence, int | str) else 0, "fence", ValidationError)
+        return edge
+
+    def _same_row(self, key: object, claim: LeaseClaim, what: str) -> None:
+        """Tokens count per row: another row's claim could carry this row's token."""
+        if claim.key is not None and self.b.key_values(key) != tuple(claim.key):
+            raise ValidationError(f"{what}: the lease was claimed on row {claim.key!r}, "
+                                  f"not on {key!r}")
+
+    def finalize(self, key: object, claim: LeaseClaim, *,
+                 payload: Mapping[str, Any] | None = None, owner: object = None,
+                 data: Any = None) -> Op[TransitionResult]:
+        edge = self._claimed_edge(claim, "finalize")
+        self._same_row(key, claim, "finalize")
+        return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
+                                edge, claim.fence)
+
+    def release(self, key: object, claim: LeaseClaim, *,
+                error: str | None = None) -> Op[ReleaseResult]:
+        """Give the lease back without moving; stamps ``last_error`` when given."""
+        edge = self._claimed_edge(claim, "release")
+        self._same_row(key, claim, "release")
+        lease = self.b.lease
+        assert lease is not None
+        _, values = self.values(key)
+        values["lease_kind"] = edge.lease
+        values["fence"] = claim.fence
+        values["error"] = None if error is None else str(error)[:2000]
+        shape = ("release",)
+        stmt = self._plans.get(shape)
+        if stmt is None:
+            c = self.c
+            sets = [c.set_null(lease.at), c.set_null(lease.kind)]
+            if lease.holder:
+                sets.append(c.set_null(lease.holder))
+            if lease.error:
+                sets.append(c.set_value(lease.error, Slot("error")))
+            fence = Ref(lease.token or lease.at)
+            node = And((Same(Ref(lease.kind), Slot("lease_kind")), Same(fence, Slot("fence"))))
+            stmt = c.conditional_update([Check(node, Reason.LEASE_LOST, Reason.LEASE_LOST)],
+                                        sets)
+            self._plans[shape] = stmt
+        rows = yield Batch((stmt.bind(self.d, values),))
+        if rows[0]:
+            return ReleaseResult(True)
+        return ReleaseResult(False, Reason.LEASE_LOST)
+
+    def run(self, key: object, edge_name: str, act: Callable[[ActiveLease], Any], *,
+            holder: str | None = None, owner: object = None,
+            payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
+            data: Any = None, due: str | None = None) -> Op[RunResult]:
+        """claim -> act -> finalize; on a raise or a falsy result, release with the error.
+
+        The act's exception propagates after the lease is released. If the lease was taken
+        over while the act ran, finalize is refused and the result says LEASE_LOST.
+        """
+        edge = self._leased_edge(edge_name)
+        if not callable(act):
+            raise ValidationError(f"the act must be callable, got {act!r}")
+        self.b.check_payload(payload)
+        self._data(data)  # all input is checked before the claim: no act for a doomed move
+        claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
+                                      guards=guards, due=due)
+        if not claim.claimed:
+            return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
+        assert claim.row is not None
+        handle = ActiveLease(self.b.key_values(key), edge, claim.token, claim.row)
+        try:
+            value = yield Call(act, handle)
+        except BaseException as exc:
+            yield from self.release(key, claim, error=f"{type(exc).__name__}: {exc}")
+            raise
+        if not value:
+            rel = yield from self.release(key, claim, error=f"act returned {value!r}")
+            reason = Reason.ACT_FAILED if rel.released else Reason.LEASE_LOST
+            return RunResult(False, reason, (reason,), edge.src, edge.src, value, True,
+                             f"act returned {value!r}")
+        try:
+            fin = yield from self.finalize(key, claim, payload=payload, owner=owner, data=data)
+        except ConnectionLostError:
+            raise  # the write may have landed: the lease stays (fenced) until its TTL
+        except RowstateError as exc:  # the database refused the write: nothing landed
+            yield from self.release(key, claim, error=f"finalize: {type(exc).__name__}: {exc}")
+            raise
+        if not fin.applied:
+            # a refused move (INVARIANT, a guard) must not hold the row for the whole TTL;
+            # after LEASE_LOST the lease is another's and a release would be refused anyway
+            error = f"finalize refused: {fin.reason}"
+            if fin.reason != Reason.LEASE_LOST:
+                yield from self.release(key, claim, error=error)
+            return RunResult(False, fin.reason, fin.reasons, edge.src, fin.state or edge.src,
+                             value, True, error)
+        return RunResult(True, None, (), fin.previous, fin.state, value, True, None, fin.event)
