@@ -187,3 +187,25 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[engine
         yield made
     finally:
         made.close()
+
+
+# -- shared by several modules -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ds_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
+    """One PostgreSQL database per dataset_lifecycle test module (a schema per test)."""
+    from dataset_fixtures import session_database
+
+    with session_database(pg_admin_dsn, pg_template) as dsn:
+        yield dsn
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """The races' and crashes' database: a SQLite file (WAL) or a fresh PostgreSQL one."""
+    import race_helpers
+
+    if request.param == "sqlite":
+        return race_helpers.sqlite_url(f"{tmp_path}/race.db")
+    return str(request.getfixturevalue("pg_dsn"))

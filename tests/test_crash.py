@@ -19,7 +19,6 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,12 +31,6 @@ from rowstate import Lifecycle, Reason
 TTL = 2.0  # long enough to check "before the TTL" on a loaded machine; short to wait out
 VICTIM = "rs_victim"  # application_name of the connections the tests terminate
 
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return rh.sqlite_url(tmp_path / "crash.db")
-    return str(request.getfixturevalue("pg_dsn"))
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ from dataset_fixtures import (
     drop_pg_schema,
     env_params,
     new_pg_schema,
-    session_database,
 )
 from dataset_lifecycle import (
     DEFAULT_LOAD_GUARDS,
@@ -38,11 +37,6 @@ from dataset_lifecycle import (
 
 RESERVATION = "__DR.isJobRunning"
 
-
-@pytest.fixture(scope="module")
-def ds_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    with session_database(pg_admin_dsn, pg_template) as dsn:
-        yield dsn
 
 
 @pytest.fixture(scope="module")

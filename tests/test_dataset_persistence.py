@@ -26,7 +26,6 @@ from dataset_fixtures import (
     Env,
     drop_pg_schema,
     new_pg_schema,
-    session_database,
 )
 from dataset_lifecycle import (
     ENV_DSN,
@@ -43,11 +42,6 @@ from dataset_lifecycle import (
 
 BOGUS_DSN = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
 
-
-@pytest.fixture(scope="module")
-def ds_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    with session_database(pg_admin_dsn, pg_template) as dsn:
-        yield dsn
 
 
 @pytest.fixture

@@ -16,18 +16,13 @@ from typing import Any
 
 import pytest
 
-from dataset_fixtures import Env, drop_pg_schema, new_pg_schema, session_database
+from dataset_fixtures import Env, drop_pg_schema, new_pg_schema
 from dataset_lifecycle import STATUSES, AsyncDatasetLifecycleClient
 
 THREADS = 16
 ROUNDS = 3
 TARGET = {"complete": STATUSES.SUCCEEDED, "cancel": STATUSES.CANCELED}
 
-
-@pytest.fixture(scope="module")
-def ds_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    with session_database(pg_admin_dsn, pg_template) as dsn:
-        yield dsn
 
 
 @pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres),

@@ -27,13 +27,6 @@ THREADS = 8
 REFUSED = {Reason.STATE_MISMATCH, Reason.LEASE_HELD}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A database with the race table (no rows yet): a SQLite file (WAL) or PostgreSQL."""
-    if request.param == "sqlite":
-        return rh.sqlite_url(tmp_path / "race.db")
-    return str(request.getfixturevalue("pg_dsn"))
-
 
 @pytest.fixture
 def pg_url(pg_dsn: str) -> str:
