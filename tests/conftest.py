@@ -151,6 +151,7 @@ from psycopg import sql as pg_sql  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
 import engine_fixtures  # noqa: E402
+import race_helpers  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -204,8 +205,18 @@ def ds_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
     """The races' and crashes' database: a SQLite file (WAL) or a fresh PostgreSQL one."""
-    import race_helpers
-
     if request.param == "sqlite":
         return race_helpers.sqlite_url(f"{tmp_path}/race.db")
     return str(request.getfixturevalue("pg_dsn"))
+
+
+@pytest.fixture
+def children() -> Iterator[list[race_helpers.Child]]:
+    """Worker processes of a test; whatever is left is killed (by pid) and reaped."""
+    started: list[race_helpers.Child] = []
+    try:
+        yield started
+    finally:
+        for child in started:
+            child.kill()
+

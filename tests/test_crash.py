@@ -32,17 +32,6 @@ TTL = 2.0  # long enough to check "before the TTL" on a loaded machine; short to
 VICTIM = "rs_victim"  # application_name of the connections the tests terminate
 
 
-
-@pytest.fixture
-def children() -> Iterator[list[rh.Child]]:
-    started: list[rh.Child] = []
-    try:
-        yield started
-    finally:
-        for child in started:
-            child.kill()
-
-
 def snapshot(url: str) -> str:
     return rh.checksum(url, (rh.TABLE, rh.EVENTS))
 

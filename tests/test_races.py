@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,6 @@ from rowstate import AsyncLifecycle, Lifecycle, Reason
 
 THREADS = 8
 REFUSED = {Reason.STATE_MISMATCH, Reason.LEASE_HELD}
-
 
 
 @pytest.fixture
@@ -251,17 +250,6 @@ def test_async_coroutines_race_one_winner(pg_url: str) -> None:
 
 
 # -- processes -----------------------------------------------------------------------------
-
-
-@pytest.fixture
-def children() -> Iterator[list[rh.Child]]:
-    """Worker processes of this test; whatever is left is killed (by pid) and reaped."""
-    started: list[rh.Child] = []
-    try:
-        yield started
-    finally:
-        for child in started:
-            child.kill()
 
 
 def test_processes_race_one_winner(pg_url: str, children: list[rh.Child],
