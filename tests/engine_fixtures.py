@@ -201,7 +201,7 @@ class Backend:
     """One database and one front end; see the module docstring."""
 
     def __init__(self, db: str, mode: str, where: str) -> None:
-        self.db, self.mode = db, mode
+        self.db, self.mode, self.where = db, mode, where
         self.loop: asyncio.AbstractEventLoop | None = (
             asyncio.new_event_loop() if mode == "async" else None
         )

@@ -400,10 +400,12 @@ forged_fences = st.one_of(
 """Fences no live lease holds."""
 
 forged_claims = st.one_of(
-    st.builds(LeaseClaim, claimed=st.just(True), edge=st.one_of(st.sampled_from(EDGES),
-                                                                unknown_edges),
+    # through a lambda: builds() would also draw the defaulted fields, typed Any
+    st.builds(lambda **kw: LeaseClaim(**kw), claimed=st.just(True),
+              edge=st.one_of(st.sampled_from(EDGES), unknown_edges),
               token=st.none(), fence=forged_fences),
-    st.builds(LeaseClaim, claimed=st.just(False), edge=st.sampled_from(LEASED_EDGES)),
+    st.builds(lambda **kw: LeaseClaim(**kw), claimed=st.just(False),
+              edge=st.sampled_from(LEASED_EDGES)),
     st.sampled_from([None, "start", 7, {"claimed": True, "edge": "start", "fence": 7},
                      ("start", 7), Opaque()]),
 )

@@ -110,8 +110,15 @@ class CoreBase:
         self.columns = self.c.columns
         self._plans: dict[tuple[Any, ...], Any] = {}
         self._key_index = self.columns.index(binding.key[0])
+        self._key_slots = tuple(f"k{i}" for i in range(len(binding.key)))
+        # is there a clock value to fill (a caller's clock; SQLite's host clock)?
+        self._clocked = clock is not None or dialect.now_is_param
         self._read = self.c.read()
         self._event_table = tuple(binding.events.split(".")) if binding.events else None
+        # several from-states are written as the fast single-state CAS (see _cas_guessing)
+        # where that CAS is one statement: PostgreSQL always, SQLite without an event row
+        self._fast_from_each = self.c.pg or not self._event_table
+        self._last_from: dict[int, str] = {}  # id(multi-state plan) -> the state it last left
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
         self._edge_names: dict[tuple[str, str], str] = {}
@@ -120,8 +127,9 @@ class CoreBase:
 
     def values(self, key: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
         kv = self.b.key_values(key)
-        values: dict[str, Any] = {f"k{i}": v for i, v in enumerate(kv)}
-        values.update(self._clock_values())
+        values: dict[str, Any] = dict(zip(self._key_slots, kv, strict=True))
+        if self._clocked:
+            values.update(self._clock_values())
         return kv, values
 
     def _owner(self, owner: object) -> Any:
@@ -151,7 +159,8 @@ class CoreBase:
         Memoised per (to, from_) when both are hashable: the answer (or the error) depends
         only on the machine, and only an answer that passed every check is remembered."""
         memo_key: tuple[str, Any] | None = None
-        if from_ is None or isinstance(from_, str | tuple):
+        kind = type(from_)
+        if from_ is None or kind is str or kind is tuple or isinstance(from_, str | tuple):
             memo_key = (to, from_)
             try:
                 hit = self._froms_memo.get(memo_key)
@@ -264,10 +273,17 @@ class CoreBase:
         try:
             rows = yield plan.batch(self.d, values)
         except InvariantViolation:
-            return Outcome(None, None, None, None, invariant=True)
+            refused = yield from self._read_refused(values)
+            return refused._replace(invariant=True)
         cols = self.columns
+        if plan.fast:
+            if not rows[0]:
+                return (yield from self._read_refused(values))
+            row = rows[0][0]
+            event_id = row[n] if len(row) > n else None
+            return Outcome(None, dict(zip(cols, row[:n], strict=True)), event_id, None)
         if self.c.pg:
-            # one row: the row before (read only when needed), the row after, event, now
+            # one row: the row before, the row after, event, now
             if not rows[0]:
                 return Outcome(None, None, None, None)
             row = rows[0][0]
@@ -276,14 +292,6 @@ class CoreBase:
             after = (dict(zip(cols, row[n:2 * n], strict=True))
                      if row[n + ki] is not None else None)
             return Outcome(before, after, row[2 * n], row[2 * n + 1])
-        if plan.fast:
-            if rows[0]:
-                return Outcome(None, dict(zip(cols, rows[0][0], strict=True)), None, None)
-            read = yield Batch((self._read.bind(self.d, values),))
-            if not read[0]:
-                return Outcome(None, None, None, None)
-            row = read[0][0]
-            return Outcome(dict(zip(cols, row[:n], strict=True)), None, None, row[n])
         if not rows[0]:
             return Outcome(None, None, None, None)
         before = rows[0][0]
@@ -292,9 +300,49 @@ class CoreBase:
         return Outcome(dict(zip(cols, before[:n], strict=True)),
                        dict(zip(cols, new, strict=True)) if new else None, event_id, before[n])
 
+    def _cas_guessing(self, plan: CasPlan, plan_from: Callable[[str], CasPlan],
+                      froms: tuple[str, ...], values: dict[str, Any]) -> Op[tuple[Outcome, str]]:
+        """A move from one of several states, written as the fast single-state CAS from the
+        likeliest one (the state this move last left; else the first listed).
+
+        A miss reads the row; if the row would pass the move's checks from the state it is
+        in now, the write is retried from that state, once; a second such miss (the row
+        keeps moving under concurrent writers) falls back to ``plan``, which reads the row
+        under a lock (PostgreSQL) or in one transaction (SQLite) and so always settles.
+        Every attempt is a complete compare-and-set, so a wrong guess costs round trips,
+        never correctness; the state left is the one the applied write was conditioned on.
+        """
+        guess = self._last_from.get(id(plan), froms[0])
+        for _ in range(2):
+            out = yield from self._cas(plan_from(guess), values)
+            if out.new is not None:
+                self._last_from[id(plan)] = guess
+                return out, guess
+            if out.cur is None or out.invariant:
+                return out, guess
+            now = self._now(out.now)
+            state = self.state_of(out.cur)
+            if state is None or state not in froms or failing(
+                    plan.checks, RowView(out.cur, values, now, self.d.parse_time)):
+                return out, guess  # refused for a reason the row shows: explain it
+            guess = state
+        out = yield from self._cas(plan, values)
+        return out, (self.state_of(out.cur) if out.cur is not None else None) or guess
+
+    def _read_refused(self, values: dict[str, Any]) -> Op[Outcome]:
+        """The row as it is now, read after a refused write to explain the refusal."""
+        read = yield Batch((self._read.bind(self.d, values),))
+        if not read[0]:
+            return Outcome(None, None, None, None)
+        row = read[0][0]
+        n = len(self.columns)
+        return Outcome(dict(zip(self.columns, row[:n], strict=True)), None, None, row[n])
+
     def _now(self, raw: Any) -> datetime:
         if self.clock is not None:
             return self.clock()
+        if raw is None:  # the applied path: no clock reading came back
+            return datetime.now(UTC)
         parsed = self.d.parse_time(raw)
         return parsed if parsed is not None else datetime.now(UTC)
 
@@ -302,13 +350,14 @@ class CoreBase:
                  values: dict[str, Any]) -> tuple[str, tuple[str, ...], str | None]:
         """The primary reason, every reason, and the row's current state."""
         if out.invariant:
-            return Reason.INVARIANT, (Reason.INVARIANT,), None
+            state = self.state_of(out.cur) if out.cur is not None else None
+            return Reason.INVARIANT, (Reason.INVARIANT,), state
         if out.cur is None:
             return Reason.RECORD_NOT_FOUND, (Reason.RECORD_NOT_FOUND,), None
         state = self.state_of(out.cur)
         bad = failing(checks, RowView(out.cur, values, self._now(out.now), self.d.parse_time))
         if not bad:
-            # SQLite fast path only: the row changed between the refused write and the read
+            # fast path only: the row changed between the refused write and the read
             return Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,), state
         reasons = tuple(dict.fromkeys(c.reason for c in bad))
         return bad[0].category, reasons, state
@@ -401,14 +450,20 @@ class CoreBase:
             values["to"] = to
             values["ev_owner"] = None if owner is None else str(owner)
             values["ev_data"] = data_text
-        out = yield from self._cas(plan, values)
+        if len(froms) == 1 or not self._fast_from_each:
+            out = yield from self._cas(plan, values)
+            previous = (self.state_of(out.cur) if out.cur is not None else None) or froms[0]
+        else:
+            def plan_from(state: str) -> CasPlan:
+                return self._transition_plan(to, (state,), owner, checked, guards, values,
+                                             edge, due)
+            out, previous = yield from self._cas_guessing(plan, plan_from, froms, values)
         if out.new is None:
             reason, reasons, state = self._explain(plan.checks, out, values)
             if edge is not None and edge.lease and reason == Reason.STATE_MISMATCH:
                 reason = Reason.LEASE_LOST  # the row left the edge's source: the lease is gone
             return TransitionResult(False, reason, reasons, state, state, out.cur)
-        previous = self.state_of(out.cur) if out.cur is not None else froms[0]
-        edge_name = edge.name if edge else self._edge_name(previous or froms[0], to)
+        edge_name = edge.name if edge else self._edge_name(previous, to)
         version = out.new.get(self.b.version) if self.b.version else None
         event = Event(self.m.name, kv, edge_name, previous, to,
                       None if owner is None else str(owner), data,

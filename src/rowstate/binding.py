@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from .conditions import Ref
@@ -284,7 +284,12 @@ class Binding:
 
     def key_values(self, key: object) -> tuple[Any, ...]:
         """The key as a tuple in column order; accepts a scalar, a sequence or a mapping."""
-        if isinstance(key, Mapping):
+        kind = type(key)
+        if kind is str or kind is int:  # the hot path: a scalar key
+            values: tuple[Any, ...] = (key,)
+        elif kind is tuple:
+            values = cast(tuple[Any, ...], key)
+        elif isinstance(key, Mapping):
             missing = [c for c in self.key if c not in key]
             extra = [c for c in key if c not in self.key]
             if missing or extra:

@@ -15,6 +15,10 @@ HELD_BY_OTHER      a finalization claim is held by another (holder, scope)
 FINALIZATION_HELD  (in ``reasons``) a live finalization claim blocks entering the state
 ACT_FAILED         a side effect returned a falsy result; the lease was released
 =================  =====================================================================
+
+Results and events are named tuples: immutable, with named fields, and built in a third of
+the time of a frozen dataclass (~0.4 us instead of ~1.5 us for ten fields), which every
+call pays once or twice. A result is truthy exactly when it applied/claimed/released.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class Reason(StrEnum):
@@ -39,8 +43,7 @@ class Reason(StrEnum):
     ACT_FAILED = "ACT_FAILED"
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One applied transition. ``id`` is the outbox row's id (stable across redeliveries);
     it is None when the binding has no events table (published after commit)."""
 
@@ -60,8 +63,7 @@ class Event:
         return f"{self.machine}:{self.id}" if self.id is not None else ""
 
 
-@dataclass(frozen=True, slots=True)
-class TransitionResult:
+class TransitionResult(NamedTuple):
     applied: bool
     reason: str | None = None
     reasons: tuple[str, ...] = ()
@@ -74,8 +76,7 @@ class TransitionResult:
         return self.applied
 
 
-@dataclass(frozen=True, slots=True)
-class CheckResult:
+class CheckResult(NamedTuple):
     """The dry run: would the move apply now, and every reason why not."""
 
     allowed: bool
@@ -86,8 +87,7 @@ class CheckResult:
         return self.allowed
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseClaim:
+class LeaseClaim(NamedTuple):
     """A lease taken for a side-effecting edge; ``fence`` must be shown to finalize.
 
     ``key`` is the row it was claimed on: tokens count per row, so finalize and release
@@ -108,8 +108,7 @@ class LeaseClaim:
         return self.claimed
 
 
-@dataclass(frozen=True, slots=True)
-class ReleaseResult:
+class ReleaseResult(NamedTuple):
     released: bool
     reason: str | None = None
 
@@ -117,8 +116,7 @@ class ReleaseResult:
         return self.released
 
 
-@dataclass(frozen=True, slots=True)
-class RunResult:
+class RunResult(NamedTuple):
     """claim -> act -> finalize. ``applied`` only if the act succeeded and its finalize
     landed; ``value`` is what the act returned (None when it did not run)."""
 
@@ -136,8 +134,7 @@ class RunResult:
         return self.applied
 
 
-@dataclass(frozen=True, slots=True)
-class FinalizationClaimResult:
+class FinalizationClaimResult(NamedTuple):
     claimed: bool
     reason: str | None = None
     holder: str | None = None
@@ -149,8 +146,7 @@ class FinalizationClaimResult:
         return self.claimed
 
 
-@dataclass(frozen=True, slots=True)
-class Fired:
+class Fired(NamedTuple):
     """What one timer or notice did to one row during :meth:`fire_due`."""
 
     key: tuple[Any, ...]

@@ -181,7 +181,7 @@ class Model:
         if refused:
             return Expect(False, refused[0], refused[1], row.state, row.state)
         if self.group_conflict(rid, to):
-            return Expect(False, INVARIANT, (INVARIANT,), None, None)
+            return Expect(False, INVARIANT, (INVARIANT,), row.state, row.state)
         src = row.state
         edge = next(e for e in MACHINE.edges_between(src, to) if not e.lease)
         self.enter(rid, edge.name, to, finalize=False, payload=payload)
@@ -238,7 +238,7 @@ class Model:
             reason = LEASE_LOST if refused[0] == STATE_MISMATCH else refused[0]
             return Expect(False, reason, refused[1], row.state, row.state)
         if self.group_conflict(rid, edge.dst):
-            return Expect(False, INVARIANT, (INVARIANT,), None, None)
+            return Expect(False, INVARIANT, (INVARIANT,), row.state, row.state)
         self.enter(rid, edge.name, edge.dst, finalize=True, payload=payload)
         return Expect(True, None, (), edge.src, edge.dst, edge=edge.name)
 
