@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     settings = Settings(
         quick=args.quick,
-        rounds=args.rounds or (5 if args.quick else 9),
-        phase_s=args.seconds or (0.12 if args.quick else 0.35),
+        rounds=args.rounds or (5 if args.quick else 25),
+        phase_s=args.seconds or (0.12 if args.quick else 0.25),
         warmup_ops=40 if args.quick else 150,
     )
     from .env import Env

@@ -88,7 +88,8 @@ class Env:
         if backend == "sqlite":
             return SQLiteStore(self.sqlite_path, synchronous="NORMAL")
         assert self.pg_dsn
-        return PostgresStore(self.pg_dsn, min_size=workers, max_size=workers)
+        # each worker thread keeps its own connection, as each hand-written worker does
+        return PostgresStore(self.pg_dsn, per_thread=True)
 
     def astore(self, backend: str, workers: int) -> AsyncSQLiteStore | AsyncPostgresStore:
         if backend == "sqlite":

@@ -4,8 +4,9 @@
   timeout, one connection per thread, and ``BEGIN IMMEDIATE`` for every multi-statement
   write: a deferred transaction that upgrades to a write fails at once with SQLITE_BUSY,
   ignoring the timeout. ``sqlite://`` (memory) is one shared connection behind a lock.
-* PostgreSQL (psycopg 3 + psycopg_pool): autocommit connections from a pool; a batch marked
-  ``transaction`` runs inside one.
+* PostgreSQL (psycopg 3 + psycopg_pool): autocommit connections from a pool (or, with
+  ``per_thread=True``, one kept per calling thread); a batch marked ``transaction`` runs
+  inside one.
 
 Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantViolation`
 (reported as reason INVARIANT), a dead connection :class:`ConnectionLostError`, a value the
@@ -233,52 +234,98 @@ async def _aexecute(conn: psycopg.AsyncConnection[Any],
 
 
 class PostgresStore(StatementCounter):
+    """PostgreSQL through a psycopg_pool pool (the default), or with ``per_thread=True``
+    one autocommit connection per calling thread, kept across calls.
+
+    A pool checkout and return is ~15% of the client CPU of a transition on loopback
+    (bench/, sampled with py-spy); a fixed set of worker threads skips it with
+    ``per_thread``, as a hand-written worker holding its own connection does. A thread
+    whose connection breaks gets a new one on its next call; ``close()`` closes them all.
+    """
+
     dialect = "postgresql"
 
     def __init__(self, conninfo: str = "", *, pool: ConnectionPool[Any] | None = None,
-                 min_size: int = 1, max_size: int = 8) -> None:
+                 min_size: int = 1, max_size: int = 8, per_thread: bool = False) -> None:
         super().__init__()
-        self.own_pool = pool is None
-        self.pool: ConnectionPool[Any] = pool or ConnectionPool(
-            conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
-            open=True, name="rowstate",
-        )
+        if per_thread and pool is not None:
+            raise ValueError("per_thread=True opens its own connections: pass no pool")
+        self.conninfo = conninfo
+        self.per_thread = per_thread
+        self.own_pool = pool is None and not per_thread
+        self.pool: ConnectionPool[Any] | None = pool
+        if self.own_pool:
+            self.pool = ConnectionPool(
+                conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
+                open=True, name="rowstate",
+            )
+        self._local = threading.local()
+        self._threads: list[psycopg.Connection[Any]] = []
+        self._guard = threading.Lock()
+
+    def _thread_connection(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            conn = psycopg.connect(self.conninfo, autocommit=True)
+            self._local.conn = conn
+            with self._guard:
+                self._threads = [c for c in self._threads if not c.closed]
+                self._threads.append(conn)
+        return conn
 
     def run(self, batch: Batch) -> Rows:
-        # getconn/putconn rather than ``with pool.connection()``: the same commit/rollback
-        # (no-ops on our autocommit connections) without the context manager's per-call
-        # cost (~10 us of ~40 us pool + round trip for a SELECT 1, measured in bench/)
-        pool = self.pool
         try:
+            if self.pool is None:
+                conn = self._thread_connection()
+                try:
+                    return self._run(conn, batch)
+                except psycopg.OperationalError:
+                    conn.close()  # broken: this thread's next call connects anew
+                    raise
+            # getconn/putconn rather than ``with pool.connection()``: the same
+            # commit/rollback (no-ops on our autocommit connections), for less
+            pool = self.pool
             conn = pool.getconn()
             try:
-                if batch.transaction:
-                    with conn.transaction():
-                        out = _execute(conn, batch.statements)
-                    self.statements += len(batch.statements) + 2
-                else:
-                    self.statements += len(batch.statements)
-                    out = _execute(conn, batch.statements)
-                if not conn.autocommit:  # a caller's pool may not be in autocommit
-                    conn.commit()
-                return out
-            except BaseException:
-                if not conn.autocommit and not conn.closed:
-                    with contextlib.suppress(Exception):  # as psycopg's ``with conn`` does
-                        conn.rollback()
-                raise
+                return self._run(conn, batch)
             finally:
                 pool.putconn(conn)  # a broken connection is replaced by the pool
         except psycopg.Error as exc:
             raise _translate(exc) from exc
 
+    def _run(self, conn: psycopg.Connection[Any], batch: Batch) -> Rows:
+        try:
+            if batch.transaction:
+                with conn.transaction():
+                    out = _execute(conn, batch.statements)
+                self.statements += len(batch.statements) + 2
+            else:
+                self.statements += len(batch.statements)
+                out = _execute(conn, batch.statements)
+            if not conn.autocommit:  # a caller's pool may not be in autocommit
+                conn.commit()
+            return out
+        except BaseException:
+            if not conn.autocommit and not conn.closed:
+                with contextlib.suppress(Exception):  # as psycopg's ``with conn`` does
+                    conn.rollback()
+            raise
+
     def execute_script(self, sql: str) -> None:
+        if self.pool is None:
+            self._thread_connection().execute(sql)
+            return
         with self.pool.connection() as conn:
             conn.execute(sql)
 
     def close(self) -> None:
-        if self.own_pool:
+        if self.own_pool and self.pool is not None:
             self.pool.close()
+        with self._guard:
+            conns, self._threads = self._threads, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
 
 
 class AsyncPostgresStore:
