@@ -77,8 +77,7 @@ class Outcome(NamedTuple):
     invariant: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ActiveLease:
+class ActiveLease(NamedTuple):
     """What an act receives: which row, which edge, and the fencing token it holds."""
 
     key: tuple[Any, ...]

@@ -13,7 +13,7 @@ from typing import Any
 
 from .base import ActiveLease, Call, CoreBase, Op, default_holder
 from .binding import GuardSpec, check_scalar
-from .compiler import Batch
+from .compiler import Batch, CasPlan
 from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot
 from .errors import ConnectionLostError, InvalidTransitionError, RowstateError, ValidationError
 from .machine import Edge
@@ -41,37 +41,22 @@ class LeaseOps(CoreBase):
         assert lease is not None and edge.lease is not None
         kv, values = self.values(key)
         owner = self._owner(owner)
-        values["lease_kind"] = edge.lease
-        values["lease_ttl"] = float(lease.ttl)
         if holder is not None and (not isinstance(holder, str) or not holder):
             raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
         if holder is not None:
             check_scalar(holder, "holder", ValidationError)
         values["holder"] = holder or default_holder()
+        if owner is not None:
+            values["owner"] = owner
         gshape, gchecks = self._guard_checks(guards, "g", values)
-        eshape, echecks = self._guard_checks(self.b.enter_guards.get(edge.dst), "e", values)
-        owner_checks = self._owner_check(owner, values)
-        # the destination's finalization block, like its entry guards, is checked at the
-        # claim: no act runs for a move that its finalize would refuse
-        held_checks = self._held_checks(edge.dst, values)
-        shape = ("claim", edge.name, owner is not None, gshape, eshape, due)
-        plan = self._plans.get(shape)
-        if plan is None:
-            at, kind = Ref(lease.at), Ref(lease.kind)
-            free = Or((IsNull(at), And((Same(kind, Slot("lease_kind")),
-                                        Older(at, Slot("lease_ttl"))))))
-            checks = [self._state_check((edge.src,)),
-                      Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD),
-                      *owner_checks, *held_checks, *echecks, *gchecks,
-                      *self._due_checks(due)]
-            c = self.c
-            sets = [c.set_now(lease.at), c.set_value(lease.kind, Slot("lease_kind"))]
-            if lease.holder:
-                sets.append(c.set_value(lease.holder, Slot("holder")))
-            if lease.token:
-                sets.append(c.incremented(lease.token))
-            plan = c.cas(checks, sets, None, known_from=True)
-            self._plans[shape] = plan
+        # everything else follows from the shape: built, with its constant values, once
+        shape = ("claim", edge.name, owner is not None, gshape, due)
+        cached = self._plans.get(shape)
+        if cached is None:
+            cached = self._compile_claim(edge, owner is not None, gchecks, due)
+            self._plans[shape] = cached
+        plan, static = cached
+        values.update(static)
         out = yield from self._cas(plan, values)
         if out.new is None:
             reason, reasons, state = self._explain(plan.checks, out, values)
@@ -79,6 +64,30 @@ class LeaseOps(CoreBase):
         token = out.new.get(lease.token) if lease.token else None
         fence = token if lease.token else out.new[lease.at]
         return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
+
+    def _compile_claim(self, edge: Edge, has_owner: bool, gchecks: list[Check],
+                       due: str | None) -> tuple[CasPlan, dict[str, Any]]:
+        lease = self.b.lease
+        assert lease is not None and edge.lease is not None
+        static: dict[str, Any] = {"lease_kind": edge.lease, "lease_ttl": float(lease.ttl)}
+        _, echecks = self._guard_checks(self.b.enter_guards.get(edge.dst), "e", static)
+        owner_checks = self._owner_check(True if has_owner else None, {})
+        # the destination's finalization block, like its entry guards, is checked at the
+        # claim: no act runs for a move that its finalize would refuse
+        held_checks = self._held_checks(edge.dst, static)
+        at, kind = Ref(lease.at), Ref(lease.kind)
+        free = Or((IsNull(at), And((Same(kind, Slot("lease_kind")),
+                                    Older(at, Slot("lease_ttl"))))))
+        checks = [self._state_check((edge.src,)),
+                  Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD),
+                  *owner_checks, *held_checks, *echecks, *gchecks, *self._due_checks(due)]
+        c = self.c
+        sets = [c.set_now(lease.at), c.set_value(lease.kind, Slot("lease_kind"))]
+        if lease.holder:
+            sets.append(c.set_value(lease.holder, Slot("holder")))
+        if lease.token:
+            sets.append(c.incremented(lease.token))
+        return c.cas(checks, sets, None, known_from=True), static
 
     def _claimed_edge(self, claim: object, what: str) -> Edge:
         """The edge of a claim a caller presents, checked before any I/O: a LeaseClaim that
@@ -161,7 +170,8 @@ class LeaseOps(CoreBase):
         if not claim.claimed:
             return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
         assert claim.row is not None
-        handle = ActiveLease(self.b.key_values(key), edge, claim.token, claim.row)
+        assert claim.key is not None
+        handle = ActiveLease(claim.key, edge, claim.token, claim.row)
         try:
             value = yield Call(act, handle)
         except BaseException as exc:
