@@ -110,8 +110,8 @@ class CoreBase:
         self._plans: dict[tuple[Any, ...], Any] = {}
         self._key_index = self.columns.index(binding.key[0])
         self._key_slots = tuple(f"k{i}" for i in range(len(binding.key)))
-        # is there a clock value to fill (a caller's clock; SQLite's host clock)?
-        self._clocked = clock is not None or dialect.now_is_param
+        # SQLite has no server clock: the store fills "now" with its host's, once per write
+        self._store_now = dialect.now_is_param
         self._read = self.c.read()
         self._event_table = tuple(binding.events.split(".")) if binding.events else None
         # several from-states are written as the fast single-state CAS (see _cas_guessing)
@@ -127,8 +127,8 @@ class CoreBase:
     def values(self, key: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
         kv = self.b.key_values(key)
         values: dict[str, Any] = dict(zip(self._key_slots, kv, strict=True))
-        if self._clocked:
-            values.update(self._clock_values())
+        if self.clock is not None or self._store_now:
+            values["now"] = self._now_value()
         return kv, values
 
     def _owner(self, owner: object) -> Any:
@@ -536,10 +536,15 @@ class CoreBase:
             for r in rows[0]
         ]
 
+    def _now_value(self) -> Any:
+        """The "now" parameter: a caller's clock, or SQLite's placeholder for its store's
+        host clock; PostgreSQL statements read ``now()`` on the server instead."""
+        return self.d.db_time(self.clock()) if self.clock is not None else STORE_NOW
+
     def _clock_values(self) -> dict[str, Any]:
-        if self.clock is not None:
-            return {"now": self.d.db_time(self.clock())}
-        return {"now": STORE_NOW} if self.d.now_is_param else {}
+        if self.clock is not None or self._store_now:
+            return {"now": self._now_value()}
+        return {}
 
     def _due_check(self, column: str) -> Check:
         return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE",

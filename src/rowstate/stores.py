@@ -136,7 +136,7 @@ class SQLiteStore(StatementCounter):
 
 def _with_now(params: Sequence[Any], now: str | None = None) -> Sequence[Any]:
     """Fill STORE_NOW placeholders with this host's clock (SQLite has no server clock)."""
-    if not any(p is STORE_NOW for p in params):
+    if STORE_NOW not in params:  # a C-level scan: _StoreNow compares by identity
         return params
     stamp = now or canonical_time(datetime.now(UTC))
     return [stamp if p is STORE_NOW else p for p in params]
