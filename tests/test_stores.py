@@ -11,7 +11,7 @@ import pytest
 
 import race_helpers as rh
 from engine_fixtures import JOBS
-from rowstate import ConnectionLostError, Lifecycle, PostgresStore
+from rowstate import ConnectionLostError, Lifecycle, PostgresStore, stores
 from rowstate.compiler import Batch
 
 PID = Batch((("SELECT pg_backend_pid()", []),))
@@ -35,7 +35,7 @@ def test_per_thread_keeps_one_connection_per_thread(pg_dsn: str) -> None:
         for w in workers:
             w.join()
         assert len(theirs) == 3 and len(set(theirs) | mine) == 4  # one per thread
-        conns = list(store._threads)
+        conns = store._threads.opened()
     finally:
         store.close()
     assert conns and all(c.closed for c in conns)  # close() closed every thread's one
@@ -72,8 +72,6 @@ def test_the_pool_reuses_one_cursor_per_connection(pg_dsn: str) -> None:
     """``conn.execute`` builds a cursor per call; the store keeps one per connection."""
     store = PostgresStore(pg_dsn, min_size=1, max_size=1)
     try:
-        from rowstate import stores
-
         store.run(PID)
         assert store.pool is not None
         with store.pool.connection() as conn:

@@ -110,8 +110,9 @@ class CoreBase:
         self._plans: dict[tuple[Any, ...], Any] = {}
         self._key_index = self.columns.index(binding.key[0])
         self._key_slots = tuple(f"k{i}" for i in range(len(binding.key)))
-        # SQLite has no server clock: the store fills "now" with its host's, once per write
-        self._store_now = dialect.now_is_param
+        # do statements take "now" as a parameter (a caller's clock; SQLite, which has no
+        # server clock and whose store fills in its host's, once per write)?
+        self._fills_now = clock is not None or dialect.now_is_param
         self._read = self.c.read()
         self._event_table = tuple(binding.events.split(".")) if binding.events else None
         # several from-states are written as the fast single-state CAS (see _cas_guessing)
@@ -127,7 +128,7 @@ class CoreBase:
     def values(self, key: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
         kv = self.b.key_values(key)
         values: dict[str, Any] = dict(zip(self._key_slots, kv, strict=True))
-        if self.clock is not None or self._store_now:
+        if self._fills_now:
             values["now"] = self._now_value()
         return kv, values
 
@@ -158,8 +159,7 @@ class CoreBase:
         Memoised per (to, from_) when both are hashable: the answer (or the error) depends
         only on the machine, and only an answer that passed every check is remembered."""
         memo_key: tuple[str, Any] | None = None
-        kind = type(from_)
-        if from_ is None or kind is str or kind is tuple or isinstance(from_, str | tuple):
+        if from_ is None or isinstance(from_, str | tuple):
             memo_key = (to, from_)
             try:
                 hit = self._froms_memo.get(memo_key)
@@ -326,7 +326,13 @@ class CoreBase:
                 return out, guess  # refused for a reason the row shows: explain it
             guess = state
         out = yield from self._cas(plan, values)
-        return out, (self.state_of(out.cur) if out.cur is not None else None) or guess
+        return out, self._state_left(out, guess)
+
+    def _state_left(self, out: Outcome, known: str) -> str:
+        """The state a write left: read with the row when the plan read it, else the one
+        from-state the write was conditioned on."""
+        state = self.state_of(out.cur) if out.cur is not None else None
+        return state or known
 
     def _read_refused(self, values: dict[str, Any]) -> Op[Outcome]:
         """The row as it is now, read after a refused write to explain the refusal."""
@@ -451,7 +457,7 @@ class CoreBase:
             values["ev_data"] = data_text
         if len(froms) == 1 or not self._fast_from_each:
             out = yield from self._cas(plan, values)
-            previous = (self.state_of(out.cur) if out.cur is not None else None) or froms[0]
+            previous = self._state_left(out, froms[0])
         else:
             def plan_from(state: str) -> CasPlan:
                 return self._transition_plan(to, (state,), owner, checked, guards, values,
@@ -542,9 +548,7 @@ class CoreBase:
         return self.d.db_time(self.clock()) if self.clock is not None else STORE_NOW
 
     def _clock_values(self) -> dict[str, Any]:
-        if self.clock is not None or self._store_now:
-            return {"now": self._now_value()}
-        return {}
+        return {"now": self._now_value()} if self._fills_now else {}
 
     def _due_check(self, column: str) -> Check:
         return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE",

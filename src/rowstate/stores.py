@@ -20,10 +20,10 @@ import contextlib
 import sqlite3
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar, overload
 from urllib.parse import unquote
 
 import psycopg
@@ -38,11 +38,53 @@ from .errors import ConnectionLostError, InvariantViolation, StoreError, Validat
 Rows = list[list[tuple[Any, ...]]]
 
 
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closable)
+
+
 class StatementCounter:
     """Counts statements sent to the database: the proof of "one round trip"."""
 
     def __init__(self) -> None:
         self.statements = 0
+
+
+class ThreadConnections(Generic[C]):
+    """One connection per calling thread, opened on first use (and again once ``usable``
+    says it no longer is); ``close()`` closes every one it opened."""
+
+    def __init__(self, open_: Callable[[], C],
+                 usable: Callable[[C], bool] | None = None) -> None:
+        self._open: Callable[[], C] = open_
+        self._usable: Callable[[C], bool] | None = usable
+        self._local = threading.local()
+        self._opened: list[C] = []
+        self._guard = threading.Lock()
+
+    def get(self) -> C:
+        conn: C | None = getattr(self._local, "conn", None)
+        if conn is None or (self._usable is not None and not self._usable(conn)):
+            conn = self._open()
+            self._local.conn = conn
+            with self._guard:
+                if self._usable is not None:  # forget the ones that went bad
+                    self._opened = [c for c in self._opened if self._usable(c)]
+                self._opened.append(conn)
+        return conn
+
+    def opened(self) -> list[C]:
+        with self._guard:
+            return list(self._opened)
+
+    def close(self) -> None:
+        with self._guard:
+            conns, self._opened = self._opened, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
 
 
 # -- SQLite --------------------------------------------------------------------------------
@@ -60,9 +102,8 @@ class SQLiteStore(StatementCounter):
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous={synchronous!r}")
         self.synchronous = synchronous.upper()
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._guard = threading.Lock()
+        self._guard = threading.Lock()  # the shared memory connection; scripts
+        self._threads = ThreadConnections(self._open)
         self._shared: sqlite3.Connection | None = self._open() if self.memory else None
 
     def _open(self) -> sqlite3.Connection:
@@ -72,18 +113,12 @@ class SQLiteStore(StatementCounter):
             conn.execute("PRAGMA journal_mode=WAL").fetchall()
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-        with self._guard:
-            self._all.append(conn)
         return conn
 
     def connection(self) -> sqlite3.Connection:
         if self._shared is not None:
             return self._shared
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._open()
-            self._local.conn = conn
-        return conn
+        return self._threads.get()
 
     def run(self, batch: Batch) -> Rows:
         conn = self.connection()
@@ -126,12 +161,10 @@ class SQLiteStore(StatementCounter):
             conn.executescript(sql)
 
     def close(self) -> None:
-        with self._guard:
-            conns, self._all = self._all, []
-        for c in conns:
-            c.close()
-        self._shared = None
-        self._local = threading.local()
+        self._threads.close()
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
 
 
 def _with_now(params: Sequence[Any], now: str | None = None) -> Sequence[Any]:
@@ -199,15 +232,12 @@ def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
 _cursors: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
-    cur: psycopg.Cursor[Any] | None = _cursors.get(conn)
-    if cur is None or cur.closed:
-        cur = _cursors[conn] = conn.cursor()
-    return cur
-
-
-def _acursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]:
-    cur: psycopg.AsyncCursor[Any] | None = _cursors.get(conn)
+@overload
+def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]: ...
+@overload
+def _cursor(conn: psycopg.AsyncConnection[Any]) -> psycopg.AsyncCursor[Any]: ...
+def _cursor(conn: Any) -> Any:
+    cur = _cursors.get(conn)
     if cur is None or cur.closed:
         cur = _cursors[conn] = conn.cursor()
     return cur
@@ -225,7 +255,7 @@ def _execute(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequ
 
 async def _aexecute(conn: psycopg.AsyncConnection[Any],
                     statements: Sequence[tuple[str, Sequence[Any]]]) -> Rows:
-    cur = _acursor(conn)
+    cur = _cursor(conn)
     out: Rows = []
     for sql, params in statements:
         await cur.execute(sql, params)
@@ -250,33 +280,20 @@ class PostgresStore(StatementCounter):
         super().__init__()
         if per_thread and pool is not None:
             raise ValueError("per_thread=True opens its own connections: pass no pool")
-        self.conninfo = conninfo
-        self.per_thread = per_thread
         self.own_pool = pool is None and not per_thread
-        self.pool: ConnectionPool[Any] | None = pool
+        self.pool: ConnectionPool[Any] | None = pool  # None: per_thread
         if self.own_pool:
             self.pool = ConnectionPool(
                 conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
                 open=True, name="rowstate",
             )
-        self._local = threading.local()
-        self._threads: list[psycopg.Connection[Any]] = []
-        self._guard = threading.Lock()
-
-    def _thread_connection(self) -> psycopg.Connection[Any]:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
-            conn = psycopg.connect(self.conninfo, autocommit=True)
-            self._local.conn = conn
-            with self._guard:
-                self._threads = [c for c in self._threads if not c.closed]
-                self._threads.append(conn)
-        return conn
+        self._threads: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
+            lambda: psycopg.connect(conninfo, autocommit=True), lambda c: not c.closed)
 
     def run(self, batch: Batch) -> Rows:
         try:
             if self.pool is None:
-                conn = self._thread_connection()
+                conn = self._threads.get()
                 try:
                     return self._run(conn, batch)
                 except psycopg.OperationalError:
@@ -313,7 +330,7 @@ class PostgresStore(StatementCounter):
 
     def execute_script(self, sql: str) -> None:
         if self.pool is None:
-            self._thread_connection().execute(sql)
+            self._threads.get().execute(sql)
             return
         with self.pool.connection() as conn:
             conn.execute(sql)
@@ -321,11 +338,7 @@ class PostgresStore(StatementCounter):
     def close(self) -> None:
         if self.own_pool and self.pool is not None:
             self.pool.close()
-        with self._guard:
-            conns, self._threads = self._threads, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._threads.close()
 
 
 class AsyncPostgresStore:
