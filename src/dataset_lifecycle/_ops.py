@@ -163,20 +163,16 @@ class Operations:
 
     def claim_finalization(self, identifier: Identifier, job_id: object, *,
                            scope: object) -> Generator[Batch | Call, Any, ClaimResult]:
-        ident = DatasetIdentifier.of(identifier)
-        holder = check_job_id(job_id, "job_id")
-        scope_ = check_scope(scope)
-        res: FinalizationClaimResult = yield from self.backend.claim(ident.key, holder, scope_)
+        key, holder, scope_ = _claim_args(identifier, job_id, scope)
+        res: FinalizationClaimResult = yield from self.backend.claim(key, holder, scope_)
         if res.claimed:
             return ClaimResult(True, None, holder, scope_)
         return ClaimResult(False, _opt(res.reason), _opt(res.holder), _opt(res.scope))
 
     def release_claim(self, identifier: Identifier, job_id: object, *,
                       scope: object) -> Generator[Batch | Call, Any, ReleaseResult]:
-        ident = DatasetIdentifier.of(identifier)
-        holder = check_job_id(job_id, "job_id")
-        scope_ = check_scope(scope)
-        res: EngineRelease = yield from self.backend.release(ident.key, holder, scope_)
+        key, holder, scope_ = _claim_args(identifier, job_id, scope)
+        res: EngineRelease = yield from self.backend.release(key, holder, scope_)
         return ReleaseResult(True) if res.released else ReleaseResult(False,
                                                                       Reason.NOT_HELD.value)
 
@@ -205,3 +201,10 @@ class Operations:
 
 def _opt(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _claim_args(identifier: Identifier, job_id: object,
+                scope: object) -> tuple[tuple[str, str], str, str | None]:
+    """A finalization claim's key, holder and scope, checked before any I/O."""
+    return (DatasetIdentifier.of(identifier).key, check_job_id(job_id, "job_id"),
+            check_scope(scope))

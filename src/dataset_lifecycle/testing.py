@@ -118,10 +118,12 @@ class _MockMixin:
     release_calls: list[ReleaseCall]
     events: list[DatasetStatusChanged]
 
-    def _remember(self, reservation_field: str | None, load_guards: Mapping[str, Any] | None,
-                  stale_claim_ms: float, payload_columns: Iterable[str],
-                  event_publisher: Any, logger: Any,
-                  clock: Callable[[], datetime] | None) -> None:
+    def __init__(self, *, reservation_field: str | None = None,
+                 load_guards: Mapping[str, Any] | None = None,
+                 stale_claim_ms: float = STALE_CLAIM_MS, payload_columns: Iterable[str] = (),
+                 event_publisher: Any = None, logger: Any = None,
+                 clock: Callable[[], datetime] | None = None) -> None:
+        super().__init__()  # the client's (the mixin comes first in both mocks' bases)
         self.transition_calls, self.claim_calls, self.release_calls = [], [], []
         self.events = []
         self._options: dict[str, Any] = dict(
@@ -129,6 +131,7 @@ class _MockMixin:
             stale_claim_ms=stale_claim_ms, payload_columns=tuple(payload_columns),
             logger=logger, clock=clock)
         self._forward = event_publisher
+        self._start()
 
     def _start(self) -> None:
         assert isinstance(self, _Base)
@@ -162,16 +165,6 @@ class MockDatasetLifecycle(_MockMixin, DatasetLifecycleClient):
     Implements :class:`DatasetLifecycleApi`; takes the same rule options as ``init``.
     ``reset()`` starts over on an empty database with empty recordings.
     """
-
-    def __init__(self, *, reservation_field: str | None = None,
-                 load_guards: Mapping[str, Any] | None = None,
-                 stale_claim_ms: float = STALE_CLAIM_MS, payload_columns: Iterable[str] = (),
-                 event_publisher: Any = None, logger: Any = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
-        super().__init__()
-        self._remember(reservation_field, load_guards, stale_claim_ms, payload_columns,
-                       event_publisher, logger, clock)
-        self._start()
 
     def reset(self) -> None:
         super().reset()
@@ -218,16 +211,6 @@ class MockDatasetLifecycle(_MockMixin, DatasetLifecycleClient):
 class AsyncMockDatasetLifecycle(_MockMixin, AsyncDatasetLifecycleClient):
     """``AsyncDatasetLifecycle`` on a private in-memory database, recording its calls.
     ``set_initial_state`` stays a plain call; ``reset()`` and ``close()`` are coroutines."""
-
-    def __init__(self, *, reservation_field: str | None = None,
-                 load_guards: Mapping[str, Any] | None = None,
-                 stale_claim_ms: float = STALE_CLAIM_MS, payload_columns: Iterable[str] = (),
-                 event_publisher: Any = None, logger: Any = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
-        super().__init__()
-        self._remember(reservation_field, load_guards, stale_claim_ms, payload_columns,
-                       event_publisher, logger, clock)
-        self._start()
 
     async def reset(self) -> None:
         await super().reset()
