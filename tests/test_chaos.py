@@ -180,7 +180,10 @@ def _corrupt(history: History, how: str) -> str:
     h = history
     if how == "illegal_edge":
         e = h.events[len(h.events) // 2]
-        e["to"] = "SENT" if e["from"] != "DRAFT" else "APPROVED"  # no such edge from there
+        # a state with no edge from there (a fixed pick was legal when the event left
+        # APPROVED: APPROVED -> SENT is the machine's "send")
+        e["to"] = next(s for s in MACHINE.states
+                       if s != e["from"] and not MACHINE.edges_between(e["from"], s))
         return "legal_edges"
     if how == "fabricated_event":
         e = dict(h.events[-1], id=h.events[-1]["id"] + 1, version=h.events[-1]["version"] + 1)
