@@ -53,6 +53,7 @@ from .results import (
 
 R = TypeVar("R")
 MAX_DATA_BYTES = 1_000_000
+_NO_PAYLOAD: dict[str, Any] = {}  # never written to: a call without a payload shares it
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,7 @@ class CoreBase:
         # where that CAS is one statement: PostgreSQL always, SQLite without an event row
         self._fast_from_each = self.c.pg or not self._event_table
         self._last_from: dict[int, str] = {}  # id(multi-state plan) -> the state it last left
+        self._single_plans: dict[tuple[int, str], CasPlan] = {}  # (id(multi), state) -> plan
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
         self._edge_names: dict[tuple[str, str], str] = {}
@@ -127,7 +129,10 @@ class CoreBase:
 
     def values(self, key: object) -> tuple[tuple[Any, ...], dict[str, Any]]:
         kv = self.b.key_values(key)
-        values: dict[str, Any] = dict(zip(self._key_slots, kv, strict=True))
+        if len(kv) == 1:  # the common single-column key, without a zip
+            values: dict[str, Any] = {"k0": kv[0]}
+        else:
+            values = dict(zip(self._key_slots, kv, strict=True))
         if self._fills_now:
             values["now"] = self._now_value()
         return kv, values
@@ -268,19 +273,20 @@ class CoreBase:
     # -- running a compare-and-set -------------------------------------------------------
 
     def _cas(self, plan: CasPlan, values: dict[str, Any]) -> Op[Outcome]:
-        n = len(self.columns)
         try:
             rows = yield plan.batch(self.d, values)
         except InvariantViolation:
             refused = yield from self._read_refused(values)
             return refused._replace(invariant=True)
         cols = self.columns
+        n = len(cols)
         if plan.fast:
             if not rows[0]:
                 return (yield from self._read_refused(values))
             row = rows[0][0]
-            event_id = row[n] if len(row) > n else None
-            return Outcome(None, dict(zip(cols, row[:n], strict=True)), event_id, None)
+            if len(row) == n:  # zip's strict check done once, by len()
+                return Outcome(None, dict(zip(cols, row, strict=False)), None, None)
+            return Outcome(None, dict(zip(cols, row[:n], strict=True)), row[n], None)
         if self.c.pg:
             # one row: the row before, the row after, event, now
             if not rows[0]:
@@ -382,10 +388,10 @@ class CoreBase:
         Everything but the caller's guards, owner and payload follows from the shape, so
         the checks are built (and the constant values they name collected) once per shape.
         """
-        gshape, gchecks = self._guard_checks(guards, "g", values)
+        gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
         if owner is not None:
             values["owner"] = owner
-        shape = ("t", to, froms, owner is not None, gshape, tuple(payload),
+        shape = ("t", to, froms, owner is not None, gshape, tuple(payload) if payload else (),
                  edge.name if edge else None, due)
         cached = self._plans.get(shape)
         if cached is None:
@@ -394,8 +400,9 @@ class CoreBase:
             self._plans[shape] = cached
         plan, static = cached
         values.update(static)
-        for name, value in payload.items():
-            values[f"p:{name}"] = self.d.payload_value(value)
+        if payload:
+            for name, value in payload.items():
+                values[f"p:{name}"] = self.d.payload_value(value)
         return plan
 
     def _compile_transition(self, to: str, froms: tuple[str, ...], has_owner: bool,
@@ -444,9 +451,9 @@ class CoreBase:
                     edge: Edge | None, fence: Any,
                     due: str | None = None) -> Op[TransitionResult]:
         kv, values = self.values(key)
-        owner = self._owner(owner)
-        checked = self.b.check_payload(payload)
-        data_text = self._data(data)
+        owner = self._owner(owner) if owner is not None else None
+        checked = self.b.check_payload(payload) if payload is not None else _NO_PAYLOAD
+        data_text = self._data(data) if data is not None else None
         plan = self._transition_plan(to, froms, owner, checked, guards, values, edge, due)
         if edge is not None and edge.lease:
             values["fence"] = fence
@@ -457,22 +464,30 @@ class CoreBase:
             values["ev_data"] = data_text
         if len(froms) == 1 or not self._fast_from_each:
             out = yield from self._cas(plan, values)
-            previous = self._state_left(out, froms[0])
+            previous = froms[0] if out.cur is None else self._state_left(out, froms[0])
         else:
             def plan_from(state: str) -> CasPlan:
-                return self._transition_plan(to, (state,), owner, checked, guards, values,
-                                             edge, due)
+                # the one-state plan of this move: its values are a subset of the
+                # several-state plan's (only the state check differs, and it is constant)
+                memo = (id(plan), state)
+                single = self._single_plans.get(memo)
+                if single is None:
+                    single = self._transition_plan(to, (state,), owner, checked, guards,
+                                                   values, edge, due)
+                    self._single_plans[memo] = single
+                return single
             out, previous = yield from self._cas_guessing(plan, plan_from, froms, values)
         if out.new is None:
             reason, reasons, state = self._explain(plan.checks, out, values)
             if edge is not None and edge.lease and reason == Reason.STATE_MISMATCH:
                 reason = Reason.LEASE_LOST  # the row left the edge's source: the lease is gone
             return TransitionResult(False, reason, reasons, state, state, out.cur)
-        edge_name = edge.name if edge else self._edge_name(previous, to)
+        edge_name = edge.name if edge else (self._edge_names.get((previous, to))
+                                            or self._edge_name(previous, to))
         version = out.new.get(self.b.version) if self.b.version else None
+        at = datetime.now(UTC) if out.now is None and self.clock is None else self._now(out.now)
         event = Event(self.m.name, kv, edge_name, previous, to,
-                      None if owner is None else str(owner), data,
-                      version, self._now(out.now), out.event_id)
+                      None if owner is None else str(owner), data, version, at, out.event_id)
         return TransitionResult(True, None, (), previous, to, out.new, event)
 
     def can_transition(self, key: object, to: str, *,

@@ -32,7 +32,7 @@ def drive(store: SyncRunner, op: Op[R]) -> R:
             try:
                 if isinstance(step, Call):
                     got = step.fn(step.arg)
-                    if inspect.isawaitable(got):
+                    if type(got) is not bool and inspect.isawaitable(got):
                         _discard(got)
                         raise TypeError(f"{step.fn!r} returned an awaitable: async acts and "
                                         "publishers need the async front end")

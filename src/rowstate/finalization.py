@@ -25,13 +25,14 @@ class FinalizationOps(CoreBase):
         f = self.b.finalization
         if f is None:
             raise ValidationError(f"{self.b.table}: the binding has no finalization claim")
-        for what, v in (("holder", holder), ("scope", scope)):
-            if v is not None and not isinstance(v, str):
-                raise ValidationError(f"finalization {what} must be a string, got {v!r}")
-            if v is not None:
-                check_scalar(v, what, ValidationError)
-        if not holder:
-            raise ValidationError("finalization holder must be a non-empty string")
+        if not isinstance(holder, str) or not holder:
+            raise ValidationError(f"finalization holder must be a non-empty string, "
+                                  f"got {holder!r}")
+        check_scalar(holder, "holder", ValidationError)
+        if scope is not None:
+            if not isinstance(scope, str):
+                raise ValidationError(f"finalization scope must be a string, got {scope!r}")
+            check_scalar(scope, "scope", ValidationError)
         _, values = self.values(key)
         values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
         return f, values

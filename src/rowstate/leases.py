@@ -40,15 +40,14 @@ class LeaseOps(CoreBase):
         lease = self.b.lease
         assert lease is not None and edge.lease is not None
         kv, values = self.values(key)
-        owner = self._owner(owner)
-        if holder is not None and (not isinstance(holder, str) or not holder):
-            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
         if holder is not None:
+            if not isinstance(holder, str) or not holder:
+                raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
             check_scalar(holder, "holder", ValidationError)
         values["holder"] = holder or default_holder()
         if owner is not None:
-            values["owner"] = owner
-        gshape, gchecks = self._guard_checks(guards, "g", values)
+            values["owner"] = self._owner(owner)
+        gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
         # everything else follows from the shape: built, with its constant values, once
         shape = ("claim", edge.name, owner is not None, gshape, due)
         cached = self._plans.get(shape)
@@ -163,8 +162,11 @@ class LeaseOps(CoreBase):
         edge = self._leased_edge(edge_name)
         if not callable(act):
             raise ValidationError(f"the act must be callable, got {act!r}")
-        self.b.check_payload(payload)
-        self._data(data)  # all input is checked before the claim: no act for a doomed move
+        # all input is checked before the claim: no act for a doomed move
+        if payload is not None:
+            self.b.check_payload(payload)
+        if data is not None:
+            self._data(data)
         claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
                                       guards=guards, due=due)
         if not claim.claimed:
@@ -183,7 +185,9 @@ class LeaseOps(CoreBase):
             return RunResult(False, reason, (reason,), edge.src, edge.src, value, True,
                              f"act returned {value!r}")
         try:
-            fin = yield from self.finalize(key, claim, payload=payload, owner=owner, data=data)
+            # the claim is this call's own, from this key: finalize without re-checking it
+            fin = yield from self._transition(key, edge.dst, (edge.src,), owner, payload, None,
+                                              data, edge, claim.fence)
         except ConnectionLostError:
             raise  # the write may have landed: the lease stays (fenced) until its TTL
         except RowstateError as exc:  # the database refused the write: nothing landed
