@@ -78,6 +78,17 @@ class Outcome(NamedTuple):
     invariant: bool = False
 
 
+class PlainMove(NamedTuple):
+    """A move whose call gives only the key (and, finalizing a lease, the fence)."""
+
+    to: str
+    src: str
+    plan: CasPlan
+    static: dict[str, Any]  # every value the plan names but the key, now, fence, row_key
+    edge_name: str
+    edge: Edge | None  # a leased edge being finalized
+
+
 class ActiveLease(NamedTuple):
     """What an act receives: which row, which edge, and the fencing token it holds."""
 
@@ -121,6 +132,7 @@ class CoreBase:
         self._fast_from_each = self.c.pg or not self._event_table
         self._last_from: dict[int, str] = {}  # id(multi-state plan) -> the state it last left
         self._single_plans: dict[tuple[int, str], CasPlan] = {}  # (id(multi), state) -> plan
+        self._plain_moves: dict[tuple[str, str | None, str | None], PlainMove | None] = {}
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
         self._edge_names: dict[tuple[str, str], str] = {}
@@ -443,6 +455,11 @@ class CoreBase:
     def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
                    owner: object = None, payload: Mapping[str, Any] | None = None,
                    guards: GuardSpec | None = None, data: Any = None) -> Op[TransitionResult]:
+        if (owner is None and payload is None and guards is None and data is None
+                and (from_ is None or type(from_) is str)):
+            move = self._plain_move(to, from_, None)
+            if move is not None:
+                return self._plain_transition(key, move, None)
         froms = self._froms(to, from_)
         return self._transition(key, to, froms, owner, payload, guards, data, None, None)
 
@@ -478,17 +495,69 @@ class CoreBase:
                 return single
             out, previous = yield from self._cas_guessing(plan, plan_from, froms, values)
         if out.new is None:
-            reason, reasons, state = self._explain(plan.checks, out, values)
-            if edge is not None and edge.lease and reason == Reason.STATE_MISMATCH:
-                reason = Reason.LEASE_LOST  # the row left the edge's source: the lease is gone
-            return TransitionResult(False, reason, reasons, state, state, out.cur)
+            return self._refused(plan, out, values, edge)
         edge_name = edge.name if edge else (self._edge_names.get((previous, to))
                                             or self._edge_name(previous, to))
+        return self._applied(kv, edge_name, previous, to, owner, data, out)
+
+    def _refused(self, plan: CasPlan, out: Outcome, values: dict[str, Any],
+                 edge: Edge | None) -> TransitionResult:
+        reason, reasons, state = self._explain(plan.checks, out, values)
+        if edge is not None and edge.lease and reason == Reason.STATE_MISMATCH:
+            reason = Reason.LEASE_LOST  # the row left the edge's source: the lease is gone
+        return TransitionResult(False, reason, reasons, state, state, out.cur)
+
+    def _applied(self, kv: tuple[Any, ...], edge_name: str, previous: str, to: str,
+                 owner: Any, data: Any, out: Outcome) -> TransitionResult:
+        assert out.new is not None
         version = out.new.get(self.b.version) if self.b.version else None
         at = datetime.now(UTC) if out.now is None and self.clock is None else self._now(out.now)
         event = Event(self.m.name, kv, edge_name, previous, to,
                       None if owner is None else str(owner), data, version, at, out.event_id)
         return TransitionResult(True, None, (), previous, to, out.new, event)
+
+    # -- plain moves ---------------------------------------------------------------------
+    #
+    # Most calls name only a key, a target and the state they expect the row in (a leased
+    # edge's finalize: only the key and the fence). Everything else about such a call is
+    # constant, so it is compiled once, from the same plan as any other move, and each call
+    # costs a key check, a parameter list and the write.
+
+    def _plain_move(self, to: str, from_: str | None, edge: Edge | None) -> PlainMove | None:
+        """The compiled plain move, or None when it needs the general path (several
+        from-states: the state left is found by _cas_guessing)."""
+        memo = (to, from_, edge.name if edge is not None else None)
+        move = self._plain_moves.get(memo, False)
+        if move is False:
+            froms = (edge.src,) if edge is not None else self._froms(to, from_)
+            move = None
+            if len(froms) == 1:
+                static: dict[str, Any] = {}
+                plan = self._transition_plan(to, froms, None, _NO_PAYLOAD, None, static, edge)
+                if self._event_table:  # the event row's constant columns
+                    static.update(to=to, ev_owner=None, ev_data=None)
+                name = edge.name if edge else self._edge_name(froms[0], to)
+                move = PlainMove(to, froms[0], plan, static, name, edge)
+            self._plain_moves[memo] = move
+        return move  # type: ignore[return-value]
+
+    def _plain_transition(self, key: object, move: PlainMove, fence: Any) -> Op[TransitionResult]:
+        kv = self.b.key_values(key)
+        values = move.static.copy()
+        if len(kv) == 1:
+            values["k0"] = kv[0]
+        else:
+            values.update(zip(self._key_slots, kv, strict=True))
+        if self._fills_now:
+            values["now"] = self._now_value()
+        if move.edge is not None:
+            values["fence"] = fence
+        if self._event_table:
+            values["row_key"] = json.dumps(list(kv))
+        out = yield from self._cas(move.plan, values)
+        if out.new is None:
+            return self._refused(move.plan, out, values, move.edge)
+        return self._applied(kv, move.edge_name, move.src, move.to, None, None, out)
 
     def can_transition(self, key: object, to: str, *,
                        from_: Iterable[str] | str | None = None, owner: object = None,

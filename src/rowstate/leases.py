@@ -117,8 +117,17 @@ class LeaseOps(CoreBase):
                  data: Any = None) -> Op[TransitionResult]:
         edge = self._claimed_edge(claim, "finalize")
         self._same_row(key, claim, "finalize")
+        return self._finalize(key, edge, claim.fence, payload, owner, data)
+
+    def _finalize(self, key: object, edge: Edge, fence: Any,
+                  payload: Mapping[str, Any] | None, owner: object,
+                  data: Any) -> Op[TransitionResult]:
+        if payload is None and owner is None and data is None:
+            move = self._plain_move(edge.dst, edge.src, edge)
+            assert move is not None  # a leased edge has one from-state
+            return self._plain_transition(key, move, fence)
         return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
-                                edge, claim.fence)
+                                edge, fence)
 
     def release(self, key: object, claim: LeaseClaim, *,
                 error: str | None = None) -> Op[ReleaseResult]:
@@ -186,8 +195,7 @@ class LeaseOps(CoreBase):
                              f"act returned {value!r}")
         try:
             # the claim is this call's own, from this key: finalize without re-checking it
-            fin = yield from self._transition(key, edge.dst, (edge.src,), owner, payload, None,
-                                              data, edge, claim.fence)
+            fin = yield from self._finalize(key, edge, claim.fence, payload, owner, data)
         except ConnectionLostError:
             raise  # the write may have landed: the lease stays (fenced) until its TTL
         except RowstateError as exc:  # the database refused the write: nothing landed
