@@ -79,14 +79,16 @@ class Outcome(NamedTuple):
 
 
 class PlainMove(NamedTuple):
-    """A move whose call gives only the key (and, finalizing a lease, the fence)."""
+    """A move whose call gives only the key, perhaps an owner (and, finalizing a lease, the
+    fence): no payload, guards or data."""
 
     to: str
-    src: str
+    froms: tuple[str, ...]
     plan: CasPlan
-    static: dict[str, Any]  # every value the plan names but the key, now, fence, row_key
-    edge_name: str
+    static: dict[str, Any]  # the values the plans name but the key, now, owner, fence...
+    edge_name: str | None  # the edge every event names (None: it depends on the state left)
     edge: Edge | None  # a leased edge being finalized
+    singles: dict[str, CasPlan]  # several from-states: the one-state plan of each
 
 
 class ActiveLease(NamedTuple):
@@ -132,7 +134,7 @@ class CoreBase:
         self._fast_from_each = self.c.pg or not self._event_table
         self._last_from: dict[int, str] = {}  # id(multi-state plan) -> the state it last left
         self._single_plans: dict[tuple[int, str], CasPlan] = {}  # (id(multi), state) -> plan
-        self._plain_moves: dict[tuple[str, str | None, str | None], PlainMove | None] = {}
+        self._plain_moves: dict[tuple[Any, ...], PlainMove] = {}
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
         self._edge_names: dict[tuple[str, str], str] = {}
@@ -455,11 +457,12 @@ class CoreBase:
     def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
                    owner: object = None, payload: Mapping[str, Any] | None = None,
                    guards: GuardSpec | None = None, data: Any = None) -> Op[TransitionResult]:
-        if (owner is None and payload is None and guards is None and data is None
-                and (from_ is None or type(from_) is str)):
-            move = self._plain_move(to, from_, None)
+        if (payload is None and guards is None and data is None
+                and (from_ is None or type(from_) is str or type(from_) is tuple)):
+            owner = self._owner(owner)  # checked first: the plan compiled next names it
+            move = self._plain_move(to, from_, None, owner is not None)
             if move is not None:
-                return self._plain_transition(key, move, None)
+                return self._plain_transition(key, move, owner, None)
         froms = self._froms(to, from_)
         return self._transition(key, to, froms, owner, payload, guards, data, None, None)
 
@@ -518,30 +521,39 @@ class CoreBase:
 
     # -- plain moves ---------------------------------------------------------------------
     #
-    # Most calls name only a key, a target and the state they expect the row in (a leased
-    # edge's finalize: only the key and the fence). Everything else about such a call is
-    # constant, so it is compiled once, from the same plan as any other move, and each call
-    # costs a key check, a parameter list and the write.
+    # Most calls name only a key, a target, the state(s) they expect the row in and perhaps
+    # an owner (a leased edge's finalize: the key and the fence). Everything else about such
+    # a call is constant, so it is compiled once, from the same plans as any other move,
+    # and each call costs a key check, a parameter list and the write.
 
-    def _plain_move(self, to: str, from_: str | None, edge: Edge | None) -> PlainMove | None:
-        """The compiled plain move, or None when it needs the general path (several
-        from-states: the state left is found by _cas_guessing)."""
-        memo = (to, from_, edge.name if edge is not None else None)
-        move = self._plain_moves.get(memo, False)
-        if move is False:
+    def _plain_move(self, to: str, from_: str | tuple[str, ...] | None, edge: Edge | None,
+                    has_owner: bool) -> PlainMove | None:
+        """The compiled plain move (None if ``from_`` is not hashable: the general path)."""
+        memo = (to, from_, edge.name if edge is not None else None, has_owner)
+        try:
+            move = self._plain_moves.get(memo)
+        except TypeError:  # an unhashable state inside the tuple: the general path checks it
+            return None
+        if move is None:
             froms = (edge.src,) if edge is not None else self._froms(to, from_)
-            move = None
-            if len(froms) == 1:
-                static: dict[str, Any] = {}
-                plan = self._transition_plan(to, froms, None, _NO_PAYLOAD, None, static, edge)
-                if self._event_table:  # the event row's constant columns
-                    static.update(to=to, ev_owner=None, ev_data=None)
-                name = edge.name if edge else self._edge_name(froms[0], to)
-                move = PlainMove(to, froms[0], plan, static, name, edge)
+            owner = True if has_owner else None  # the plans take only its presence
+            static: dict[str, Any] = {}
+            plan = self._transition_plan(to, froms, owner, _NO_PAYLOAD, None, static, edge)
+            singles: dict[str, CasPlan] = {}
+            if len(froms) > 1 and self._fast_from_each:  # see _cas_guessing
+                singles = {s: self._transition_plan(to, (s,), owner, _NO_PAYLOAD, None,
+                                                    static, edge) for s in froms}
+            static.pop("owner", None)
+            if self._event_table:  # the event row's constant columns
+                static.update(to=to, ev_owner=None, ev_data=None)
+            name = edge.name if edge else (self._edge_name(froms[0], to)
+                                           if len(froms) == 1 else None)
+            move = PlainMove(to, froms, plan, static, name, edge, singles)
             self._plain_moves[memo] = move
-        return move  # type: ignore[return-value]
+        return move
 
-    def _plain_transition(self, key: object, move: PlainMove, fence: Any) -> Op[TransitionResult]:
+    def _plain_transition(self, key: object, move: PlainMove, owner: Any,
+                          fence: Any) -> Op[TransitionResult]:
         kv = self.b.key_values(key)
         values = move.static.copy()
         if len(kv) == 1:
@@ -550,14 +562,25 @@ class CoreBase:
             values.update(zip(self._key_slots, kv, strict=True))
         if self._fills_now:
             values["now"] = self._now_value()
+        if owner is not None:  # checked by the caller, before compiling the move
+            values["owner"] = owner
         if move.edge is not None:
             values["fence"] = fence
         if self._event_table:
             values["row_key"] = json.dumps(list(kv))
-        out = yield from self._cas(move.plan, values)
+            if owner is not None:
+                values["ev_owner"] = str(owner)
+        froms = move.froms
+        if move.singles:
+            out, previous = yield from self._cas_guessing(move.plan, move.singles.__getitem__,
+                                                          froms, values)
+        else:
+            out = yield from self._cas(move.plan, values)
+            previous = froms[0] if out.cur is None else self._state_left(out, froms[0])
         if out.new is None:
             return self._refused(move.plan, out, values, move.edge)
-        return self._applied(kv, move.edge_name, move.src, move.to, None, None, out)
+        name = move.edge_name or self._edge_name(previous, move.to)
+        return self._applied(kv, name, previous, move.to, owner, None, out)
 
     def can_transition(self, key: object, to: str, *,
                        from_: Iterable[str] | str | None = None, owner: object = None,

@@ -122,10 +122,11 @@ class LeaseOps(CoreBase):
     def _finalize(self, key: object, edge: Edge, fence: Any,
                   payload: Mapping[str, Any] | None, owner: object,
                   data: Any) -> Op[TransitionResult]:
-        if payload is None and owner is None and data is None:
-            move = self._plain_move(edge.dst, edge.src, edge)
-            assert move is not None  # a leased edge has one from-state
-            return self._plain_transition(key, move, fence)
+        if payload is None and data is None:
+            owner = self._owner(owner)
+            move = self._plain_move(edge.dst, edge.src, edge, owner is not None)
+            assert move is not None  # (to, from, edge) is hashable
+            return self._plain_transition(key, move, owner, fence)
         return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
                                 edge, fence)
 
