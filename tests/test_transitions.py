@@ -7,8 +7,8 @@ checks and agrees with the write.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
