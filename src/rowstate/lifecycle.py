@@ -79,7 +79,8 @@ class Lifecycle(_Base):
                    guards: GuardSpec | None = None, data: Any = None) -> TransitionResult:
         result = drive(self.store, self.core.transition(
             key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
-        self._published(result.event)
+        if self.publishers:  # no coroutine or call per write without one
+            self._published(result.event)
         return result
 
     def can_transition(self, key: object, to: str, *,
@@ -98,7 +99,8 @@ class Lifecycle(_Base):
                  data: Any = None) -> TransitionResult:
         result = drive(self.store, self.core.finalize(key, claim, payload=payload,
                                                       owner=owner, data=data))
-        self._published(result.event)
+        if self.publishers:  # no coroutine or call per write without one
+            self._published(result.event)
         return result
 
     def release(self, key: object, claim: LeaseClaim, *, error: str | None = None,
@@ -113,7 +115,8 @@ class Lifecycle(_Base):
             raise TypeError("an async act needs AsyncLifecycle.run")
         result = drive(self.store, self.core.run(key, edge, act, holder=holder, owner=owner,
                                                  payload=payload, guards=guards, data=data))
-        self._published(result.event)
+        if self.publishers:  # no coroutine or call per write without one
+            self._published(result.event)
         return result
 
     def claim_finalization(self, key: object, holder: str, scope: str | None = None,
@@ -173,7 +176,8 @@ class AsyncLifecycle(_Base):
                          ) -> TransitionResult:
         result = await adrive(self.store, self.core.transition(
             key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
-        await self._published(result.event)
+        if self.publishers:  # no coroutine or call per write without one
+            await self._published(result.event)
         return result
 
     async def can_transition(self, key: object, to: str, *,
@@ -192,7 +196,8 @@ class AsyncLifecycle(_Base):
                        data: Any = None) -> TransitionResult:
         result = await adrive(self.store, self.core.finalize(key, claim, payload=payload,
                                                              owner=owner, data=data))
-        await self._published(result.event)
+        if self.publishers:  # no coroutine or call per write without one
+            await self._published(result.event)
         return result
 
     async def release(self, key: object, claim: LeaseClaim, *, error: str | None = None,
@@ -206,7 +211,8 @@ class AsyncLifecycle(_Base):
         result = await adrive(self.store, self.core.run(
             key, edge, act, holder=holder, owner=owner, payload=payload, guards=guards,
             data=data))
-        await self._published(result.event)
+        if self.publishers:  # no coroutine or call per write without one
+            await self._published(result.event)
         return result
 
     async def claim_finalization(self, key: object, holder: str, scope: str | None = None,

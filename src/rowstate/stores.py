@@ -121,11 +121,10 @@ class SQLiteStore(StatementCounter):
         return self._threads.get()
 
     def run(self, batch: Batch) -> Rows:
-        conn = self.connection()
         if self._shared is not None:
             with self._guard:
-                return self._run(conn, batch)
-        return self._run(conn, batch)
+                return self._run(self._shared, batch)
+        return self._run(self._threads.get(), batch)
 
     def _run(self, conn: sqlite3.Connection, batch: Batch) -> Rows:
         try:
