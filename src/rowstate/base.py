@@ -86,9 +86,8 @@ class PlainMove(NamedTuple):
     froms: tuple[str, ...]
     plan: CasPlan
     static: dict[str, Any]  # the values the plans name but the key, now, owner, fence...
-    edge_name: str | None  # the edge every event names (None: it depends on the state left)
     edge: Edge | None  # a leased edge being finalized
-    singles: dict[str, CasPlan]  # several from-states: the one-state plan of each
+    plan_from: Callable[[str], CasPlan] | None  # several from-states: each one's own plan
 
 
 class ActiveLease(NamedTuple):
@@ -475,33 +474,45 @@ class CoreBase:
         checked = self.b.check_payload(payload) if payload is not None else _NO_PAYLOAD
         data_text = self._data(data) if data is not None else None
         plan = self._transition_plan(to, froms, owner, checked, guards, values, edge, due)
-        if edge is not None and edge.lease:
+        if self._event_table:  # the event row's columns the shared write does not fill
+            values.update(to=to, ev_owner=None, ev_data=data_text)
+
+        def single_plan(state: str) -> CasPlan:
+            # the one-state plan of this move: its values are a subset of the several-state
+            # plan's (only the state check differs, and it is constant)
+            memo = (id(plan), state)
+            single = self._single_plans.get(memo)
+            if single is None:
+                single = self._transition_plan(to, (state,), owner, checked, guards, values,
+                                               edge, due)
+                self._single_plans[memo] = single
+            return single
+        guessing = len(froms) > 1 and self._fast_from_each  # see _cas_guessing
+        return (yield from self._write_move(kv, values, plan, single_plan if guessing else None,
+                                            froms, to, edge, fence, owner, data))
+
+    def _write_move(self, kv: tuple[Any, ...], values: dict[str, Any], plan: CasPlan,
+                    plan_from: Callable[[str], CasPlan] | None, froms: tuple[str, ...],
+                    to: str, edge: Edge | None, fence: Any, owner: Any,
+                    data: Any) -> Op[TransitionResult]:
+        """A move's write and its verdict, shared by plain moves and the general path:
+        ``values`` hold all but the fence and the event row's key and owner."""
+        leased = edge is not None and edge.lease
+        if leased:
             values["fence"] = fence
-        if self._event_table:  # only the event row reads these
+        if self._event_table:
             values["row_key"] = json.dumps(list(kv))
-            values["to"] = to
-            values["ev_owner"] = None if owner is None else str(owner)
-            values["ev_data"] = data_text
-        if len(froms) == 1 or not self._fast_from_each:
+            if owner is not None:
+                values["ev_owner"] = str(owner)
+        if plan_from is None:
             out = yield from self._cas(plan, values)
             previous = froms[0] if out.cur is None else self._state_left(out, froms[0])
         else:
-            def plan_from(state: str) -> CasPlan:
-                # the one-state plan of this move: its values are a subset of the
-                # several-state plan's (only the state check differs, and it is constant)
-                memo = (id(plan), state)
-                single = self._single_plans.get(memo)
-                if single is None:
-                    single = self._transition_plan(to, (state,), owner, checked, guards,
-                                                   values, edge, due)
-                    self._single_plans[memo] = single
-                return single
             out, previous = yield from self._cas_guessing(plan, plan_from, froms, values)
         if out.new is None:
             return self._refused(plan, out, values, edge)
-        edge_name = edge.name if edge else (self._edge_names.get((previous, to))
-                                            or self._edge_name(previous, to))
-        return self._applied(kv, edge_name, previous, to, owner, data, out)
+        name = edge.name if edge is not None else self._edge_name(previous, to)
+        return self._applied(kv, name, previous, to, owner, data, out)
 
     def _refused(self, plan: CasPlan, out: Outcome, values: dict[str, Any],
                  edge: Edge | None) -> TransitionResult:
@@ -546,41 +557,19 @@ class CoreBase:
             static.pop("owner", None)
             if self._event_table:  # the event row's constant columns
                 static.update(to=to, ev_owner=None, ev_data=None)
-            name = edge.name if edge else (self._edge_name(froms[0], to)
-                                           if len(froms) == 1 else None)
-            move = PlainMove(to, froms, plan, static, name, edge, singles)
+            move = PlainMove(to, froms, plan, static, edge,
+                             singles.__getitem__ if singles else None)
             self._plain_moves[memo] = move
         return move
 
     def _plain_transition(self, key: object, move: PlainMove, owner: Any,
                           fence: Any) -> Op[TransitionResult]:
-        kv = self.b.key_values(key)
-        values = move.static.copy()
-        if len(kv) == 1:
-            values["k0"] = kv[0]
-        else:
-            values.update(zip(self._key_slots, kv, strict=True))
-        if self._fills_now:
-            values["now"] = self._now_value()
+        kv, values = self.values(key)
+        values.update(move.static)
         if owner is not None:  # checked by the caller, before compiling the move
             values["owner"] = owner
-        if move.edge is not None:
-            values["fence"] = fence
-        if self._event_table:
-            values["row_key"] = json.dumps(list(kv))
-            if owner is not None:
-                values["ev_owner"] = str(owner)
-        froms = move.froms
-        if move.singles:
-            out, previous = yield from self._cas_guessing(move.plan, move.singles.__getitem__,
-                                                          froms, values)
-        else:
-            out = yield from self._cas(move.plan, values)
-            previous = froms[0] if out.cur is None else self._state_left(out, froms[0])
-        if out.new is None:
-            return self._refused(move.plan, out, values, move.edge)
-        name = move.edge_name or self._edge_name(previous, move.to)
-        return self._applied(kv, name, previous, move.to, owner, None, out)
+        return (yield from self._write_move(kv, values, move.plan, move.plan_from, move.froms,
+                                            move.to, move.edge, fence, owner, None))
 
     def can_transition(self, key: object, to: str, *,
                        from_: Iterable[str] | str | None = None, owner: object = None,
