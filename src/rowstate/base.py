@@ -564,12 +564,14 @@ class CoreBase:
 
     def _plain_transition(self, key: object, move: PlainMove, owner: Any,
                           fence: Any) -> Op[TransitionResult]:
+        """Not a generator itself (one frame less per round trip): the key is checked here,
+        before the write's generator is returned, so a bad key still raises before I/O."""
         kv, values = self.values(key)
         values.update(move.static)
         if owner is not None:  # checked by the caller, before compiling the move
             values["owner"] = owner
-        return (yield from self._write_move(kv, values, move.plan, move.plan_from, move.froms,
-                                            move.to, move.edge, fence, owner, None))
+        return self._write_move(kv, values, move.plan, move.plan_from, move.froms, move.to,
+                                move.edge, fence, owner, None)
 
     def can_transition(self, key: object, to: str, *,
                        from_: Iterable[str] | str | None = None, owner: object = None,
