@@ -132,7 +132,8 @@ class CoreBase:
         # where that CAS is one statement: PostgreSQL always, SQLite without an event row
         self._fast_from_each = self.c.pg or not self._event_table
         self._last_from: dict[int, str] = {}  # id(multi-state plan) -> the state it last left
-        self._single_plans: dict[tuple[int, str], CasPlan] = {}  # (id(multi), state) -> plan
+        # id(several-state plan) -> its one-state plans (plans live as long as the core)
+        self._single_plans: dict[int, dict[str, CasPlan]] = {}
         self._plain_moves: dict[tuple[Any, ...], PlainMove] = {}
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
@@ -476,20 +477,27 @@ class CoreBase:
         plan = self._transition_plan(to, froms, owner, checked, guards, values, edge, due)
         if self._event_table:  # the event row's columns the shared write does not fill
             values.update(to=to, ev_owner=None, ev_data=data_text)
+        plan_from = self._one_state_plans(plan, to, froms, owner, checked, guards, values,
+                                          edge, due)
+        return (yield from self._write_move(kv, values, plan, plan_from, froms, to, edge,
+                                            fence, owner, data))
 
-        def single_plan(state: str) -> CasPlan:
-            # the one-state plan of this move: its values are a subset of the several-state
-            # plan's (only the state check differs, and it is constant)
-            memo = (id(plan), state)
-            single = self._single_plans.get(memo)
-            if single is None:
-                single = self._transition_plan(to, (state,), owner, checked, guards, values,
-                                               edge, due)
-                self._single_plans[memo] = single
-            return single
-        guessing = len(froms) > 1 and self._fast_from_each  # see _cas_guessing
-        return (yield from self._write_move(kv, values, plan, single_plan if guessing else None,
-                                            froms, to, edge, fence, owner, data))
+    def _one_state_plans(self, plan: CasPlan, to: str, froms: tuple[str, ...], owner: Any,
+                         payload: dict[str, Any], guards: GuardSpec | None,
+                         values: dict[str, Any], edge: Edge | None,
+                         due: str | None) -> Callable[[str], CasPlan] | None:
+        """For a move from several states that is guessed (see _cas_guessing): the
+        one-state plan of each, compiled once per several-state plan. Their values are a
+        subset of ``plan``'s (only the state check differs, and it is constant). None when
+        the move is not guessed."""
+        if len(froms) == 1 or not self._fast_from_each:
+            return None
+        singles = self._single_plans.get(id(plan))
+        if singles is None:
+            singles = {s: self._transition_plan(to, (s,), owner, payload, guards, values,
+                                                edge, due) for s in froms}
+            self._single_plans[id(plan)] = singles
+        return singles.__getitem__
 
     def _write_move(self, kv: tuple[Any, ...], values: dict[str, Any], plan: CasPlan,
                     plan_from: Callable[[str], CasPlan] | None, froms: tuple[str, ...],
@@ -525,9 +533,9 @@ class CoreBase:
                  owner: Any, data: Any, out: Outcome) -> TransitionResult:
         assert out.new is not None
         version = out.new.get(self.b.version) if self.b.version else None
-        at = datetime.now(UTC) if out.now is None and self.clock is None else self._now(out.now)
         event = Event(self.m.name, kv, edge_name, previous, to,
-                      None if owner is None else str(owner), data, version, at, out.event_id)
+                      None if owner is None else str(owner), data, version,
+                      self._now(out.now), out.event_id)
         return TransitionResult(True, None, (), previous, to, out.new, event)
 
     # -- plain moves ---------------------------------------------------------------------
@@ -550,15 +558,12 @@ class CoreBase:
             owner = True if has_owner else None  # the plans take only its presence
             static: dict[str, Any] = {}
             plan = self._transition_plan(to, froms, owner, _NO_PAYLOAD, None, static, edge)
-            singles: dict[str, CasPlan] = {}
-            if len(froms) > 1 and self._fast_from_each:  # see _cas_guessing
-                singles = {s: self._transition_plan(to, (s,), owner, _NO_PAYLOAD, None,
-                                                    static, edge) for s in froms}
+            plan_from = self._one_state_plans(plan, to, froms, owner, _NO_PAYLOAD, None,
+                                              static, edge, None)
             static.pop("owner", None)
             if self._event_table:  # the event row's constant columns
                 static.update(to=to, ev_owner=None, ev_data=None)
-            move = PlainMove(to, froms, plan, static, edge,
-                             singles.__getitem__ if singles else None)
+            move = PlainMove(to, froms, plan, static, edge, plan_from)
             self._plain_moves[memo] = move
         return move
 
