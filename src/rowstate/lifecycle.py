@@ -66,7 +66,7 @@ class Lifecycle(_Base):
         self.store.execute_script(self.schema_sql())
 
     def _published(self, event: Event | None) -> None:
-        if event is None or self.binding.events or not self.publishers:
+        if event is None or self.binding.events:  # callers skip the call without publishers
             return
         for publish in self.publishers:
             try:
@@ -159,7 +159,7 @@ class AsyncLifecycle(_Base):
         await self.store.execute_script(self.schema_sql())
 
     async def _published(self, event: Event | None) -> None:
-        if event is None or self.binding.events or not self.publishers:
+        if event is None or self.binding.events:  # callers skip the call without publishers
             return
         for publish in self.publishers:
             try:
