@@ -568,3 +568,19 @@ def test_plain_moves_and_the_general_path_agree(backend: Backend) -> None:
     a, b = jobs.get("a"), jobs.get("b")
     assert a is not None and b is not None
     assert {**a, "id": None} == {**b, "id": None}  # written alike
+
+
+def test_text_that_is_not_utf8_is_refused_as_bad_input(backend: Backend) -> None:
+    """A lone surrogate cannot be encoded for either database: the driver refuses it before
+    sending, and the caller gets a ValidationError, not a UnicodeEncodeError."""
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="NEW")
+    before = backend.rows(JOBS)
+    calls = (lambda: jobs.transition("\ud800", "READY"),
+             lambda: jobs.transition("j1", "READY", payload={"result": "\udfff"}),
+             lambda: jobs.claim_finalization("j1", "job-1", "\ud800"),
+             lambda: jobs.release_finalization("j1", "job-1", "\ud800"))
+    for call in calls:
+        with pytest.raises(ValidationError, match="(?i)utf-8"):
+            call()
+    assert backend.rows(JOBS) == before
