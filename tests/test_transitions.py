@@ -581,6 +581,6 @@ def test_text_that_is_not_utf8_is_refused_as_bad_input(backend: Backend) -> None
              lambda: jobs.claim_finalization("j1", "job-1", "\ud800"),
              lambda: jobs.release_finalization("j1", "job-1", "\ud800"))
     for call in calls:
-        with pytest.raises(ValidationError, match="(?i)utf-8"):
+        with pytest.raises(ValidationError, match=r"(?i)utf-8"):
             call()
     assert backend.rows(JOBS) == before
