@@ -18,7 +18,7 @@ from typing import Any
 from .harness import Result, Settings, print_header, print_row
 
 ALL_CASES = ("pure_transition", "outbox_transition", "leased_edge", "finalization_path",
-             "contention", "django_fsm2", "growth", "relay_nats")
+             "contention", "django_fsm2", "growth", "relay_nats", "bulk_transition")
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import cas
 
         cas.run(env, settings, backends, cases, report)
+        if "bulk_transition" in cases:
+            from . import bulk
+
+            bulk.run(env, settings, backends, report)
         if "contention" in cases:
             from . import contention
 

@@ -58,6 +58,7 @@ from chaos.machine import (
 from chaos.model import ACT_FAILED, LEASE_LOST, Expect, Model, Row
 from chaos.oracle import PROPERTIES, History, Oracle
 from rowstate import (
+    ActFailed,
     Guard,
     InvalidTransitionError,
     Lifecycle,
@@ -516,8 +517,8 @@ class EngineVsModel(RuleBasedStateMachine):
             assert lease.token == want_claim.token and lease.edge.name == edge
             if behaviour == "raise":
                 raise ActBoom("act failed")
-            if behaviour == "falsy":
-                return 0
+            if behaviour == "falsy":  # fails without raising
+                return ActFailed("act returned 0")
             if behaviour == "steal":  # the lease goes stale and a thief takes it over
                 self.model.tick(LEASE_TTL + 0.05)
                 want = self.model.claim(rid, edge, "thief", None)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine_fixtures import JOBS, RUNS, Backend, Clock, as_dict, on
-from rowstate import ActiveLease, Lease, ValidationError
+from rowstate import ActFailed, ActiveLease, Lease, ValidationError
 
 
 def test_run_claims_acts_and_finalizes(backend: Backend) -> None:
@@ -57,22 +57,33 @@ def test_a_refused_claim_does_not_act(backend: Backend) -> None:
     assert (claim.claimed, claim.reason, claim.token) == (False, "STATE_MISMATCH", None)
 
 
-def test_a_falsy_act_releases_the_lease_and_stamps_the_error(backend: Backend) -> None:
+def test_an_act_that_returns_act_failed_releases_the_lease_and_stamps_the_error(
+        backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="READY")
 
-    res = jobs.run("j1", "start", lambda lease: 0, payload={"attempts": 7})
+    failed = ActFailed("nobody answered")
+    res = jobs.run("j1", "start", lambda lease: failed, payload={"attempts": 7})
 
     assert (res.applied, res.reason, res.reasons) == (False, "ACT_FAILED", ("ACT_FAILED",))
-    assert (res.acted, res.value, res.state) == (True, 0, "READY")
-    assert res.error is not None and "0" in res.error
+    assert (res.acted, res.value, res.state) == (True, failed, "READY")
+    assert res.error == "nobody answered"
     row = as_dict(jobs.get("j1"))
     assert row["state"] == "READY" and row["attempts"] is None and row["version"] == 0
     assert (row["lease_at"], row["lease_kind"], row["lease_holder"]) == (None, None, None)
-    assert row["last_error"] == "act returned 0"
+    assert row["last_error"] == "nobody answered"
     # retryable at once: the lease is free
     assert jobs.run("j1", "start", lambda lease: True).applied
     assert as_dict(jobs.get("j1"))["last_error"] is None
+
+
+@pytest.mark.parametrize("value", [0, None, False, [], ""])
+def test_a_falsy_return_is_a_success(backend: Backend, value: object) -> None:
+    """A retried send that finds nobody left to mail returns 0: the run must still move."""
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="READY")
+    res = jobs.run("j1", "start", lambda lease: value)
+    assert (res.applied, res.state, res.value) == (True, "RUNNING", value)
 
 
 def test_a_raising_act_propagates_after_the_lease_is_released(backend: Backend) -> None:

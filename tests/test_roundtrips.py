@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine_fixtures import JOBS, RUNS, Backend, on
-from rowstate import ActiveLease, Lifecycle, PostgresStore, SQLiteStore
+from rowstate import ActFailed, ActiveLease, Lifecycle, PostgresStore, SQLiteStore
 from rowstate.compiler import Batch
 
 
@@ -41,9 +41,9 @@ def test_a_leased_edge_is_two_statements_plus_the_act(backend: Backend) -> None:
         backend.seed(JOBS, id=key, state="READY" if key != "refused" else "NEW")
     counts: list[int] = []
 
-    def act(lease: ActiveLease) -> bool:
+    def act(lease: ActiveLease) -> object:
         counts.append(backend.statements)  # the claim has been sent, nothing else
-        return lease.key[0] == "ok"
+        return True if lease.key[0] == "ok" else ActFailed("no")
 
     before = backend.statements
     assert jobs.run("ok", "start", act).applied

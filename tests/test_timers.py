@@ -4,15 +4,14 @@ one failing row reported while the others proceed."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from engine_fixtures import RUNS, TICKETS, Backend, Clock, as_dict, on
-from rowstate import ActiveLease, ValidationError
+from rowstate import ActiveLease, TimedEdge
 from rowstate.compiler import Batch
 
 
@@ -161,16 +160,56 @@ def test_one_failing_row_is_reported_while_the_others_proceed(backend: Backend) 
     assert sorted(rec.acted) == ["a", "bad", "bad", "c"]
 
 
-def test_fire_due_needs_an_act_per_leased_timer_and_a_sender_per_notice(
+def test_a_missing_callback_is_reported_for_its_due_rows_and_moves_nothing(
     backend: Backend,
 ) -> None:
-    tickets = backend.make(TICKETS)
-    statements = backend.statements
-    with pytest.raises(ValidationError, match="escalate"):
-        tickets.fire_due(notify={"remind": print})
-    with pytest.raises(ValidationError, match="remind"):
-        tickets.fire_due(acts={"escalate": bool})
-    assert backend.statements == statements
+    """Callbacks are needed only for what a tick actually fires: nothing is due, nothing is
+    asked; a due row whose callback is missing is reported (not a crash of the tick) and
+    left as it was, and the other timers still fire."""
+    clock = Clock()
+    tickets = backend.make(TICKETS, clock=clock)
+    assert tickets.fire_due().fired == ()  # no callbacks needed when nothing is due
+    past = clock.now - timedelta(seconds=1)
+    tickets.create("esc", escalate_at=past)
+    tickets.create("rem", remind_at=past)
+    tickets.create("exp", expires_at=past)
+
+    report = tickets.fire_due()
+
+    by_key = {f.key[0]: f for f in report.fired}
+    assert by_key["exp"].applied and tickets.state("exp") == "EXPIRED"
+    for key, name in (("esc", "escalate"), ("rem", "remind")):
+        fired = by_key[key]
+        assert not fired.applied and fired.error is not None and name in fired.error
+    assert tickets.state("esc") == "OPEN" and as_dict(tickets.get("esc"))["lease_at"] is None
+    assert as_dict(tickets.get("rem"))["reminded_at"] is None  # not claimed: sent later
+    rec = Recorder()
+    again = tickets.fire_due(**rec.kwargs())
+    assert sorted(f.key[0] for f in again.fired if f.applied) == ["esc", "rem"]
+
+
+def test_poison_rows_do_not_starve_a_healthy_one(backend: Backend) -> None:
+    """Rows whose act keeps failing sort first (earliest deadline) but are skipped within
+    their back-off, so a limit of 2 still reaches the healthy row behind them."""
+    clock = Clock()
+    binding = dataclasses.replace(
+        TICKETS, lease=dataclasses.replace(TICKETS.lease, failed_at="failed_at"),
+        timers=(TimedEdge("escalate", due="escalate_at", backoff=60.0),),
+        notices=(), column_types={**TICKETS.column_types})
+    tickets = backend.make(binding, clock=clock)
+    for i, key in enumerate(("poison1", "poison2", "healthy")):
+        tickets.create(key, escalate_at=clock.now - timedelta(minutes=10 - i))
+    rec = Recorder(fail={"poison1", "poison2"})
+
+    first = tickets.fire_due(acts={"escalate": rec.act}, limit=2)
+    assert sorted(f.key[0] for f in first.fired) == ["poison1", "poison2"]
+    assert all(f.error for f in first.fired)
+    second = tickets.fire_due(acts={"escalate": rec.act}, limit=2)
+    assert [(f.key[0], f.applied) for f in second.fired] == [("healthy", True)]
+    assert tickets.state("healthy") == "ESCALATED"
+    clock.advance(61)  # the back-off is over: the poison rows are tried again
+    third = tickets.fire_due(acts={"escalate": rec.act}, limit=2)
+    assert sorted(f.key[0] for f in third.fired) == ["poison1", "poison2"]
 
 
 def test_a_timer_rechecks_its_deadline_and_guards_in_the_write(backend: Backend) -> None:

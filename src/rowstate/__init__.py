@@ -16,7 +16,8 @@ from .binding import (
     TimedEdge,
     Unique,
 )
-from .core import ActiveLease
+from .core import ActiveLease, Call, Op
+from .drive import adrive, drive
 from .errors import (
     ConnectionLostError,
     DefinitionError,
@@ -24,17 +25,22 @@ from .errors import (
     InvariantViolation,
     RowstateError,
     StoreError,
+    UnitRefusedError,
     ValidationError,
 )
 from .lifecycle import AsyncLifecycle, Lifecycle
 from .machine import Edge, Machine
 from .relay import AsyncRelay, NatsPublisher, Relay
 from .results import (
+    ActFailed,
+    BulkResult,
     CheckResult,
+    EdgeCheck,
     Event,
     FinalizationClaimResult,
     Fired,
     FireReport,
+    HoldResult,
     LeaseClaim,
     Reason,
     ReleaseResult,
@@ -49,26 +55,33 @@ from .stores import (
     connect,
     connect_async,
 )
+from .units import AsyncUnit, Unit
 
 __all__ = [
     "NOW",
+    "ActFailed",
     "ActiveLease",
     "AsyncLifecycle",
     "AsyncPostgresStore",
     "AsyncRelay",
     "AsyncSQLiteStore",
+    "AsyncUnit",
     "Binding",
+    "BulkResult",
+    "Call",
     "CheckResult",
     "ConnectionLostError",
     "DefinitionError",
     "Derived",
     "Edge",
+    "EdgeCheck",
     "Event",
     "FinalizationClaim",
     "FinalizationClaimResult",
     "FireReport",
     "Fired",
     "Guard",
+    "HoldResult",
     "InvalidTransitionError",
     "InvariantViolation",
     "Lease",
@@ -77,6 +90,7 @@ __all__ = [
     "Machine",
     "NatsPublisher",
     "Notice",
+    "Op",
     "PostgresStore",
     "Reason",
     "Relay",
@@ -88,7 +102,11 @@ __all__ = [
     "TimedEdge",
     "TransitionResult",
     "Unique",
+    "Unit",
+    "UnitRefusedError",
     "ValidationError",
+    "adrive",
     "connect",
     "connect_async",
+    "drive",
 ]

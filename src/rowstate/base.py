@@ -28,6 +28,7 @@ from .conditions import (
     Const,
     In,
     IsNull,
+    NotAfter,
     Older,
     Or,
     Ref,
@@ -91,12 +92,23 @@ class PlainMove(NamedTuple):
 
 
 class ActiveLease(NamedTuple):
-    """What an act receives: which row, which edge, and the fencing token it holds."""
+    """What an act receives: which row, which edge, and the fencing token it holds.
+
+    ``atomic()`` opens a unit of work fenced by this lease (``with lease.atomic() as
+    tx:``; ``async with`` on the async twin): the act's own writes in it commit only while
+    the token is still the row's; a zombie whose lease was taken over gets a refused unit
+    (``tx.refused == "LEASE_LOST"``) whose every statement raises."""
 
     key: tuple[Any, ...]
     edge: Edge
     token: int | None
     row: Mapping[str, Any]
+    door: Any = None  # the front end that ran the act
+
+    def atomic(self) -> Any:
+        if self.door is None:
+            raise ValidationError("this lease was not handed out by a lifecycle")
+        return self.door.atomic(fence=self)
 
 
 @functools.cache
@@ -119,6 +131,7 @@ class CoreBase:
         self.d = dialect
         self.clock = clock
         self.c = Compiler(binding, dialect)
+        self.door: Any = None  # the front end driving this core (handed to acts)
         self.columns = self.c.columns
         self._plans: dict[tuple[Any, ...], Any] = {}
         self._key_index = self.columns.index(binding.key[0])
@@ -275,6 +288,8 @@ class CoreBase:
                 sets.append(c.set_null(b.lease.holder))
             if finalize and b.lease.error:
                 sets.append(c.set_null(b.lease.error))
+            if finalize and b.lease.failed_at:
+                sets.append(c.set_null(b.lease.failed_at))
         if b.finalization and to not in self.m.active:
             f = b.finalization
             sets += [c.set_null(f.holder), c.set_null(f.scope), c.set_null(f.at)]
@@ -469,8 +484,10 @@ class CoreBase:
     def _transition(self, key: object, to: str, froms: tuple[str, ...], owner: object,
                     payload: Mapping[str, Any] | None, guards: GuardSpec | None, data: Any,
                     edge: Edge | None, fence: Any,
-                    due: str | None = None) -> Op[TransitionResult]:
+                    due: str | None = None, due_at: Any = None) -> Op[TransitionResult]:
         kv, values = self.values(key)
+        if due_at is not None:  # a timer judged by business time (see _due_check)
+            values["due_at"] = due_at
         owner = self._owner(owner) if owner is not None else None
         checked = self.b.check_payload(payload) if payload is not None else _NO_PAYLOAD
         data_text = self._data(data) if data is not None else None
@@ -654,6 +671,12 @@ class CoreBase:
         return {"now": self._now_value()} if self._fills_now else {}
 
     def _due_check(self, column: str) -> Check:
+        """``column <= now``; a column spelled ``@column`` is judged by the caller's
+        business instant (the ``due_at`` value, :meth:`fire_due`'s ``now=``) instead, while
+        leases and claims still age by the database clock."""
+        if column.startswith("@"):
+            return Check(NotAfter(Ref(column[1:]), Slot("due_at")), "NOT_DUE",
+                         Reason.GUARD_FAILED)
         return Check(Older(Ref(column), Const(0.0), inclusive=True), "NOT_DUE",
                      Reason.GUARD_FAILED)
 

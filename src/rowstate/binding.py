@@ -54,6 +54,9 @@ class Lease:
     holder: str | None = None
     error: str | None = None
     ttl: float = 300.0
+    # stamped when an act fails (cleared by the finalize): fire_due skips a row that failed
+    # within its timer's back-off, so failing rows cannot starve healthy ones
+    failed_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class TimedEdge:
     edge: str
     due: str
     guards: Mapping[str, Any] = field(default_factory=dict)
+    backoff: float = 60.0  # seconds a row whose act failed waits (needs Lease.failed_at)
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,8 @@ class Binding:
                 known.add(opt)
         if self.lease:
             known |= {c for c in (self.lease.at, self.lease.kind, self.lease.token,
-                                  self.lease.holder, self.lease.error) if c}
+                                  self.lease.holder, self.lease.error, self.lease.failed_at)
+                      if c}
         if self.finalization:
             f = self.finalization
             known |= {c for c in (f.holder, f.scope, f.at, f.token) if c}

@@ -92,6 +92,15 @@ class Older:
 
 
 @dataclass(frozen=True, slots=True)
+class NotAfter:
+    """``ref <= value`` for times (a due column against a caller's instant); a NULL ref is
+    never due."""
+
+    ref: Ref
+    value: Value
+
+
+@dataclass(frozen=True, slots=True)
 class Or:
     parts: tuple[Node, ...]
 
@@ -106,7 +115,7 @@ class Not:
     part: Node
 
 
-Node = In | IsNull | Same | Older | Or | And | Not
+Node = In | IsNull | Same | Older | NotAfter | Or | And | Not
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +174,8 @@ def render(node: Node, dialect: SqlDialect, alias: str | None, out: SqlOut) -> s
             return dialect.same(col, dialect.value(value, out))
         case Older(ref, ttl, inclusive):
             return dialect.older(dialect.ref(ref, alias, out), ttl, out, inclusive)
+        case NotAfter(ref, value):
+            return f"{dialect.ref(ref, alias, out)} <= {dialect.value(value, out)}"
         case Or(parts):
             return "(" + " OR ".join(render(p, dialect, alias, out) for p in parts) + ")"
         case And(parts):
@@ -241,6 +252,10 @@ def evaluate(node: Node, view: RowView) -> bool:
                 return False
             limit = view.now - timedelta(seconds=float(_resolve(ttl, view)))
             return at <= limit if inclusive else at < limit
+        case NotAfter(ref, value):
+            at, until = view.parse_time(lookup(ref, view.row)), view.parse_time(
+                _resolve(value, view))
+            return at is not None and until is not None and at <= until
         case Or(parts):
             return any(evaluate(p, view) for p in parts)
         case And(parts):

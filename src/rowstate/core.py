@@ -9,18 +9,22 @@ database.
 
 The operations are split by job: :mod:`~rowstate.base` (inputs, checks, the
 compare-and-set, transitions, reads), :mod:`~rowstate.leases`,
-:mod:`~rowstate.finalization` and :mod:`~rowstate.timers`.
+:mod:`~rowstate.finalization`, :mod:`~rowstate.timers`, :mod:`~rowstate.rows` (create,
+ensure, queries), :mod:`~rowstate.holds` (holds, fences, enabled edges) and
+:mod:`~rowstate.bulk` (set-based moves).
 """
 
 from __future__ import annotations
 
 from .base import MAX_DATA_BYTES, ActiveLease, Call, CoreBase, Op, Outcome, default_holder
+from .bulk import BulkOps
 from .finalization import FinalizationOps
+from .holds import HoldOps
 from .timers import TimerOps
 
 __all__ = ["MAX_DATA_BYTES", "ActiveLease", "Call", "Core", "CoreBase", "Op", "Outcome",
            "default_holder"]
 
 
-class Core(TimerOps, FinalizationOps):
+class Core(TimerOps, HoldOps, BulkOps, FinalizationOps):
     """Every operation of one binding in one dialect."""

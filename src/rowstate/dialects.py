@@ -63,6 +63,7 @@ class Dialect:
     name: ClassVar[str]
     placeholder: ClassVar[str]
     for_update: ClassVar[str] = ""
+    for_share: ClassVar[str] = ""  # a read lock held to the end of a unit of work
     time_type: ClassVar[str]
     json_type: ClassVar[str]
     serial_pk: ClassVar[str]
@@ -215,6 +216,7 @@ class Postgres(Dialect):
     name = "postgresql"
     placeholder = "%s"
     for_update = " FOR UPDATE"
+    for_share = " FOR SHARE"
     time_type = "TIMESTAMPTZ"
     json_type = "JSONB"
     serial_pk = "BIGSERIAL PRIMARY KEY"

@@ -56,3 +56,15 @@ class InvariantViolation(StoreError):
     def __init__(self, message: str, *, index: str | None):
         super().__init__(message)
         self.index = index
+
+
+# -- units of work -----------------------------------------------------------------------
+
+
+class UnitRefusedError(RowstateError):
+    """A statement was attempted in a unit of work that can no longer commit: a hold or
+    fence in it was refused (``reason``), so nothing it writes may land; or the unit ended."""
+
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason

@@ -14,10 +14,10 @@ from typing import Any
 from .base import ActiveLease, Call, CoreBase, Op, default_holder
 from .binding import GuardSpec, check_scalar
 from .compiler import Batch, CasPlan
-from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot
+from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot, SqlOut
 from .errors import ConnectionLostError, InvalidTransitionError, RowstateError, ValidationError
 from .machine import Edge
-from .results import LeaseClaim, Reason, ReleaseResult, RunResult, TransitionResult
+from .results import ActFailed, LeaseClaim, Reason, ReleaseResult, RunResult, TransitionResult
 
 
 class LeaseOps(CoreBase):
@@ -34,7 +34,7 @@ class LeaseOps(CoreBase):
 
     def claim(self, key: object, edge_name: str, *, holder: str | None = None,
               owner: object = None, guards: GuardSpec | None = None,
-              due: str | None = None) -> Op[LeaseClaim]:
+              due: str | None = None, due_at: Any = None) -> Op[LeaseClaim]:
         """``due`` (a timer's deadline column) makes the claim also require ``now >= due``."""
         edge = self._leased_edge(edge_name)
         lease = self.b.lease
@@ -45,6 +45,8 @@ class LeaseOps(CoreBase):
                 raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
             check_scalar(holder, "holder", ValidationError)
         values["holder"] = holder or default_holder()
+        if due_at is not None:  # a timer judged by business time (see _due_check)
+            values["due_at"] = due_at
         if owner is not None:
             values["owner"] = self._owner(owner)
         gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
@@ -150,6 +152,13 @@ class LeaseOps(CoreBase):
                 sets.append(c.set_null(lease.holder))
             if lease.error:
                 sets.append(c.set_value(lease.error, Slot("error")))
+            if lease.failed_at:  # now when an error is given, else NULL
+                out = SqlOut()
+                err = self.d.value(Slot("error"), out)
+                stamp = self.d.now(out)
+                sets.append((lease.failed_at,
+                             f"CASE WHEN CAST({err} AS TEXT) IS NULL THEN NULL ELSE {stamp} END",
+                             tuple(out.params)))
             fence = Ref(lease.token or lease.at)
             node = And((Same(Ref(lease.kind), Slot("lease_kind")), Same(fence, Slot("fence"))))
             stmt = c.conditional_update([Check(node, Reason.LEASE_LOST, Reason.LEASE_LOST)],
@@ -163,8 +172,9 @@ class LeaseOps(CoreBase):
     def run(self, key: object, edge_name: str, act: Callable[[ActiveLease], Any], *,
             holder: str | None = None, owner: object = None,
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
-            data: Any = None, due: str | None = None) -> Op[RunResult]:
-        """claim -> act -> finalize; on a raise or a falsy result, release with the error.
+            data: Any = None, due: str | None = None, due_at: Any = None) -> Op[RunResult]:
+        """claim -> act -> finalize; if the act raises or returns :class:`ActFailed`,
+        release with the error (any other return value, falsy ones too, is a success).
 
         The act's exception propagates after the lease is released. If the lease was taken
         over while the act ran, finalize is refused and the result says LEASE_LOST.
@@ -178,22 +188,22 @@ class LeaseOps(CoreBase):
         if data is not None:
             self._data(data)
         claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
-                                      guards=guards, due=due)
+                                      guards=guards, due=due, due_at=due_at)
         if not claim.claimed:
             return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
         assert claim.row is not None
         assert claim.key is not None
-        handle = ActiveLease(claim.key, edge, claim.token, claim.row)
+        handle = ActiveLease(claim.key, edge, claim.token, claim.row, self.door)
         try:
             value = yield Call(act, handle)
         except BaseException as exc:
             yield from self.release(key, claim, error=f"{type(exc).__name__}: {exc}")
             raise
-        if not value:
-            rel = yield from self.release(key, claim, error=f"act returned {value!r}")
+        if isinstance(value, ActFailed):
+            rel = yield from self.release(key, claim, error=value.reason)
             reason = Reason.ACT_FAILED if rel.released else Reason.LEASE_LOST
             return RunResult(False, reason, (reason,), edge.src, edge.src, value, True,
-                             f"act returned {value!r}")
+                             value.reason)
         try:
             # the claim is this call's own, from this key: finalize without re-checking it
             fin = yield from self._finalize(key, edge, claim.fence, payload, owner, data)

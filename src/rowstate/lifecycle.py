@@ -7,18 +7,21 @@ an events table, the :mod:`relay <rowstate.relay>` delivers them from the outbox
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .binding import Binding, GuardSpec
-from .core import ActiveLease, Core
+from .core import ActiveLease, Core, Op
 from .dialects import Dialect, Postgres, SQLite
 from .drive import adrive, drive
 from .results import (
+    BulkResult,
     CheckResult,
+    EdgeCheck,
     Event,
     FinalizationClaimResult,
     FireReport,
@@ -28,9 +31,11 @@ from .results import (
     TransitionResult,
 )
 from .stores import AsyncStore, Store
+from .units import AsyncUnit, Unit
 
 log = logging.getLogger("rowstate")
 Publisher = Callable[[Event], Any]
+R = TypeVar("R")
 
 
 def _dialect(name: str, clock: Callable[[], datetime] | None) -> Dialect:
@@ -46,7 +51,12 @@ class _Base:
         self.binding = binding
         self.machine = binding.machine
         self.core = Core(binding, _dialect(store.dialect, clock), clock)
+        self.core.door = self  # acts receive leases whose atomic() opens a fenced unit
         self.publishers = list(publishers)
+
+    def _in_unit(self) -> Unit | AsyncUnit | None:
+        unit: Unit | AsyncUnit | None = self.store._unit.get()
+        return unit
 
     def schema_sql(self) -> str:
         return self.binding.schema_sql(self.core.d)
@@ -68,6 +78,13 @@ class Lifecycle(_Base):
     def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers
             return
+        unit = self._in_unit()
+        if unit is not None:  # published once the unit commits, never if it rolls back
+            unit.after_commit(lambda: self._publish_now(event))
+            return
+        self._publish_now(event)
+
+    def _publish_now(self, event: Event) -> None:
         for publish in self.publishers:
             try:
                 publish(event)
@@ -137,12 +154,65 @@ class Lifecycle(_Base):
     def history(self, key: object) -> list[Event]:
         return drive(self.store, self.core.history(key))
 
+    # -- the application door -----------------------------------------------------------
+
+    def do(self, op: Op[R]) -> R:
+        """Run a core operation (``self.core.<op>(...)``) on this store: the seam an app
+        that composes its own operations builds on."""
+        return drive(self.store, op)
+
+    @contextlib.contextmanager
+    def atomic(self, *, fence: Any = None) -> Iterator[Unit]:
+        """A unit of work on this lifecycle's store (:mod:`rowstate.units`); with
+        ``fence=lease``, fenced by that lease at once."""
+        with self.store.atomic(door=self) as tx:
+            if fence is not None:
+                tx.fence(fence)
+            yield tx
+
+    def create(self, key: object, *, state: str | None = None,
+               **columns: Any) -> TransitionResult:
+        result = drive(self.store, self.core.create(key, state=state, columns=columns))
+        if self.publishers:
+            self._published(result.event)
+        return result
+
+    def ensure(self, key: object, *, state: str | None = None,
+               **columns: Any) -> dict[str, Any]:
+        return drive(self.store, self.core.ensure(key, state=state, columns=columns))
+
+    def enabled_edges(self, key: object, *, owner: object = None) -> tuple[EdgeCheck, ...]:
+        return drive(self.store, self.core.enabled_edges(key, owner=owner))
+
+    def transition_many(self, to: str, *, keys: Iterable[object] | None = None,
+                        where: GuardSpec | None = None,
+                        from_: Iterable[str] | str | None = None, owner: object = None,
+                        guards: GuardSpec | None = None, data: Any = None,
+                        limit: int = 10_000) -> BulkResult:
+        result = drive(self.store, self.core.transition_many(
+            to, keys=keys, where=where, from_=from_, owner=owner, guards=guards, data=data,
+            limit=limit))
+        if self.publishers:
+            for event in result.events:
+                self._published(event)
+        return result
+
+    def find(self, *, state: str | Sequence[str] | None = None,
+             where: GuardSpec | None = None, order_by: str | Sequence[str] | None = None,
+             limit: int = 100) -> list[dict[str, Any]]:
+        return drive(self.store, self.core.find(state=state, where=where, order_by=order_by,
+                                                limit=limit))
+
+    def count(self, *, state: str | Sequence[str] | None = None,
+              where: GuardSpec | None = None) -> int:
+        return drive(self.store, self.core.count(state=state, where=where))
+
     def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                  notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
-                 limit: int = 100, holder: str | None = None) -> FireReport:
-        report = drive(self.store, self.core.fire_due(acts=acts, notify=notify, limit=limit,
-                                                      holder=holder))
-        return report
+                 limit: int = 100, holder: str | None = None,
+                 now: datetime | None = None) -> FireReport:
+        return drive(self.store, self.core.fire_due(acts=acts, notify=notify, limit=limit,
+                                                    holder=holder, now=now))
 
 
 class AsyncLifecycle(_Base):
@@ -161,6 +231,13 @@ class AsyncLifecycle(_Base):
     async def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers
             return
+        unit = self._in_unit()
+        if unit is not None:  # published once the unit commits, never if it rolls back
+            unit.after_commit(lambda: self._publish_now(event))
+            return
+        await self._publish_now(event)
+
+    async def _publish_now(self, event: Event) -> None:
         for publish in self.publishers:
             try:
                 got = publish(event)
@@ -233,8 +310,60 @@ class AsyncLifecycle(_Base):
     async def history(self, key: object) -> list[Event]:
         return await adrive(self.store, self.core.history(key))
 
+    # -- the application door -----------------------------------------------------------
+
+    async def do(self, op: Op[R]) -> R:
+        return await adrive(self.store, op)
+
+    @contextlib.asynccontextmanager
+    async def atomic(self, *, fence: Any = None) -> AsyncIterator[AsyncUnit]:
+        async with self.store.atomic(door=self) as tx:
+            if fence is not None:
+                await tx.fence(fence)
+            yield tx
+
+    async def create(self, key: object, *, state: str | None = None,
+                     **columns: Any) -> TransitionResult:
+        result = await adrive(self.store, self.core.create(key, state=state, columns=columns))
+        if self.publishers:
+            await self._published(result.event)
+        return result
+
+    async def ensure(self, key: object, *, state: str | None = None,
+                     **columns: Any) -> dict[str, Any]:
+        return await adrive(self.store, self.core.ensure(key, state=state, columns=columns))
+
+    async def enabled_edges(self, key: object, *,
+                            owner: object = None) -> tuple[EdgeCheck, ...]:
+        return await adrive(self.store, self.core.enabled_edges(key, owner=owner))
+
+    async def transition_many(self, to: str, *, keys: Iterable[object] | None = None,
+                              where: GuardSpec | None = None,
+                              from_: Iterable[str] | str | None = None, owner: object = None,
+                              guards: GuardSpec | None = None, data: Any = None,
+                              limit: int = 10_000) -> BulkResult:
+        result = await adrive(self.store, self.core.transition_many(
+            to, keys=keys, where=where, from_=from_, owner=owner, guards=guards, data=data,
+            limit=limit))
+        if self.publishers:
+            for event in result.events:
+                await self._published(event)
+        return result
+
+    async def find(self, *, state: str | Sequence[str] | None = None,
+                   where: GuardSpec | None = None,
+                   order_by: str | Sequence[str] | None = None,
+                   limit: int = 100) -> list[dict[str, Any]]:
+        return await adrive(self.store, self.core.find(state=state, where=where,
+                                                       order_by=order_by, limit=limit))
+
+    async def count(self, *, state: str | Sequence[str] | None = None,
+                    where: GuardSpec | None = None) -> int:
+        return await adrive(self.store, self.core.count(state=state, where=where))
+
     async def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                        notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
-                       limit: int = 100, holder: str | None = None) -> FireReport:
+                       limit: int = 100, holder: str | None = None,
+                       now: datetime | None = None) -> FireReport:
         return await adrive(self.store, self.core.fire_due(acts=acts, notify=notify,
-                                                           limit=limit, holder=holder))
+                                                           limit=limit, holder=holder, now=now))

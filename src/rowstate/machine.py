@@ -44,6 +44,8 @@ class Machine:
     initial: str
     active: frozenset[str] = frozenset()
     notes: Mapping[str, str] = field(default_factory=dict)
+    # states a row may be created in (``create(state=...)``): the initial one and these
+    starts: frozenset[str] = frozenset()
     _by_name: dict[str, Edge] = field(init=False, repr=False, compare=False)
     _by_pair: dict[tuple[str, str], tuple[Edge, ...]] = field(
         init=False, repr=False, compare=False
@@ -59,6 +61,7 @@ class Machine:
         initial: str,
         active: Iterable[str] = (),
         notes: Mapping[str, str] | None = None,
+        starts: Iterable[str] = (),
     ) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "states", tuple(states))
@@ -67,6 +70,7 @@ class Machine:
         object.__setattr__(self, "initial", initial)
         object.__setattr__(self, "active", frozenset(active))
         object.__setattr__(self, "notes", dict(notes or {}))
+        object.__setattr__(self, "starts", frozenset((initial, *starts)))
         self._validate()
         by_pair: dict[tuple[str, str], list[Edge]] = {}
         sources: dict[str, list[str]] = {}
@@ -93,6 +97,9 @@ class Machine:
         for s in self.active:
             if s not in seen:
                 raise DefinitionError(f"{self.name}: active state {s!r} is not a state")
+        for s in self.starts:
+            if s not in seen:
+                raise DefinitionError(f"{self.name}: start state {s!r} is not a state")
         names: set[str] = set()
         for e in self.edges:
             if e.name in names:

@@ -13,7 +13,8 @@ INVARIANT          the write would put a second row in a state allowed once (UNI
 LEASE_LOST         the lease was taken over (fencing token moved): the write is refused
 HELD_BY_OTHER      a finalization claim is held by another (holder, scope)
 FINALIZATION_HELD  (in ``reasons``) a live finalization claim blocks entering the state
-ACT_FAILED         a side effect returned a falsy result; the lease was released
+ACT_FAILED         a side effect failed (raised, or returned ActFailed); lease released
+RECORD_EXISTS      create: a row with this key already exists
 =================  =====================================================================
 
 Results and events are named tuples: immutable, with named fields, and built in a third of
@@ -41,6 +42,7 @@ class Reason(StrEnum):
     HELD_BY_OTHER = "HELD_BY_OTHER"
     FINALIZATION_HELD = "FINALIZATION_HELD"
     ACT_FAILED = "ACT_FAILED"
+    RECORD_EXISTS = "RECORD_EXISTS"
 
 
 class Event(NamedTuple):
@@ -167,3 +169,51 @@ class FireReport:
     @property
     def errors(self) -> tuple[Fired, ...]:
         return tuple(f for f in self.fired if f.error)
+
+
+class HoldResult(NamedTuple):
+    """A hold or fence inside a unit of work: did the row pass, and if not why. Refused,
+    the unit can no longer commit (see :mod:`rowstate.units`)."""
+
+    held: bool
+    reason: str | None = None
+    reasons: tuple[str, ...] = ()
+    state: str | None = None
+    row: Mapping[str, Any] | None = None
+
+    def __bool__(self) -> bool:
+        return self.held
+
+
+class EdgeCheck(NamedTuple):
+    """One edge of the machine as :meth:`enabled_edges` sees it for one row now."""
+
+    edge: str
+    src: str
+    dst: str
+    lease: str | None
+    allowed: bool
+    reasons: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+@dataclass(frozen=True, slots=True)
+class ActFailed:
+    """What an act returns to fail without raising: the lease is released with
+    ``reason`` stamped as the error, and the run reports ACT_FAILED. Any other return
+    value, falsy ones included (0, None, an empty list), is a success."""
+
+    reason: str = "act failed"
+
+
+class BulkResult(NamedTuple):
+    """What :meth:`transition_many` did: the keys it moved, the ones it refused and why."""
+
+    applied: tuple[tuple[Any, ...], ...]
+    refused: tuple[tuple[tuple[Any, ...], str], ...] = ()
+    events: tuple[Event, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.applied)

@@ -20,6 +20,8 @@ def _column_types(b: Binding, d: Dialect) -> dict[str, str]:
         types[b.version] = "BIGINT NOT NULL DEFAULT 0"
     if b.lease:
         types[b.lease.at] = d.time_type
+        if b.lease.failed_at:
+            types[b.lease.failed_at] = d.time_type
         if b.lease.token:
             types[b.lease.token] = "BIGINT NOT NULL DEFAULT 0"
     if b.finalization:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Generic, Protocol, TypeVar, overload
 from urllib.parse import unquote
@@ -30,11 +32,19 @@ from urllib.parse import unquote
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import pq
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .compiler import Batch
 from .dialects import STORE_NOW, canonical_time
-from .errors import ConnectionLostError, InvariantViolation, StoreError, ValidationError
+from .errors import (
+    ConnectionLostError,
+    InvariantViolation,
+    StoreError,
+    UnitRefusedError,
+    ValidationError,
+)
+from .units import AsyncUnit, Unit
 
 Rows = list[list[tuple[Any, ...]]]
 
@@ -88,7 +98,128 @@ class ThreadConnections(Generic[C]):
         self._local = threading.local()
 
 
+# -- units of work (rowstate.units): the flow both twins of every store share -------------
+
+Raw = Callable[[str, Any], tuple[list[Any], Any]]
+
+
+def _unit_var(store: object) -> ContextVar[Any]:
+    return ContextVar(f"rowstate-unit-{id(store)}", default=None)
+
+
+@contextlib.contextmanager
+def _nested(unit: Unit, door: Any) -> Iterator[Unit]:
+    """A unit opened while one is open on the same store: a savepoint of it."""
+    previous = unit.door
+    if door is not None:
+        unit.door = door
+    try:
+        with unit.savepoint():
+            yield unit
+    finally:
+        unit.door = previous
+
+
+@contextlib.contextmanager
+def _unit_scope(var: ContextVar[Any], unit: Unit, begin: str) -> Iterator[Unit]:
+    """BEGIN, make the unit the store's current one, COMMIT (ROLLBACK on an exception or
+    after a refused hold/fence), then the after-commit callbacks."""
+    raw = unit._raw
+    raw(begin, ())
+    token = var.set(unit)
+    committed = False
+    try:
+        yield unit
+        if unit.refused is None:
+            raw("COMMIT", ())
+            committed = True
+        else:
+            raw("ROLLBACK", ())
+    except BaseException:
+        with contextlib.suppress(Exception):
+            raw("ROLLBACK", ())
+        raise
+    finally:
+        var.reset(token)
+        unit.closed = True
+    if committed:
+        for callback in unit._after_commit:
+            callback()
+
+
+@contextlib.asynccontextmanager
+async def _anested(unit: AsyncUnit, door: Any) -> AsyncIterator[AsyncUnit]:
+    previous = unit.door
+    if door is not None:
+        unit.door = door
+    try:
+        async with unit.savepoint():
+            yield unit
+    finally:
+        unit.door = previous
+
+
+@contextlib.asynccontextmanager
+async def _aunit_scope(var: ContextVar[Any], unit: AsyncUnit,
+                       begin: str) -> AsyncIterator[AsyncUnit]:
+    raw = unit._raw
+    await raw(begin, ())
+    token = var.set(unit)
+    committed = False
+    try:
+        yield unit
+        if unit.refused is None:
+            await raw("COMMIT", ())
+            committed = True
+        else:
+            await raw("ROLLBACK", ())
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await raw("ROLLBACK", ())
+        raise
+    finally:
+        var.reset(token)
+        unit.closed = True
+    if committed:
+        for callback in unit._after_commit:
+            got = callback()
+            if asyncio.iscoroutine(got):
+                await got
+
+
+def _no_script_in_unit(var: ContextVar[Any]) -> None:
+    if var.get() is not None:
+        raise UnitRefusedError("execute_script cannot run inside a unit of work (SQLite's "
+                               "executescript commits first)", reason="SCRIPT_IN_UNIT")
+
+
 # -- SQLite --------------------------------------------------------------------------------
+
+
+def _sqlite_error(exc: BaseException) -> Exception:
+    """A driver error as the engine's: the one translation of every SQLite call."""
+    if isinstance(exc, sqlite3.IntegrityError):
+        if "UNIQUE" in str(exc):
+            return InvariantViolation(str(exc), index=None)
+        return StoreError(str(exc))
+    if isinstance(exc, sqlite3.InterfaceError | OverflowError | UnicodeEncodeError):
+        return ValidationError(f"SQLite refused a value: {exc}")
+    return StoreError(str(exc))
+
+
+def _sqlite_raw(conn: sqlite3.Connection, counter: StatementCounter) -> Raw:
+    def raw(sql: str, params: Any) -> tuple[list[Any], Any]:
+        try:
+            cur = conn.execute(sql, _with_now(params) if params else ())
+            rows = cur.fetchall()
+        except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
+            raise _sqlite_error(exc) from exc
+        counter.statements += 1
+        desc = cur.description
+        return rows, [d[0] for d in desc] if desc else None
+    return raw
+
+
 
 
 class SQLiteStore(StatementCounter):
@@ -106,6 +237,7 @@ class SQLiteStore(StatementCounter):
         self._guard = threading.Lock()  # the shared memory connection; scripts
         self._threads = ThreadConnections(self._open)
         self._shared: sqlite3.Connection | None = self._open() if self.memory else None
+        self._unit: ContextVar[Unit | None] = _unit_var(self)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
@@ -122,10 +254,42 @@ class SQLiteStore(StatementCounter):
         return self._threads.get()
 
     def run(self, batch: Batch) -> Rows:
+        unit = self._unit.get()
+        if unit is not None:
+            return unit.run(batch)
         if self._shared is not None:
             with self._guard:
                 return self._run(self._shared, batch)
         return self._run(self._threads.get(), batch)
+
+    @contextlib.contextmanager
+    def unit_connection(self, *, dedicated: bool = False) -> Iterator[sqlite3.Connection]:
+        """The connection a unit of work writes on: the shared memory one (its lock held
+        for the whole unit), this thread's, or (``dedicated``) one of its own."""
+        if self._shared is not None:
+            with self._guard:
+                yield self._shared
+        elif dedicated:
+            conn = self._open()
+            try:
+                yield conn
+            finally:
+                conn.close()
+        else:
+            yield self._threads.get()
+
+    @contextlib.contextmanager
+    def atomic(self, *, door: Any = None) -> Iterator[Unit]:
+        """A unit of work (:mod:`rowstate.units`); nested, a savepoint."""
+        current = self._unit.get()
+        if current is not None:
+            with _nested(current, door) as unit:
+                yield unit
+            return
+        with self.unit_connection() as conn:
+            unit = Unit("sqlite", _sqlite_raw(conn, self), door, json.dumps)
+            with _unit_scope(self._unit, unit, "BEGIN IMMEDIATE"):
+                yield unit
 
     def _run(self, conn: sqlite3.Connection, batch: Batch) -> Rows:
         try:
@@ -146,16 +310,11 @@ class SQLiteStore(StatementCounter):
                 raise
             self.statements += len(batch.statements) + 2
             return out
-        except sqlite3.IntegrityError as exc:
-            if "UNIQUE" in str(exc):
-                raise InvariantViolation(str(exc), index=None) from exc
-            raise StoreError(str(exc)) from exc
-        except (sqlite3.InterfaceError, OverflowError, UnicodeEncodeError) as exc:
-            raise ValidationError(f"SQLite refused a value: {exc}") from exc
-        except sqlite3.Error as exc:
-            raise StoreError(str(exc)) from exc
+        except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
+            raise _sqlite_error(exc) from exc
 
     def execute_script(self, sql: str) -> None:
+        _no_script_in_unit(self._unit)
         conn = self.connection()
         with self._guard:
             conn.executescript(sql)
@@ -185,15 +344,48 @@ class AsyncSQLiteStore:
         self.sync = SQLiteStore(path, **kw)
         self._pool = ThreadPoolExecutor(1 if self.sync.memory else workers,
                                         thread_name_prefix="rowstate-sqlite")
+        self._unit: ContextVar[AsyncUnit | None] = _unit_var(self)
 
     @property
     def statements(self) -> int:
         return self.sync.statements
 
     async def run(self, batch: Batch) -> Rows:
+        unit = self._unit.get()
+        if unit is not None:
+            return await unit.run(batch)
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.sync.run, batch)
 
+    @contextlib.asynccontextmanager
+    async def atomic(self, *, door: Any = None) -> AsyncIterator[AsyncUnit]:
+        """A unit of work on a thread of its own (it holds the write lock throughout, so
+        it must not wait behind the store's workers), with a connection of its own."""
+        current = self._unit.get()
+        if current is not None:
+            async with _anested(current, door) as unit:
+                yield unit
+            return
+        loop = asyncio.get_running_loop()
+        thread = ThreadPoolExecutor(1, thread_name_prefix="rowstate-sqlite-unit")
+        opened = self.sync.unit_connection(dedicated=True)
+        try:
+            conn = await loop.run_in_executor(thread, opened.__enter__)
+            try:
+                sync_raw = _sqlite_raw(conn, self.sync)
+
+                async def raw(sql: str, params: Any) -> tuple[list[Any], Any]:
+                    return await loop.run_in_executor(thread, sync_raw, sql, params)
+
+                unit = AsyncUnit("sqlite", raw, door, json.dumps)
+                async with _aunit_scope(self._unit, unit, "BEGIN IMMEDIATE"):
+                    yield unit
+            finally:
+                await loop.run_in_executor(thread, opened.__exit__, None, None, None)
+        finally:
+            thread.shutdown(wait=False)
+
     async def execute_script(self, sql: str) -> None:
+        _no_script_in_unit(self._unit)
         await asyncio.get_running_loop().run_in_executor(self._pool, self.sync.execute_script,
                                                          sql)
 
@@ -265,6 +457,44 @@ async def _aexecute(conn: psycopg.AsyncConnection[Any],
     return out
 
 
+def _pg_raw(conn: psycopg.Connection[Any], counter: StatementCounter) -> Raw:
+    def raw(sql: str, params: Any) -> tuple[list[Any], Any]:
+        cur = _cursor(conn)
+        try:
+            cur.execute(sql, params or None)
+            if not _has_rows(cur):
+                return [], None
+            rows = cur.fetchall()
+        except (psycopg.Error, UnicodeEncodeError) as exc:
+            raise _translate(exc) from exc
+        finally:
+            counter.statements += 1
+        return rows, [c.name for c in cur.description or ()]
+    return raw
+
+
+def _apg_raw(conn: psycopg.AsyncConnection[Any], counter: Any) -> Callable[..., Any]:
+    async def raw(sql: str, params: Any) -> tuple[list[Any], Any]:
+        cur = _cursor(conn)
+        try:
+            await cur.execute(sql, params or None)
+            if not _has_rows(cur):
+                return [], None
+            rows = await cur.fetchall()
+        except (psycopg.Error, UnicodeEncodeError) as exc:
+            raise _translate(exc) from exc
+        finally:
+            counter.statements += 1
+        return rows, [c.name for c in cur.description or ()]
+    return raw
+
+
+def _begin(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str:
+    """An autocommit connection needs an explicit BEGIN; on a caller's non-autocommit one
+    the driver opens the transaction itself (an empty statement is not sent)."""
+    return "BEGIN" if conn.autocommit else "SELECT 1"
+
+
 class PostgresStore(StatementCounter):
     """PostgreSQL through a psycopg_pool pool (the default), or with ``per_thread=True``
     one autocommit connection per calling thread, kept across calls.
@@ -291,8 +521,39 @@ class PostgresStore(StatementCounter):
             )
         self._threads: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
             lambda: psycopg.connect(conninfo, autocommit=True), lambda c: not c.closed)
+        self._unit: ContextVar[Unit | None] = _unit_var(self)
+
+    @contextlib.contextmanager
+    def _unit_connection(self) -> Iterator[psycopg.Connection[Any]]:
+        if self.pool is None:
+            yield self._threads.get()
+            return
+        try:
+            conn = self.pool.getconn()
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+        try:
+            yield conn
+        finally:
+            self.pool.putconn(conn)
+
+    @contextlib.contextmanager
+    def atomic(self, *, door: Any = None) -> Iterator[Unit]:
+        """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint."""
+        current = self._unit.get()
+        if current is not None:
+            with _nested(current, door) as unit:
+                yield unit
+            return
+        with self._unit_connection() as conn:
+            unit = Unit("postgresql", _pg_raw(conn, self), door, Jsonb)
+            with _unit_scope(self._unit, unit, _begin(conn)):
+                yield unit
 
     def run(self, batch: Batch) -> Rows:
+        unit = self._unit.get()
+        if unit is not None:
+            return unit.run(batch)
         try:
             if self.pool is None:
                 conn = self._threads.get()
@@ -331,6 +592,7 @@ class PostgresStore(StatementCounter):
             raise
 
     def execute_script(self, sql: str) -> None:
+        _no_script_in_unit(self._unit)
         if self.pool is None:
             self._threads.get().execute(sql)
             return
@@ -356,6 +618,27 @@ class AsyncPostgresStore:
         )
         self._opened = not self.own_pool
         self._opening: asyncio.Lock | None = None
+        self._unit: ContextVar[AsyncUnit | None] = _unit_var(self)
+
+    @contextlib.asynccontextmanager
+    async def atomic(self, *, door: Any = None) -> AsyncIterator[AsyncUnit]:
+        """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint."""
+        current = self._unit.get()
+        if current is not None:
+            async with _anested(current, door) as unit:
+                yield unit
+            return
+        await self._ensure_open()
+        try:
+            conn = await self.pool.getconn()
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+        try:
+            unit = AsyncUnit("postgresql", _apg_raw(conn, self), door, Jsonb)
+            async with _aunit_scope(self._unit, unit, _begin(conn)):
+                yield unit
+        finally:
+            await self.pool.putconn(conn)
 
     async def _ensure_open(self) -> None:
         if self._opened:
@@ -368,6 +651,9 @@ class AsyncPostgresStore:
                 self._opened = True
 
     async def run(self, batch: Batch) -> Rows:
+        unit = self._unit.get()
+        if unit is not None:
+            return await unit.run(batch)
         await self._ensure_open()
         pool = self.pool
         try:
@@ -396,6 +682,7 @@ class AsyncPostgresStore:
             raise _translate(exc) from exc
 
     async def execute_script(self, sql: str) -> None:
+        _no_script_in_unit(self._unit)
         await self._ensure_open()
         async with self.pool.connection() as conn:
             await conn.execute(sql)

@@ -189,7 +189,12 @@ class Model:
 
     def can_transition(self, rid: int, to: str, from_: Any, owner: str | None,
                        guards: Mapping[str, Any] | None) -> Expect:
-        froms = self.froms(to, from_)
+        try:
+            froms = self.froms(to, from_)
+        except InvalidTransitionError as exc:
+            if "side-effecting" not in str(exc):
+                raise
+            return self.can_claim(rid, to, from_, owner, guards)
         row = self.rows.get(rid)
         if row is None:
             return Expect(False, None, (RECORD_NOT_FOUND,))
@@ -201,6 +206,36 @@ class Model:
             reasons.append(INVARIANT)
         reasons = list(dict.fromkeys(reasons))
         return Expect(not reasons, None, tuple(reasons), None, row.state)
+
+    def can_claim(self, rid: int, to: str, from_: Any, owner: str | None,
+                  guards: Mapping[str, Any] | None) -> Expect:
+        """The dry run when a leased edge is asked about: each candidate edge judged by the
+        checks of its own write (a claim, or a plain move), allowed if any is."""
+        given = MACHINE.sources(to) if from_ is None else (
+            (from_,) if isinstance(from_, str) else tuple(dict.fromkeys(from_)))
+        row = self.rows.get(rid)
+        if row is None:
+            return Expect(False, None, (RECORD_NOT_FOUND,))
+        verdicts = []
+        for src in given:
+            for e in MACHINE.edges_between(src, to):
+                if e.lease:
+                    free = row.acting_at is None or (row.acting_kind == e.lease
+                                                     and self.older(row.acting_at, LEASE_TTL))
+                    lease = (free, LEASE_HELD, LEASE_HELD)
+                else:
+                    lease = self.lease_free(row)
+                checks = [(row.state == src, STATE_MISMATCH, STATE_MISMATCH), lease,
+                          *self.owner_check(row, owner), *self.held_check(row, to),
+                          *self.entry_checks(row, to), *self.guard_checks(row, guards)]
+                reasons = [c[1] for c in checks if not c[0]]
+                if src != to and self.group_conflict(rid, to):
+                    reasons.append(INVARIANT)
+                verdicts.append((src, tuple(dict.fromkeys(reasons))))
+        if any(not r for _, r in verdicts):
+            return Expect(True, None, (), None, row.state)
+        here = [v for v in verdicts if v[0] == row.state] or verdicts
+        return Expect(False, None, here[0][1], None, row.state)
 
     def claim(self, rid: int, edge_name: str, holder: str, owner: str | None) -> Expect:
         edge = MACHINE.edge(edge_name)

@@ -41,6 +41,7 @@ from chaos.machine import (
     edges_from,
     pure_sources,
 )
+from rowstate import ActFailed as FailedAct
 from rowstate import (
     ActiveLease,
     AsyncLifecycle,
@@ -163,8 +164,8 @@ class Worker:
             self.log("act", g=key[0], r=key[1], tok=lease.token, b=behaviour)
             if behaviour == "raise":
                 raise ActFailed(f"act of {self.wid} failed on purpose")
-            if behaviour == "falsy":
-                return 0
+            if behaviour == "falsy":  # fails without raising
+                return FailedAct("act returned 0")
             if behaviour == "stale":
                 self.long_sleep(LEASE_TTL)
             elif behaviour == "nap":

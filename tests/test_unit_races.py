@@ -1,0 +1,144 @@
+"""Held and fenced writes under real concurrency on a real PostgreSQL: a close run by another
+process waits for a unit that holds the run in COLLECTING; a zombie whose lease was taken
+over by the same kind writes nothing, and the new holder's write lands."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import race_helpers
+from engine_fixtures import RUNS
+from rowstate import Lifecycle, PostgresStore, UnitRefusedError
+
+pytestmark = pytest.mark.postgres
+
+WEEK = "2026-01-05"
+CLOSE_IN_A_CHILD = """
+import json, sys, time
+sys.path[:0] = [{tests!r}, {root!r}]
+from engine_fixtures import RUNS
+from rowstate import Lifecycle, PostgresStore
+store = PostgresStore(sys.argv[1])
+runs = Lifecycle(store, RUNS)
+res = runs.run({week!r}, "close", lambda lease: "closed")
+print(json.dumps({{"applied": res.applied, "reason": res.reason, "at": time.time()}}))
+store.close()
+"""
+
+
+def _setup(dsn: str) -> tuple[PostgresStore, Lifecycle]:
+    store = PostgresStore(dsn)
+    runs = Lifecycle(store, RUNS)
+    runs.create_schema()
+    store.execute_script("CREATE TABLE submissions (week_of TEXT, who TEXT)")
+    runs.create(WEEK)
+    assert runs.transition(WEEK, "COLLECTING").applied
+    return store, runs
+
+
+def _wait_for_lock_waiter(admin_dsn: str, dbname: str, app: str, timeout: float = 20) -> None:
+    until = time.monotonic() + timeout
+    while not race_helpers.backends(admin_dsn, dbname, app, waiting_on_lock=True):
+        assert time.monotonic() < until, "the close never waited on the held row"
+        time.sleep(0.02)
+
+
+def test_a_close_in_another_process_waits_for_the_unit_holding_collecting(
+        pg_dsn: str, pg_admin_dsn: str) -> None:
+    store, runs = _setup(pg_dsn)
+    tests = str(Path(__file__).parent)
+    script = CLOSE_IN_A_CHILD.format(tests=tests, root=str(Path(tests).parent), week=WEEK)
+    child_dsn = race_helpers.with_app_name(pg_dsn, "closer")
+    try:
+        with runs.atomic() as tx:
+            assert tx.hold(WEEK, "COLLECTING").held
+            child = subprocess.Popen([sys.executable, "-c", script, child_dsn],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            _wait_for_lock_waiter(pg_admin_dsn, race_helpers.dbname_of(pg_dsn), "closer")
+            tx.execute("INSERT INTO submissions VALUES (%s, %s)", [WEEK, "just in time"])
+            committed_at = time.time()
+        out, err = child.communicate(timeout=30)
+        assert child.returncode == 0, err
+        got = json.loads(out)
+        assert got["applied"] and got["at"] >= committed_at  # applied only after the commit
+        assert runs.state(WEEK) == "CLOSED"
+        assert runs.history(WEEK)[-1].to_state == "CLOSED"
+        with runs.atomic() as tx:  # a unit that starts after the close is refused
+            held = tx.hold(WEEK, "COLLECTING")
+            assert (held.held, held.reason) == (False, "STATE_MISMATCH")
+            with pytest.raises(UnitRefusedError):
+                tx.execute("INSERT INTO submissions VALUES (%s, %s)", [WEEK, "too late"])
+        with store.atomic() as tx:
+            assert tx.execute("SELECT who FROM submissions") == [{"who": "just in time"}]
+    finally:
+        store.close()
+
+
+def test_a_zombie_fenced_write_is_refused_and_the_new_holders_lands(pg_dsn: str) -> None:
+    """The first holder pauses past its TTL; the same kind reclaims the lease; the first
+    holder wakes and tries to write under its fence: refused, while the second's lands."""
+    store = PostgresStore(pg_dsn)
+    short = Lifecycle(store, _short_ttl())
+    short.create_schema()
+    store.execute_script("CREATE TABLE assignments (week_of TEXT, who TEXT, token BIGINT)")
+    short.create(WEEK)
+    short.transition(WEEK, "COLLECTING")
+    short.run(WEEK, "close", lambda lease: None)
+    assert short.state(WEEK) == "CLOSED"
+    paused = threading.Event()
+    resume = threading.Event()
+    results: dict[str, Any] = {}
+
+    def zombie(lease: Any) -> str:
+        paused.set()
+        assert resume.wait(30)
+        try:
+            with lease.atomic() as tx:
+                results["zombie_fence"] = tx.refused
+                tx.execute("INSERT INTO assignments VALUES (%s, %s, %s)",
+                           [WEEK, "zombie", lease.token])
+        except UnitRefusedError as exc:
+            results["zombie_error"] = exc.reason
+            raise
+        return "generated"
+
+    def first() -> None:
+        try:
+            results["first"] = short.run(WEEK, "generate", zombie, holder="first")
+        except UnitRefusedError as exc:
+            results["first_raised"] = exc.reason
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert paused.wait(30)
+    time.sleep(1.2)  # past the 1 s TTL
+
+    def second_act(lease: Any) -> str:
+        with lease.atomic() as tx:
+            tx.execute("INSERT INTO assignments VALUES (%s, %s, %s)",
+                       [WEEK, "second", lease.token])
+        return "generated"
+
+    second = short.run(WEEK, "generate", second_act, holder="second")
+    assert second.applied and second.state == "ASSIGNED"
+    resume.set()
+    t.join(30)
+    assert results.get("zombie_fence") == "LEASE_LOST"
+    assert results.get("first_raised") == "LEASE_LOST"
+    with store.atomic() as tx:
+        rows = tx.execute("SELECT who FROM assignments ORDER BY who")
+    assert rows == [{"who": "second"}]
+    store.close()
+
+
+def _short_ttl() -> Any:
+    return dataclasses.replace(RUNS, lease=dataclasses.replace(RUNS.lease, ttl=1.0))
