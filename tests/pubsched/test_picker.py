@@ -407,3 +407,33 @@ def test_week_must_be_a_date() -> None:
     with pytest.raises(PickerInputError, match="week_of"):
         pick("2026-11-30", _FRI, _A, {})  # type: ignore[arg-type]
     assert issubclass(PickerInputError, ValueError)
+
+
+def test_a_busy_week_is_valid_and_fills_what_is_fillable() -> None:
+    # Too big for the brute force: 60 tenders, 9 shifts on 7 nights. Every slot has more
+    # than enough tenders available, so all of them must be filled.
+    rng = random.Random(7)
+    shifts = tuple(Shift(f"s{i}", WEEK + timedelta(days=i % 7), rng.randint(1, 4))
+                   for i in range(9))
+    tenders = tuple(Tender(f"t{i:02}", rng.randint(0, 24), rng.choice([None, 1, 2]),
+                           rng.choice([None, 1, 2, 3])) for i in range(60))
+    availability = {t.id: tuple(s.id for s in shifts if rng.random() < 0.6) for t in tenders}
+    instance = Instance(WEEK, shifts, tenders, availability)
+    roster = instance.pick()
+    assert_valid(instance, roster)
+    assert sum(roster.unfilled.values()) == 0
+    # No single move of a shift from one tender to another makes it fairer (a necessary
+    # condition of the fairest roster, checkable at this size).
+    before = load_vector(roster.loads, tenders)
+    night_of = {s.id: s.night for s in shifts}
+    for shift_id, on_it in roster.assignments.items():
+        for giver in on_it:
+            for taker in tenders:
+                busy_nights = {night_of[s] for s in roster.shifts_of(taker.id)}
+                if (taker.id in on_it or shift_id not in availability[taker.id]
+                        or night_of[shift_id] in busy_nights
+                        or (taker.cap is not None and roster.loads[taker.id] >= taker.cap)):
+                    continue
+                moved = {**roster.loads, giver: roster.loads[giver] - 1,
+                         taker.id: roster.loads[taker.id] + 1}
+                assert load_vector(moved, tenders) >= before

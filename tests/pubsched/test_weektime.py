@@ -364,3 +364,15 @@ def test_has_passed_needs_an_aware_now() -> None:
     eastern = ZoneInfo(NY)
     assert times.has_passed("deadline_at", datetime(2026, 11, 25, 20, tzinfo=eastern))
     assert not times.has_passed("send_window_end", datetime(2026, 11, 25, 20, tzinfo=eastern))
+
+
+def test_week_shifts_feed_the_picker() -> None:
+    # The template's key and night are the picker's shift id and night: a tender free on
+    # Friday and Saturday (both cross midnight) works both, one a night.
+    from pubsched.picker import Shift, Tender, pick
+
+    week = shifts_for_week("2026-10-26", NY)
+    shifts = [Shift(s.key, s.night, s.slots) for s in week]
+    fri_sat = [s.key for s in week if s.night.weekday() in (4, 5)]
+    roster = pick(date(2026, 10, 26), shifts, [Tender("A")], {"A": fri_sat})
+    assert roster.shifts_of("A") == tuple(sorted(fri_sat))
