@@ -291,3 +291,12 @@ def test_the_mailer_logs_in_with_the_configured_credentials() -> None:
         assert (anonymous.delivery, anonymous.smtp_code) == (Delivery.REFUSED, 530)
         assert anonymous.detail.startswith("MAIL FROM refused: 530")
         assert [m.rcpt_tos for m in server.accepted] == [(ALICE.email,)]
+
+
+def test_starttls_required_but_not_offered_is_refused(smtp_server: SmtpTestServer) -> None:
+    """The mailer never falls back to plain text when STARTTLS is configured."""
+    settings = settings_for(smtp_server, PUBSCHED_SMTP_STARTTLS="1")
+    [outcome] = send_all(settings, [ALICE])
+    assert outcome.delivery is Delivery.REFUSED
+    assert "SMTPNotSupportedError" in outcome.detail
+    assert smtp_server.received == []
