@@ -1,0 +1,151 @@
+"""Mail settings, read once from the environment into a frozen value.
+
+The mail layer never looks at ``os.environ`` itself: the application reads the settings once
+at start-up with :func:`load_mail_settings` and hands the value down, so a test passes its
+own mapping and two parts of one process can never disagree about where mail goes. A value
+that cannot be used (a port that is not a number, a user without a password, rehearsal with
+no operator to send to) is a :class:`MailConfigError` naming the variable, raised at start-up
+rather than at the first send.
+
+Variables (empty counts as unset):
+
+``PUBSCHED_SMTP_HOST``      SMTP server; unset: mail is written to the log, not sent
+``PUBSCHED_SMTP_PORT``      default 25
+``PUBSCHED_SMTP_USER``      with ``PUBSCHED_SMTP_PASSWORD``: log in after EHLO (and STARTTLS)
+``PUBSCHED_SMTP_STARTTLS``  1/true/yes/on or 0/false/no/off; default off
+``PUBSCHED_SMTP_TIMEOUT``   seconds for connecting and for each reply; default 30
+``PUBSCHED_MAIL_FROM``      sender address; default ``pubsched@localhost``
+``PUBSCHED_OPERATOR_EMAIL`` the operator: nudges go there, and everything in rehearsal
+``PUBSCHED_REHEARSAL``      1: every message goes to the operator only (the dress rehearsal)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from email.errors import HeaderParseError
+from email.headerregistry import Address
+from email.utils import parseaddr
+
+DEFAULT_SMTP_PORT = 25
+DEFAULT_SMTP_TIMEOUT = 30.0
+DEFAULT_MAIL_FROM = "pubsched@localhost"
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+class MailConfigError(ValueError):
+    """A mail setting in the environment cannot be used; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class MailSettings:
+    """Where and how mail goes. Build it with :func:`load_mail_settings`.
+
+    ``smtp_host`` None means there is no server: the log mailer writes each message to the
+    log. The password is left out of ``repr`` so that logging the settings leaks nothing.
+    """
+
+    smtp_host: str | None = None
+    smtp_port: int = DEFAULT_SMTP_PORT
+    smtp_user: str | None = None
+    smtp_password: str | None = field(default=None, repr=False)
+    smtp_starttls: bool = False
+    smtp_timeout: float = DEFAULT_SMTP_TIMEOUT
+    mail_from: str = DEFAULT_MAIL_FROM
+    operator_email: str | None = None
+    rehearsal: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.smtp_user is None) != (self.smtp_password is None):
+            raise MailConfigError(
+                "PUBSCHED_SMTP_USER and PUBSCHED_SMTP_PASSWORD go together: set both or neither"
+            )
+        if self.rehearsal and self.operator_email is None:
+            raise MailConfigError(
+                "PUBSCHED_REHEARSAL=1 sends everything to the operator: "
+                "set PUBSCHED_OPERATOR_EMAIL too"
+            )
+
+    @property
+    def sends_over_smtp(self) -> bool:
+        return self.smtp_host is not None
+
+
+def load_mail_settings(env: Mapping[str, str] | None = None) -> MailSettings:
+    """Read the ``PUBSCHED_*`` mail variables from ``env`` (default: ``os.environ``)."""
+    source = os.environ if env is None else env
+
+    def get(name: str) -> str | None:
+        value = source.get(name, "").strip()
+        return value or None
+
+    return MailSettings(
+        smtp_host=get("PUBSCHED_SMTP_HOST"),
+        smtp_port=_port(get("PUBSCHED_SMTP_PORT")),
+        smtp_user=get("PUBSCHED_SMTP_USER"),
+        smtp_password=get("PUBSCHED_SMTP_PASSWORD"),
+        smtp_starttls=_flag("PUBSCHED_SMTP_STARTTLS", get("PUBSCHED_SMTP_STARTTLS")),
+        smtp_timeout=_timeout(get("PUBSCHED_SMTP_TIMEOUT")),
+        mail_from=_address("PUBSCHED_MAIL_FROM", get("PUBSCHED_MAIL_FROM")) or DEFAULT_MAIL_FROM,
+        operator_email=_address("PUBSCHED_OPERATOR_EMAIL", get("PUBSCHED_OPERATOR_EMAIL")),
+        rehearsal=_flag("PUBSCHED_REHEARSAL", get("PUBSCHED_REHEARSAL")),
+    )
+
+
+def _port(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_SMTP_PORT
+    try:
+        port = int(raw)
+    except ValueError:
+        raise MailConfigError(f"PUBSCHED_SMTP_PORT must be an integer, not {raw!r}") from None
+    if not 1 <= port <= 65535:
+        raise MailConfigError(f"PUBSCHED_SMTP_PORT must be in 1..65535, not {port}")
+    return port
+
+
+def _timeout(raw: str | None) -> float:
+    if raw is None:
+        return DEFAULT_SMTP_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise MailConfigError(f"PUBSCHED_SMTP_TIMEOUT must be seconds, not {raw!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise MailConfigError(f"PUBSCHED_SMTP_TIMEOUT must be a positive number, not {raw!r}")
+    return seconds
+
+
+def _flag(name: str, raw: str | None) -> bool:
+    if raw is None:
+        return False
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise MailConfigError(f"{name} must be 1/true/yes/on or 0/false/no/off, not {raw!r}")
+
+
+def _address(name: str, raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    problem = address_problem(raw)
+    if problem is not None:
+        raise MailConfigError(f"{name}: {problem}")
+    return raw
+
+
+def address_problem(value: str) -> str | None:
+    """Why ``value`` is not a bare address (``a@b``) usable as an SMTP envelope address as it
+    is, or None when it is one. A display name around it is refused: the envelope has none."""
+    display, addr = parseaddr(value)
+    if display or addr != value or "@" not in addr:
+        return f"{value!r} is not a bare address such as ops@example.com"
+    try:
+        Address(addr_spec=addr)
+    except (ValueError, IndexError, HeaderParseError):
+        return f"{value!r} is not a valid address"
+    return None

@@ -1,0 +1,69 @@
+"""A tender's shifts as an iCalendar file (RFC 5545), made with ``icalendar``.
+
+The file is a snapshot published to the tender (``METHOD:PUBLISH``), not an invitation: it
+asks for no reply. What makes it safe to import more than once is the UID: one per
+(week, shift, tender), derived from those three and nothing else, so that a calendar that
+already holds the event updates it instead of adding a copy. The schedule email's attachment
+and any calendar feed must therefore take their UIDs from :func:`shift_uid`.
+
+Times are written in UTC (``DTSTART:...Z``): the shift's instants are stored in UTC, and a
+UTC time needs no VTIMEZONE block that a client could read differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from datetime import date, datetime, timedelta
+
+from icalendar import Calendar, Event
+
+PRODID = "-//rowstate//pubsched//EN"
+UID_DOMAIN = "pubsched"
+
+
+def shift_uid(week_of: date, shift_id: int | str, tender_email: str) -> str:
+    """The stable UID of one tender's event for one shift of one week.
+
+    The tender is named by a digest of their address, lowercased (addresses are unique
+    case-insensitively), so the UID does not spell the address out in every calendar that
+    stores it.
+    """
+    tender = hashlib.sha256(tender_email.strip().lower().encode()).hexdigest()[:16]
+    return f"week-{week_of.isoformat()}-shift-{shift_id}-tender-{tender}@{UID_DOMAIN}"
+
+
+def shifts_calendar(
+    week_of: date,
+    tender_email: str,
+    events: Iterable[tuple[int | str, str, datetime, datetime]],
+    *,
+    stamp: datetime,
+) -> bytes:
+    """The ``.ics`` bytes for ``events`` as (shift id, summary, starts_at, ends_at) in UTC.
+
+    ``stamp`` (DTSTAMP: when this version of the event was made) is passed in, never read
+    from the clock, so the same input gives the same bytes.
+    """
+    calendar = Calendar()
+    calendar.add("prodid", PRODID)
+    calendar.add("version", "2.0")
+    calendar.add("method", "PUBLISH")
+    calendar.add("calscale", "GREGORIAN")
+    for shift_id, summary, starts_at, ends_at in events:
+        event = Event()
+        event.add("uid", shift_uid(week_of, shift_id, tender_email))
+        event.add("dtstamp", _utc(stamp, "stamp"))
+        event.add("dtstart", _utc(starts_at, "starts_at"))
+        event.add("dtend", _utc(ends_at, "ends_at"))
+        event.add("summary", summary)
+        event.add("transp", "OPAQUE")
+        calendar.add_component(event)
+    ical: bytes = calendar.to_ical()
+    return ical
+
+
+def _utc(moment: datetime, name: str) -> datetime:
+    if moment.tzinfo is None or moment.utcoffset() != timedelta(0):
+        raise ValueError(f"{name} must be an aware UTC datetime, not {moment!r}")
+    return moment

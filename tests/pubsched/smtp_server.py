@@ -1,0 +1,314 @@
+"""A real SMTP server on loopback for tests: aiosmtpd in a thread, with faults on demand.
+
+Reuse it in any test (the full-lifecycle test too) with a three-line fixture::
+
+    from smtp_server import SmtpTestServer
+
+    @pytest.fixture
+    def smtp_server() -> Iterator[SmtpTestServer]:
+        with SmtpTestServer() as server:
+            yield server
+
+then point pubsched at it with ``load_mail_settings(smtp_server.env(PUBSCHED_...=...))``.
+
+What it records: every message whose data arrived, as :class:`ReceivedMail` (envelope and
+parsed message, and the reply the server gave it), in ``server.received``; ``accepted`` is
+the subset answered 250, i.e. what a real server would deliver. Every call is thread-safe
+(the server runs its own event loop in a thread).
+
+Faults, each lasting until :meth:`clear_faults` (``for_recipient`` limits a data fault to
+messages whose envelope holds that address; None: every message):
+
+``refuse_recipient(addr)``        RCPT TO addr -> 550 (the client sees REFUSED)
+``refuse_sender(code, times)``    the next ``times`` MAIL FROM (None: all) -> ``code``; a 421
+                                  also closes the connection, as a server that timed out an
+                                  idle connection does (RFC 5321 4.2.2)
+``fail_data(code=451)``           the data's final reply is ``code`` (REFUSED)
+``drop_after_data()``             the data is received (and recorded), then the connection
+                                  is closed with no reply (UNKNOWN)
+``hang_after_data()``             the data is received, then no reply ever (UNKNOWN once the
+                                  client's timeout passes; keep PUBSCHED_SMTP_TIMEOUT small)
+``stop()`` / ``start()``          stopped: the port is closed, connections are refused
+                                  (REFUSED); started again on the same port
+
+``SmtpTestServer(credentials=("user", "password"))`` offers AUTH (PLAIN, LOGIN; no TLS on
+loopback) and answers MAIL FROM with 530 until the client has logged in with exactly those.
+
+The port is chosen by the OS when first started (bound to 0, then kept), so parallel test
+runs never collide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from types import TracebackType
+from typing import Any, Self
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ReceivedMail:
+    """One message whose data reached the server."""
+
+    mail_from: str
+    rcpt_tos: tuple[str, ...]
+    message: EmailMessage  # parsed with email.policy.default, line ends as LF
+    raw: bytes  # as it came over the wire (CRLF), dot-unstuffed
+    reply: str  # "250 OK", "451 ...", "dropped" or "no reply"
+
+    @property
+    def accepted(self) -> bool:
+        return self.reply.startswith("250")
+
+
+@dataclass
+class _Faults:
+    refused_recipients: set[str] = field(default_factory=set)
+    sender_reply: str | None = None
+    sender_times: int | None = None  # None: every MAIL FROM
+    data_reply: dict[str | None, str] = field(default_factory=dict)  # recipient -> reply
+    drop: set[str | None] = field(default_factory=set)
+    hang: set[str | None] = field(default_factory=set)
+
+
+class _RecordingHandler:
+    def __init__(self, owner: SmtpTestServer):
+        self._owner = owner
+
+    async def handle_MAIL(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        address: str,
+        mail_options: list[str],
+    ) -> str:
+        if self._owner.credentials is not None and not session.authenticated:
+            return "530 5.7.0 Authentication required (test server)"
+        refusal = self._owner._sender_refusal()
+        if refusal is not None:
+            if refusal.startswith("421"):  # closes once the reply has been written
+                assert server.transport is not None
+                asyncio.get_running_loop().call_soon(server.transport.close)
+            return refusal
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
+
+    async def handle_RCPT(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        address: str,
+        rcpt_options: list[str],
+    ) -> str:
+        if self._owner._refuses(address):
+            return f"550 5.1.1 <{address}>: recipient refused (test server)"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        rcpt_tos = tuple(envelope.rcpt_tos)
+        action = self._owner._data_action(rcpt_tos)
+        reply = {"drop": "dropped", "hang": "no reply"}.get(action, action)
+        self._owner._record(envelope, rcpt_tos, reply)
+        if action == "drop":
+            assert isinstance(server.transport, asyncio.Transport)
+            server.transport.abort()  # connection_lost() then cancels this coroutine
+        if action in ("drop", "hang"):
+            await asyncio.get_running_loop().create_future()  # never answered
+        return action
+
+
+class _EphemeralPortController(Controller):
+    """aiosmtpd's Controller, but bound to a port the OS picks, which it then keeps."""
+
+    def _create_server(self) -> Awaitable[asyncio.AbstractServer]:
+        create = super()._create_server()
+
+        async def created() -> asyncio.AbstractServer:
+            server = await create
+            assert isinstance(server, asyncio.Server)
+            self.port = server.sockets[0].getsockname()[1]
+            return server
+
+        return created()
+
+
+class SmtpTestServer:
+    """See the module docstring. ``host``/``port`` are where it listens."""
+
+    host = HOST
+
+    def __init__(self, *, credentials: tuple[str, str] | None = None) -> None:
+        self.credentials = credentials
+        self._lock = threading.Lock()
+        self._received: list[ReceivedMail] = []
+        self._faults = _Faults()
+        self._port = 0  # 0 until first started: the OS picks one, which is then kept
+        self._controller: _EphemeralPortController | None = None
+
+    # -- life --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen (again). A stopped Controller's loop is closed, so each start makes one."""
+        if self._controller is None:
+            controller = _EphemeralPortController(
+                _RecordingHandler(self),
+                hostname=HOST,
+                port=self._port,
+                server_hostname="smtp.test",
+                authenticator=self._authenticate,
+                # AUTH without TLS on loopback; AUTH is offered, not required by aiosmtpd
+                # (requiring it without TLS warns), so handle_MAIL enforces it instead.
+                auth_require_tls=False,
+            )
+            controller.start()
+            self._controller, self._port = controller, controller.port
+
+    def stop(self) -> None:
+        """Close the port: a connection attempt is then refused. ``start()`` reopens it."""
+        if self._controller is not None:
+            self._controller.stop()
+            self._controller = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if not self._port:
+            raise RuntimeError("the test server has no port before its first start()")
+        return self._port
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """Environment for ``load_mail_settings``: this server as PUBSCHED_SMTP_HOST/PORT,
+        plus ``extra`` (e.g. ``PUBSCHED_OPERATOR_EMAIL="ops@example.com"``)."""
+        return {"PUBSCHED_SMTP_HOST": self.host, "PUBSCHED_SMTP_PORT": str(self.port), **extra}
+
+    # -- what arrived --------------------------------------------------------------------
+
+    @property
+    def received(self) -> list[ReceivedMail]:
+        with self._lock:
+            return list(self._received)
+
+    @property
+    def accepted(self) -> list[ReceivedMail]:
+        return [mail for mail in self.received if mail.accepted]
+
+    def accepted_for(self, address: str) -> list[ReceivedMail]:
+        """Accepted messages whose envelope holds ``address`` (case-insensitive)."""
+        wanted = address.lower()
+        return [m for m in self.accepted if wanted in (r.lower() for r in m.rcpt_tos)]
+
+    def clear_received(self) -> None:
+        with self._lock:
+            self._received.clear()
+
+    # -- faults --------------------------------------------------------------------------
+
+    def refuse_recipient(self, address: str) -> None:
+        with self._lock:
+            self._faults.refused_recipients.add(address.lower())
+
+    def refuse_sender(self, code: int = 421, *, times: int | None = None) -> None:
+        text = {421: "4.4.2 idle too long, closing"}.get(code, "sender refused")
+        with self._lock:
+            self._faults.sender_reply = f"{code} {text} (test server)"
+            self._faults.sender_times = times
+
+    def fail_data(self, code: int = 451, *, for_recipient: str | None = None) -> None:
+        text = "4.3.0 try again later" if code < 500 else "5.6.0 message refused"
+        with self._lock:
+            self._faults.data_reply[_key(for_recipient)] = f"{code} {text} (test server)"
+
+    def drop_after_data(self, *, for_recipient: str | None = None) -> None:
+        with self._lock:
+            self._faults.drop.add(_key(for_recipient))
+
+    def hang_after_data(self, *, for_recipient: str | None = None) -> None:
+        with self._lock:
+            self._faults.hang.add(_key(for_recipient))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults = _Faults()
+
+    # -- called by the handler, in the server's thread -----------------------------------
+
+    def _authenticate(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        mechanism: str,
+        auth_data: object,
+    ) -> AuthResult:
+        wanted = self.credentials
+        ok = (
+            wanted is not None
+            and isinstance(auth_data, LoginPassword)
+            and (auth_data.login, auth_data.password) == (wanted[0].encode(), wanted[1].encode())
+        )
+        return AuthResult(success=ok, handled=False)  # handled=False: aiosmtpd answers 535
+
+    def _sender_refusal(self) -> str | None:
+        with self._lock:
+            faults = self._faults
+            if faults.sender_reply is None or faults.sender_times == 0:
+                return None
+            if faults.sender_times is not None:
+                faults.sender_times -= 1
+            return faults.sender_reply
+
+    def _refuses(self, address: str) -> bool:
+        with self._lock:
+            return address.lower() in self._faults.refused_recipients
+
+    def _data_action(self, rcpt_tos: tuple[str, ...]) -> str:
+        """``drop``, ``hang``, or the reply to give the data."""
+        keys = [None, *(r.lower() for r in rcpt_tos)]
+        with self._lock:
+            faults = self._faults
+            if any(k in faults.drop for k in keys):
+                return "drop"
+            if any(k in faults.hang for k in keys):
+                return "hang"
+            for k in keys:
+                if k in faults.data_reply:
+                    return faults.data_reply[k]
+        return "250 OK"
+
+    def _record(self, envelope: Envelope, rcpt_tos: tuple[str, ...], reply: str) -> None:
+        raw: Any = envelope.original_content or envelope.content or b""
+        raw_bytes = raw if isinstance(raw, bytes) else str(raw).encode()
+        # parsed as a mail store would hold it: line ends as LF, not the wire's CRLF
+        parsed = message_from_bytes(raw_bytes.replace(b"\r\n", b"\n"), policy=policy.default)
+        assert isinstance(parsed, EmailMessage)
+        mail = ReceivedMail(str(envelope.mail_from), rcpt_tos, parsed, raw_bytes, reply)
+        with self._lock:
+            self._received.append(mail)
+
+
+def _key(recipient: str | None) -> str | None:
+    return None if recipient is None else recipient.lower()
