@@ -38,38 +38,44 @@ from typing import Any
 
 from rowstate import (
     NOW,
+    And,
+    AsyncStore,
+    Batch,
     Binding,
+    Call,
+    Check,
     CheckResult,
+    Compiler,
+    Core,
+    Dialect,
     Event,
     FinalizationClaimResult,
-    ReleaseResult,
-    TransitionResult,
-    ValidationError,
-)
-from rowstate.binding import check_scalar
-from rowstate.compiler import Batch, Compiler, Set, Statement
-from rowstate.conditions import (
-    And,
-    Check,
     In,
     IsNull,
     Node,
     Not,
     Older,
     Or,
+    Postgres,
     Ref,
+    ReleaseResult,
     RowView,
     Same,
+    Set,
     Slot,
+    SQLite,
     SqlOut,
+    Statement,
+    Store,
+    TransitionResult,
+    ValidationError,
     Value,
+    canonical_time,
+    check_scalar,
     evaluate,
     failing,
     lookup,
 )
-from rowstate.core import Call, Core
-from rowstate.dialects import Dialect, Postgres, SQLite, canonical_time
-from rowstate.stores import AsyncStore, Store
 
 from ._machine import Reason
 from ._rules import Rules, parse_time, status_of

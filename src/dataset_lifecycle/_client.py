@@ -31,18 +31,21 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from rowstate import AsyncLifecycle, Lifecycle, ValidationError
-from rowstate.compiler import Batch
-from rowstate.core import Core
-from rowstate.dialects import SQLite
-from rowstate.drive import adrive, drive
-from rowstate.stores import (
+from rowstate import (
+    AsyncLifecycle,
     AsyncPostgresStore,
     AsyncStore,
+    Batch,
+    Core,
+    Lifecycle,
     PostgresStore,
+    SQLite,
     Store,
+    ValidationError,
+    adrive,
     connect,
     connect_async,
+    drive,
 )
 
 from ._adapter import AdapterBackend

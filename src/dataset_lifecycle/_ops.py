@@ -21,11 +21,9 @@ from collections.abc import Generator, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from rowstate import CheckResult, FinalizationClaimResult, ValidationError
+from rowstate import Batch, Call, CheckResult, Core, FinalizationClaimResult, ValidationError
 from rowstate import ReleaseResult as EngineRelease
 from rowstate import TransitionResult as EngineTransition
-from rowstate.compiler import Batch
-from rowstate.core import Call, Core
 
 from ._machine import LOADING, MACHINE, Reason, evaluate_transition, normalize_status
 from ._machine import normalize_statuses as _normalize_statuses

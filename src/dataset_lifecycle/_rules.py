@@ -27,8 +27,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rowstate import Binding, DefinitionError, FinalizationClaim, Guard, ValidationError
-from rowstate.conditions import Check, Const, In, RowView, evaluate, lookup
+from rowstate import (
+    Binding,
+    Check,
+    Const,
+    DefinitionError,
+    FinalizationClaim,
+    Guard,
+    In,
+    RowView,
+    ValidationError,
+    evaluate,
+    lookup,
+)
 
 from ._machine import (
     ACTIVE,

@@ -12,8 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from rowstate import DefinitionError, ValidationError
-from rowstate.dialects import check_ident
+from rowstate import DefinitionError, ValidationError, check_ident
 
 from ._rules import DEFAULT_SCHEMA, DEFAULT_TABLE
 

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rowstate import Binding, ValidationError
-from rowstate.compiler import Batch
-from rowstate.dialects import Dialect, SQLite
+from rowstate import Batch, Binding, Dialect, SQLite, ValidationError
 
 from ._client import AsyncDatasetLifecycleClient, DatasetLifecycleClient, _Base, _Setup
 from ._machine import NOT_AVAILABLE, STALE_CLAIM_MS, normalize_status

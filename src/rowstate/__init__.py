@@ -5,6 +5,11 @@ single conditional write). Lost races come back as results with reasons; program
 raise. See the README for the tour.
 """
 
+from typing import TYPE_CHECKING, Any
+
+# -- the extension seam: what an application that composes its own operations builds on
+# (dataset_lifecycle's persistence adapter evaluates the engine's own checks on another
+# executor). Public and stable like the rest; the modules they live in stay private.
 from .binding import (
     NOW,
     Binding,
@@ -15,8 +20,36 @@ from .binding import (
     Notice,
     TimedEdge,
     Unique,
+    check_scalar,
 )
-from .core import ActiveLease, Call, Op
+from .compiler import Batch, Compiler, Set, Statement
+from .conditions import (
+    And,
+    Check,
+    Const,
+    In,
+    IsNull,
+    Node,
+    Not,
+    Older,
+    Or,
+    Ref,
+    RowView,
+    Same,
+    Slot,
+    SqlOut,
+    Value,
+    evaluate,
+    failing,
+    lookup,
+)
+from .core import (
+    ActiveLease,
+    Call,
+    Core,
+    Op,
+)
+from .dialects import Dialect, Postgres, SQLite, canonical_time, check_ident
 from .drive import adrive, drive
 from .errors import (
     ConnectionLostError,
@@ -24,6 +57,7 @@ from .errors import (
     InvalidTransitionError,
     InvariantViolation,
     RowstateError,
+    SchemaMismatch,
     StoreError,
     UnitRefusedError,
     ValidationError,
@@ -47,17 +81,35 @@ from .results import (
     RunResult,
     TransitionResult,
 )
-from .stores import (
-    AsyncPostgresStore,
-    AsyncSQLiteStore,
-    PostgresStore,
-    SQLiteStore,
-    connect,
-    connect_async,
-)
 from .units import AsyncUnit, Unit
 
-__all__ = [
+if TYPE_CHECKING:
+    from .stores import (
+        AsyncPostgresStore,
+        AsyncSQLiteStore,
+        AsyncStore,
+        PostgresStore,
+        SQLiteStore,
+        Store,
+        connect,
+        connect_async,
+    )
+
+# The stores are the only modules that import a driver (psycopg): loaded on first use, so
+# that ``import rowstate`` (and the core: machine, conditions, compiler, the decisions)
+# loads no driver. PEP 562.
+_STORES = frozenset({"AsyncPostgresStore", "AsyncSQLiteStore", "PostgresStore", "SQLiteStore",
+                     "AsyncStore", "Store", "connect", "connect_async"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _STORES:
+        from . import stores
+
+        return getattr(stores, name)
+    raise AttributeError(f"module 'rowstate' has no attribute {name!r}")
+
+__all__ = [  # noqa: RUF022 (grouped: the door, then the extension seam)
     "NOW",
     "ActFailed",
     "ActiveLease",
@@ -98,6 +150,7 @@ __all__ = [
     "RowstateError",
     "RunResult",
     "SQLiteStore",
+    "SchemaMismatch",
     "StoreError",
     "TimedEdge",
     "TransitionResult",
@@ -109,4 +162,36 @@ __all__ = [
     "connect",
     "connect_async",
     "drive",
+    # the extension seam
+    "And",
+    "AsyncStore",
+    "Batch",
+    "Check",
+    "Compiler",
+    "Const",
+    "Core",
+    "Dialect",
+    "In",
+    "IsNull",
+    "Node",
+    "Not",
+    "Older",
+    "Or",
+    "Postgres",
+    "Ref",
+    "RowView",
+    "SQLite",
+    "Same",
+    "Set",
+    "Slot",
+    "SqlOut",
+    "Statement",
+    "Store",
+    "Value",
+    "canonical_time",
+    "check_ident",
+    "check_scalar",
+    "evaluate",
+    "failing",
+    "lookup",
 ]

@@ -45,6 +45,7 @@ from .errors import (
     ValidationError,
 )
 from .machine import Edge
+from .outbox import EVENT_READ_COLUMNS
 from .results import (
     CheckResult,
     Event,
@@ -109,6 +110,13 @@ class ActiveLease(NamedTuple):
         if self.door is None:
             raise ValidationError("this lease was not handed out by a lifecycle")
         return self.door.atomic(fence=self)
+
+
+def event_of(r: tuple[Any, ...], d: Dialect, key: tuple[Any, ...] | None = None) -> Event:
+    """An event from a row read in :data:`~rowstate.outbox.EVENT_READ` order."""
+    kv = tuple(json.loads(r[2])) if key is None else key
+    return Event(r[1], kv, r[3], r[4], r[5], r[6], d.load_json(r[7]), r[8],
+                 d.parse_time(r[9]), r[0])
 
 
 @functools.cache
@@ -650,17 +658,11 @@ class CoreBase:
         kv, _ = self.values(key)
         p = self.d.placeholder
         sql = (
-            "SELECT id, edge, from_state, to_state, owner, data, version, created_at "
-            f"FROM {self.d.table(self._event_table)} "
+            f"SELECT {EVENT_READ_COLUMNS} FROM {self.d.table(self._event_table)} "
             f"WHERE machine = {p} AND row_key = {p} ORDER BY id"
         )
         rows = yield Batch(((sql, [self.m.name, json.dumps(list(kv))]),))
-        return [
-            Event(self.m.name, kv, r[1], r[2], r[3], r[4],
-                  self.d.load_json(r[5]), r[6],
-                  self.d.parse_time(r[7]), r[0])
-            for r in rows[0]
-        ]
+        return [event_of(r, self.d, kv) for r in rows[0]]
 
     def _now_value(self) -> Any:
         """The "now" parameter: a caller's clock, or SQLite's placeholder for its store's

@@ -335,6 +335,25 @@ class Binding:
     def unique_index_name(self, inv: Unique) -> str:
         return inv.name or f"rs_{self.table_parts[-1]}_one_{inv.state.lower()}"[:63]
 
+    def migration_sql(self, dialect: str | Dialect, *,
+                      existing: tuple[str, ...] = ()) -> list[str]:
+        """The engine's columns (but the ``existing`` ones the application's table already
+        has), indexes and events table as statements for an existing table, to paste into
+        the application's own versioned migration."""
+        from .schema import migration_sql
+
+        d = dialect if isinstance(dialect, Dialect) else self.dialect_for(dialect)
+        return migration_sql(self, d, existing)
+
+    def check_schema(self, store: Any) -> None:
+        """Raise :class:`~rowstate.errors.SchemaMismatch` naming everything a (migrated)
+        table lacks for this binding; a sync store (the lifecycles' ``check_schema`` runs
+        on either twin)."""
+        from .drive import drive
+        from .schemacheck import check_schema
+
+        drive(store, check_schema(self, self.dialect_for(store.dialect)))
+
     def schema_sql(self, dialect: str | Dialect) -> str:
         """DDL for the columns and indexes the engine needs, and for the events table.
 

@@ -21,9 +21,10 @@ from typing import Any
 
 from .base import Op
 from .binding import GuardSpec
-from .compiler import EVENT_COLUMNS, Batch, Statement
+from .compiler import Batch, Statement
 from .conditions import Check, Const, RowView, Slot, SqlOut, failing, render
 from .errors import InvariantViolation, ValidationError
+from .outbox import EVENT_COLUMNS
 from .results import BulkResult, Event, Reason
 from .rows import MAX_FIND, RowOps
 

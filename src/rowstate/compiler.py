@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from .binding import NOW, Binding
 from .conditions import Check, Const, Ref, Slot, SqlOut, Value, render
 from .dialects import Dialect, Postgres
+from .outbox import EVENT_COLUMNS
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,5 +371,3 @@ class Compiler:
             tuple(out.params),
         )
 
-
-EVENT_COLUMNS = "machine, row_key, edge, from_state, to_state, owner, data, version, created_at"

@@ -17,8 +17,6 @@ import re
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from psycopg.types.json import Jsonb
-
 from .conditions import Const, Ref, Slot, SqlOut, Value
 from .errors import DefinitionError
 
@@ -154,6 +152,19 @@ class Dialect:
     def parse_time(self, raw: Any) -> datetime | None:
         raise NotImplementedError
 
+    # -- introspection (check_schema) --------------------------------------------------
+
+    def columns_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        """(name, declared type) of a table's columns."""
+        raise NotImplementedError
+
+    def indexes_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        raise NotImplementedError
+
+    def type_fits(self, wanted: str, actual: str) -> bool:
+        """Does a column of ``actual`` type hold what the engine writes as ``wanted``?"""
+        return True
+
 
 class SQLite(Dialect):
     name = "sqlite"
@@ -212,6 +223,24 @@ class SQLite(Dialect):
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+    def columns_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        return "SELECT name, type FROM pragma_table_info(?)", [parts[-1]]
+
+    def indexes_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        return "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", [
+            parts[-1]]
+
+    # SQLite types are affinities: any declared type holds the engine's values
+
+
+_PG_FAMILIES = {
+    "TIMESTAMPTZ": ("timestamp with time zone",),
+    "JSONB": ("jsonb", "json"),
+    "BIGINT": ("bigint", "integer", "smallint"),
+    "INTEGER": ("bigint", "integer", "smallint"),
+}
+
+
 class Postgres(Dialect):
     name = "postgresql"
     placeholder = "%s"
@@ -255,7 +284,7 @@ class Postgres(Dialect):
 
     def payload_value(self, value: object) -> object:
         if isinstance(value, dict | list):
-            return Jsonb(value)
+            return _jsonb()(value)
         return value
 
     def load_json(self, raw: Any) -> Any:
@@ -288,6 +317,35 @@ class Postgres(Dialect):
             return raw
         parsed = datetime.fromisoformat(str(raw))
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+    def columns_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        schema = parts[0] if len(parts) == 2 else None
+        return ("SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_schema = COALESCE(%s::text, current_schema()) "
+                "AND table_name = %s", [schema, parts[-1]])
+
+    def indexes_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        schema = parts[0] if len(parts) == 2 else None
+        return ("SELECT indexname FROM pg_indexes WHERE schemaname = "
+                "COALESCE(%s::text, current_schema()) AND tablename = %s", [schema, parts[-1]])
+
+    def type_fits(self, wanted: str, actual: str) -> bool:
+        family = _PG_FAMILIES.get(wanted.split()[0].upper())
+        return family is None or actual.lower() in family
+
+
+def _jsonb() -> Any:
+    """psycopg's JSONB wrapper, imported on first use: the dialects (and so the core)
+    import no driver, and a program that never talks to PostgreSQL never loads psycopg."""
+    global _JSONB
+    if _JSONB is None:
+        from psycopg.types.json import Jsonb
+
+        _JSONB = Jsonb
+    return _JSONB
+
+
+_JSONB: Any = None
 
 
 def _sqlite_path(path: tuple[str, ...]) -> str:

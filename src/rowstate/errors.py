@@ -68,3 +68,11 @@ class UnitRefusedError(RowstateError):
     def __init__(self, message: str, *, reason: str):
         super().__init__(message)
         self.reason = reason
+
+
+class SchemaMismatch(DefinitionError):
+    """A table lacks what its binding needs (``check_schema``); ``problems`` lists all."""
+
+    def __init__(self, message: str, *, problems: tuple[str, ...]):
+        super().__init__(message)
+        self.problems = problems

@@ -12,7 +12,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .binding import Binding, GuardSpec
 from .core import ActiveLease, Core, Op
@@ -30,8 +30,11 @@ from .results import (
     RunResult,
     TransitionResult,
 )
-from .stores import AsyncStore, Store
+from .schemacheck import check_schema
 from .units import AsyncUnit, Unit
+
+if TYPE_CHECKING:  # types only: importing the front ends loads no driver
+    from .stores import AsyncStore, Store
 
 log = logging.getLogger("rowstate")
 Publisher = Callable[[Event], Any]
@@ -74,6 +77,10 @@ class Lifecycle(_Base):
 
     def create_schema(self) -> None:
         self.store.execute_script(self.schema_sql())
+
+    def check_schema(self) -> None:
+        """Raise :class:`~rowstate.errors.SchemaMismatch` if the table lacks anything."""
+        drive(self.store, check_schema(self.binding, self.core.d))
 
     def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers
@@ -227,6 +234,9 @@ class AsyncLifecycle(_Base):
 
     async def create_schema(self) -> None:
         await self.store.execute_script(self.schema_sql())
+
+    async def check_schema(self) -> None:
+        await adrive(self.store, check_schema(self.binding, self.core.d))
 
     async def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .compiler import Batch
 from .core import Call
 from .dialects import Dialect, Postgres, SQLite
 from .drive import adrive, drive
 from .results import Event
-from .stores import AsyncStore, Store
+
+if TYPE_CHECKING:  # types only: importing the front ends loads no driver
+    from .stores import AsyncStore, Store
 
 Publisher = Callable[[Event], Any]
 

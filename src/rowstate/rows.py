@@ -17,9 +17,10 @@ from typing import Any
 
 from .base import CoreBase, Op
 from .binding import GuardSpec, check_payload_value
-from .compiler import EVENT_COLUMNS, Batch, Statement
+from .compiler import Batch, Statement
 from .conditions import Check, Const, In, Slot, SqlOut, render
 from .errors import InvariantViolation, ValidationError
+from .outbox import EVENT_COLUMNS
 from .results import Event, Reason, TransitionResult
 
 MAX_FIND = 10_000

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .binding import NOW, Binding
 from .dialects import Dialect, Postgres
+from .outbox import EVENT_LAYOUT, index_names
 
 
 def _column_types(b: Binding, d: Dialect) -> dict[str, str]:
@@ -41,27 +42,24 @@ def _column_types(b: Binding, d: Dialect) -> dict[str, str]:
     return types
 
 
-def schema_sql(b: Binding, d: Dialect) -> str:
+def _required_indexes(b: Binding) -> list[tuple[str, str]]:
+    """(name, why) of the indexes the engine relies on: the UNIQUE invariants enforce
+    rules; the others keep due queries and lease sweeps off full scans."""
+    name = b.table_parts[-1]
+    out = [(b.unique_index_name(inv), f"the UNIQUE invariant on {inv.state}")
+           for inv in b.invariants]
+    if b.finalization:
+        out.append((f"idx_{name}_finalizing_claim"[:63], "finalization claims"))
+    if b.lease:
+        out.append((f"idx_{name}_lease"[:63], "live leases"))
+    for due in dict.fromkeys([*(t.due for t in b.timers), *(n.due for n in b.notices)]):
+        out.append((f"idx_{name}_{due}"[:63], f"the due query on {due}"))
+    return out
+
+
+def _indexes(b: Binding, d: Dialect) -> list[str]:
     table = d.table(b.table_parts)
-    types = _column_types(b, d)
-    order = [*b.key, *sorted(c for c in types if c not in b.key)]
     stmts: list[str] = []
-    if isinstance(d, Postgres) and len(b.table_parts) == 2:
-        stmts.append(f"CREATE SCHEMA IF NOT EXISTS {d.quote(b.table_parts[0])}")
-    pk = ", ".join(d.quote(k) for k in b.key)
-    if isinstance(d, Postgres):
-        keys = ", ".join(f"{d.quote(k)} {types[k]} NOT NULL" for k in b.key)
-        stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({keys}, PRIMARY KEY ({pk}))")
-        stmts.extend(
-            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {d.quote(c)} {types[c]}"
-            for c in order
-            if c not in b.key
-        )
-    else:
-        cols = ", ".join(
-            f"{d.quote(c)} {types[c]}{' NOT NULL' if c in b.key else ''}" for c in order
-        )
-        stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols}, PRIMARY KEY ({pk}))")
     name = b.table_parts[-1]
     index_table = table
     for inv in b.invariants:
@@ -90,31 +88,65 @@ def schema_sql(b: Binding, d: Dialect) -> str:
             f"ON {index_table} ({d.quote(b.state)}, {d.quote(due)}) "
             f"WHERE {d.quote(due)} IS NOT NULL"
         )
+    return stmts
+
+
+def migration_sql(b: Binding, d: Dialect, existing: tuple[str, ...] = ()) -> list[str]:
+    """What the engine needs on a table the application already created, as statements
+    for the application's own versioned migration: every engine column (``ADD COLUMN``,
+    key columns excepted), its indexes, and the events table (layout
+    :data:`~rowstate.outbox.EVENTS_LAYOUT_VERSION`). ``schema_sql`` stays for quick
+    starts; this is for a schema the application owns."""
+    table = d.table(b.table_parts)
+    types = _column_types(b, d)
+    stmts = [f"ALTER TABLE {table} ADD COLUMN {d.quote(c)} {types[c]}"
+             for c in sorted(types) if c not in b.key and c not in existing]
+    stmts.extend(_indexes(b, d))
+    if b.events:
+        stmts.extend(events_sql(b.events, d))
+    return stmts
+
+
+def schema_sql(b: Binding, d: Dialect) -> str:
+    table = d.table(b.table_parts)
+    types = _column_types(b, d)
+    order = [*b.key, *sorted(c for c in types if c not in b.key)]
+    stmts: list[str] = []
+    if isinstance(d, Postgres) and len(b.table_parts) == 2:
+        stmts.append(f"CREATE SCHEMA IF NOT EXISTS {d.quote(b.table_parts[0])}")
+    pk = ", ".join(d.quote(k) for k in b.key)
+    if isinstance(d, Postgres):
+        keys = ", ".join(f"{d.quote(k)} {types[k]} NOT NULL" for k in b.key)
+        stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({keys}, PRIMARY KEY ({pk}))")
+        stmts.extend(
+            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {d.quote(c)} {types[c]}"
+            for c in order
+            if c not in b.key
+        )
+    else:
+        cols = ", ".join(
+            f"{d.quote(c)} {types[c]}{' NOT NULL' if c in b.key else ''}" for c in order
+        )
+        stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols}, PRIMARY KEY ({pk}))")
+    stmts.extend(_indexes(b, d))
     if b.events:
         stmts.extend(events_sql(b.events, d))
     return ";\n".join(stmts) + ";\n"
 
 
 def events_sql(events: str, d: Dialect) -> list[str]:
+    """The events table of :mod:`rowstate.outbox`'s layout, and its two indexes."""
     parts = tuple(events.split("."))
     table = d.table(parts)
-    name = parts[-1]
     stmts = []
     if isinstance(d, Postgres) and len(parts) == 2:
         stmts.append(f"CREATE SCHEMA IF NOT EXISTS {d.quote(parts[0])}")
-    stmts.append(
-        f"CREATE TABLE IF NOT EXISTS {table} ("
-        f"id {d.serial_pk}, machine TEXT NOT NULL, row_key TEXT NOT NULL, "
-        f"edge TEXT, from_state TEXT, to_state TEXT NOT NULL, owner TEXT, "
-        f"data {d.json_type}, version BIGINT, created_at {d.time_type} NOT NULL, "
-        f"delivered_at {d.time_type})"
-    )
-    stmts.append(
-        f"CREATE INDEX IF NOT EXISTS {d.quote(f'{name}_row'[:63])} "
-        f"ON {table} (machine, row_key, id)"
-    )
-    stmts.append(
-        f"CREATE INDEX IF NOT EXISTS {d.quote(f'{name}_undelivered'[:63])} "
-        f"ON {table} (id) WHERE delivered_at IS NULL"
-    )
+    cols = ", ".join(f"{name} {kind.format(serial=d.serial_pk, json=d.json_type, time=d.time_type)}"
+                     for name, kind in EVENT_LAYOUT)
+    stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+    by_row, undelivered = index_names(events)
+    stmts.append(f"CREATE INDEX IF NOT EXISTS {d.quote(by_row)} "
+                 f"ON {table} (machine, row_key, id)")
+    stmts.append(f"CREATE INDEX IF NOT EXISTS {d.quote(undelivered)} "
+                 f"ON {table} (id) WHERE delivered_at IS NULL")
     return stmts

@@ -1,0 +1,120 @@
+"""One pub: its database (a rowstate store), the run lifecycle, its settings, its mailer.
+
+Every domain function takes a :class:`Pub` and the instant it acts at (``now``): the clock
+is passed in, never read deep inside, so a rehearsal, a script or a test can run a week on
+any dates. Application SQL goes through units of work (``pub.atomic()``), one placeholder
+style on both databases (``%s``), rows back as dicts, times as aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import rowstate
+
+from .machine import RUNS
+from .mailconfig import MailSettings, load_mail_settings
+from .mailer import Mailer, mailer_for
+from .weektime import (
+    DEFAULT_SETTINGS,
+    DEFAULT_TEMPLATE,
+    RunSettings,
+    ShiftTemplate,
+    zone_from_env,
+)
+
+DEFAULT_DB = "sqlite:///pubsched.db"
+
+
+class PubError(Exception):
+    """Root of the errors pubsched raises."""
+
+
+class BadInput(PubError, ValueError):
+    """Input the pub refuses (not a Monday, an unknown tender or shift): nothing written."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What an action did: ``applied``; or refused (``reason``: a lost race, a wrong
+    state, a held lease, an invariant); or ran and ``failed`` (SMTP down, a recipient
+    refused: the run stays where it was, ``last_error`` set)."""
+
+    applied: bool
+    reason: str | None = None
+    failed: str | None = None
+    message: str = ""
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return self.applied
+
+
+@dataclass(frozen=True)
+class Config:
+    """The pub's settings, read once (``from_env``) and then passed around."""
+
+    db_url: str = DEFAULT_DB
+    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("America/New_York"))
+    template: tuple[ShiftTemplate, ...] = DEFAULT_TEMPLATE
+    times: RunSettings = DEFAULT_SETTINGS
+    mail: MailSettings = field(default_factory=lambda: load_mail_settings({}))
+    secret: str = "pubsched-dev-secret"
+    base_url: str = "http://127.0.0.1:8000"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {
+            "db_url": env.get("PUBSCHED_DB") or DEFAULT_DB,
+            "tz": zone_from_env(env),
+            "mail": load_mail_settings(env),
+            "secret": env.get("PUBSCHED_SECRET") or "pubsched-dev-secret",
+            "base_url": env.get("PUBSCHED_BASE_URL") or "http://127.0.0.1:8000",
+        }
+        values.update(overrides)
+        return cls(**values)
+
+
+class Pub:
+    """The pub's database and services; thin, so that the CLI and the web share it."""
+
+    def __init__(self, store: rowstate.Store, config: Config | None = None, *,
+                 mailer: Mailer | None = None) -> None:
+        self.store = store
+        self.config = config or Config()
+        self.runs = rowstate.Lifecycle(store, RUNS)
+        self.mailer = mailer if mailer is not None else mailer_for(self.config.mail)
+
+    @property
+    def dialect(self) -> str:
+        return str(self.store.dialect)
+
+    @contextmanager
+    def atomic(self) -> Iterator[rowstate.Unit]:
+        """A unit of work on the pub's database (hold/fence default to the runs)."""
+        with self.store.atomic(door=self.runs) as tx:
+            yield tx
+
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+              ) -> list[dict[str, Any]]:
+        with self.atomic() as tx:
+            return tx.execute(sql, params)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def utc(now: datetime | None) -> datetime:
+    """The instant an action acts at: the caller's, or the real clock (aware, UTC)."""
+    if now is None:
+        return datetime.now(UTC)
+    if now.tzinfo is None:
+        raise BadInput(f"times are aware (ISO with an offset or Z), got {now.isoformat()}")
+    return now.astimezone(UTC)

@@ -1,0 +1,83 @@
+"""The v2 run lifecycle: the seed's six states and its TRANSITIONS table, bound to
+``pub_schedule_runs`` (migration 0035's columns plus the engine's own, 0036).
+
+This is the one machine of the pub run. ``transition`` (pubsched.v2) is the only way a
+run's ``v2_state`` changes; every actor (operator buttons, the autopilot tick, reopen)
+goes through it. ``v2_state`` NULL means "not yet adopted": the effective state is
+derived from the legacy ``status`` (pending -> DRAFT, approved -> APPROVED, sent -> SENT)
+until the first transition writes the column. APPROVED and SENT write the legacy status
+through, so a flag rollback lands the legacy engine on a coherent value; ``sent_at`` is
+stamped only by a genuine send (the SENT finalize).
+"""
+
+from __future__ import annotations
+
+from rowstate import Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
+
+DRAFT, COLLECTING, CLOSED, ASSIGNED, APPROVED, SENT = (
+    "DRAFT", "COLLECTING", "CLOSED", "ASSIGNED", "APPROVED", "SENT")
+STATES = (DRAFT, COLLECTING, CLOSED, ASSIGNED, APPROVED, SENT)
+
+
+class ACT:
+    """The lease kinds of the side-effecting edges (the seed's ACT.CLOSE, ...)."""
+
+    CLOSE = "close"
+    GENERATE = "generate"
+    SEND = "send"
+
+
+RUN = Machine(
+    "pub_run",
+    states=STATES,
+    initial=DRAFT,
+    active=[COLLECTING, CLOSED, ASSIGNED, APPROVED],
+    edges=[
+        Edge("open", DRAFT, COLLECTING, label="open form"),
+        Edge("extend", COLLECTING, COLLECTING, label="extend deadline"),
+        Edge("close", COLLECTING, CLOSED, lease=ACT.CLOSE, label="close form"),
+        Edge("reopen", CLOSED, COLLECTING, label="reopen"),
+        Edge("generate", CLOSED, ASSIGNED, lease=ACT.GENERATE, label="generate"),
+        Edge("regenerate", ASSIGNED, ASSIGNED, lease=ACT.GENERATE,
+             label="regenerate in place"),
+        Edge("reopen_after_generate", ASSIGNED, COLLECTING,
+             label="reopen after generate"),
+        Edge("approve", ASSIGNED, APPROVED, label="operator approves"),
+        Edge("unapprove", APPROVED, ASSIGNED, label="un-approve"),
+        Edge("send", APPROVED, SENT, lease=ACT.SEND, label="send schedule email"),
+    ],
+    notes={SENT: "terminal: never re-sends.\nAPPROVED and SENT write the\n"
+                 "legacy status column THROUGH."},
+)
+
+# the legacy status each v2 state writes through (COLLECTING/CLOSED/ASSIGNED: none)
+LEGACY_STATUS_FOR = {APPROVED: "approved", SENT: "sent"}
+SEND_LEASE_TTL = 600.0  # a send may wait on SMTP timeouts per recipient: room for that
+
+RUNS = Binding(
+    RUN,
+    table="pub_schedule_runs",
+    key=("week_of",),
+    state="v2_state",
+    derived=Derived("status", {"pending": DRAFT, "approved": APPROVED, "sent": SENT}),
+    version="version",
+    lease=Lease(at="acting_at", kind="acting_kind", token="acting_token", error="last_error",
+                failed_at="acting_failed_at", ttl=SEND_LEASE_TTL),
+    # the write-through is an entry write: no edge into APPROVED or SENT can forget it
+    on_enter={APPROVED: {"status": "approved"}, SENT: {"status": "sent"}},
+    # stamps the actions write with their move, at the business instant they act at
+    payload=("opened_at", "closed_at", "generated_at", "approved_at", "sent_at",
+             "reopened_at", "deadline_at", "generate_at", "send_window_at"),
+    columns=("autopilot", "kind", "settings_override", "opens_at", "created_at"),
+    invariants=(Unique(COLLECTING, name="idx_pub_runs_v2_collecting"),),
+    timers=(TimedEdge("open", due="opens_at", guards={"autopilot": 1}),
+            TimedEdge("close", due="deadline_at", guards={"autopilot": 1}),
+            TimedEdge("generate", due="generate_at", guards={"autopilot": 1})),
+    notices=(Notice("collecting_alert", (COLLECTING,), due="deadline_at",
+                    claim="collecting_alert_at", guards={"autopilot": 0}),
+             Notice("unsent_alert", (APPROVED,), due="send_window_at",
+                    claim="unsent_alert_at")),
+    column_types={"autopilot": "INTEGER NOT NULL DEFAULT 0",
+                  "status": "TEXT NOT NULL DEFAULT 'pending'",
+                  "kind": "TEXT NOT NULL DEFAULT 'week'"},
+)

@@ -1,0 +1,153 @@
+"""Send: the schedule email to every tender with an assignment, never twice to one tender
+for one run, even when a send crashes midway and is retried.
+
+The same body serves both engines (the seed: v2's send act is "the same send body the
+legacy path uses"); only the fence differs (v2: the send lease's token through
+``lease.atomic()``; legacy: the AD-12 send lease). Per recipient, one delivery record:
+
+1. marked ``in_flight`` through a fenced write, committed BEFORE the message is handed to
+   SMTP (a zombie whose lease was taken over is refused here and hands nothing over);
+2. the message is handed over once (never retried inside the send);
+3. ``sent`` once the server accepted the data; ``failed`` when it was certainly not
+   delivered (connection refused, a 4xx/5xx answer); left ``in_flight`` when its fate is
+   unknown (the connection lost after the data went out, a crash).
+
+A send with any failed recipient fails as a whole: the run stays APPROVED with
+``last_error``. A retry sends only to recipients never attempted or failed; one left in
+flight is shown to the operator as uncertain and is not re-sent on its own (the explicit
+:func:`resend` is the operator's way). The operator is never a recipient of a tender's
+message; in rehearsal every message goes to the operator, the intended one in the subject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import date, datetime
+from typing import Any
+
+from .app import BadInput, Pub, Verdict, utc
+from .compose import Recipient, Roster, ShiftLine, compose_schedule
+from .mailer import Delivery
+from .weeks import shifts
+
+IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
+
+
+def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dict[int, Any]]:
+    """The email's roster, each tender's own shift ids, and the recipients (active
+    tenders with an assignment) by id."""
+    rows = pub.query("SELECT a.shift_id, a.tender_id, t.name, t.email, t.active "
+                     "FROM pub_assignments a JOIN pub_tenders t ON t.id = a.tender_id "
+                     "WHERE a.week_of = %s ORDER BY a.shift_id, t.name", [week])
+    names: dict[int, list[str]] = {}
+    own: dict[int, list[int]] = {}
+    people: dict[int, Any] = {}
+    for r in rows:
+        names.setdefault(int(r["shift_id"]), []).append(str(r["name"]))
+        if r["active"]:
+            own.setdefault(int(r["tender_id"]), []).append(int(r["shift_id"]))
+            people[int(r["tender_id"])] = r
+    tz = pub.config.tz.key
+    lines = tuple(ShiftLine(s.id, s.label, s.starts_at, s.ends_at, tz,
+                            tuple(names.get(s.id, ()))) for s in shifts(pub, week))
+    return Roster(date.fromisoformat(week), lines), own, people
+
+
+def deliveries(pub: Pub, week: str) -> dict[int, dict[str, Any]]:
+    rows = pub.query("SELECT tender_id, email, status, attempted_at, sent_at, error "
+                     "FROM pub_deliveries WHERE week_of = %s", [week])
+    return {int(r["tender_id"]): r for r in rows}
+
+
+def send_body(pub: Pub, week: str, now: datetime,
+              open_fenced: Callable[[], AbstractContextManager[Any]],
+              token: int | None = None) -> dict[str, Any]:
+    """Mail every recipient never attempted or failed; returns the counts and the failed
+    ones. Raises what a fenced unit raises when the lease was lost (nothing handed over)."""
+    roster, own, people = roster_lines(pub, week)
+    done = deliveries(pub, week)
+    todo = [tid for tid in sorted(people) if done.get(tid, {}).get("status") in (None, FAILED)]
+    uncertain = sorted(str(done[tid]["email"]) for tid in people
+                       if done.get(tid, {}).get("status") == IN_FLIGHT)
+    sent, failed = 0, []
+    if todo:
+        with pub.mailer.session() as mail:
+            for tid in todo:
+                person = people[tid]
+                outgoing = compose_schedule(
+                    roster, Recipient(str(person["email"]), str(person["name"])), own[tid],
+                    settings=pub.config.mail, now=now)
+                with open_fenced() as tx:  # in flight BEFORE the handover, or nothing
+                    tx.execute(
+                        "INSERT INTO pub_deliveries (week_of, tender_id, email, status, "
+                        "lease_token, attempted_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (week_of, tender_id) DO UPDATE SET status = "
+                        "excluded.status, lease_token = excluded.lease_token, "
+                        "attempted_at = excluded.attempted_at, error = NULL",
+                        [week, tid, str(person["email"]), IN_FLIGHT, token, now])
+                outcome = mail.send(outgoing)
+                if outcome.delivery is Delivery.UNKNOWN:
+                    uncertain.append(str(person["email"]))
+                    _note(pub, week, tid, IN_FLIGHT, outcome.detail, None)
+                    continue
+                ok = outcome.delivery is Delivery.DELIVERED
+                _note(pub, week, tid, SENT if ok else FAILED, None if ok else outcome.detail,
+                      utc(None) if ok else None)
+                if ok:
+                    sent += 1
+                    _log_mail(pub, week, outgoing.envelope_to,
+                              str(outgoing.message["Subject"]), now)
+                else:
+                    failed.append(f"{person['email']}: {outcome.detail}")
+    return {"sent": sent, "failed": failed, "uncertain": sorted(set(uncertain))}
+
+
+def _note(pub: Pub, week: str, tender_id: int, status: str, error: str | None,
+          sent_at: datetime | None) -> None:
+    """The outcome of one handover. Not fenced: the message is already out of our hands,
+    and the record must say so even if the lease was lost meanwhile."""
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_deliveries SET status = %s, error = %s, sent_at = %s "
+                   "WHERE week_of = %s AND tender_id = %s",
+                   [status, error, sent_at, week, tender_id])
+
+
+def _log_mail(pub: Pub, week: str | None, to: str, subject: str, now: datetime) -> None:
+    with pub.atomic() as tx:
+        tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
+                   "VALUES (%s, %s, %s, %s, %s)", [week, "schedule", to, subject, now])
+
+
+def failure_text(result: dict[str, Any]) -> str:
+    failed = result["failed"]
+    return f"{len(failed)} recipient(s) failed: " + "; ".join(failed)
+
+
+def resend(pub: Pub, week: str, email: str, *, now: datetime | None = None) -> Verdict:
+    """The operator's explicit resend of one recipient left uncertain (in flight) or
+    failed, after the run was sent: a conscious choice to risk a duplicate."""
+    at = utc(now)
+    roster, own, people = roster_lines(pub, week)
+    match = [tid for tid, p in people.items() if str(p["email"]).lower() == email.lower()]
+    if not match:
+        raise BadInput(f"{email} has no assignment in week {week}")
+    tid = match[0]
+    status = deliveries(pub, week).get(tid, {}).get("status")
+    if status == SENT:
+        return Verdict(False, "ALREADY_SENT", message=f"{email} was already sent week {week}")
+    person = people[tid]
+    outgoing = compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
+                                own[tid], settings=pub.config.mail, now=at)
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_deliveries SET status = %s, attempted_at = %s "
+                   "WHERE week_of = %s AND tender_id = %s", [IN_FLIGHT, at, week, tid])
+    with pub.mailer.session() as mail:
+        outcome = mail.send(outgoing)
+    ok = outcome.delivery is Delivery.DELIVERED
+    state = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
+    _note(pub, week, tid, state, None if ok else outcome.detail, at if ok else None)
+    if not ok:
+        return Verdict(False, failed=outcome.detail, message=f"resend to {email}: "
+                       f"{outcome.detail}")
+    return Verdict(True, message=f"resent week {week} to {email}")

@@ -1,0 +1,109 @@
+"""Availability: which of a week's shifts a tender can work, and their maximum that week.
+
+One global survey, open for at most one week at a time. A submission is bucketed into the
+week it was made for (the form names it), never by the date it arrived: the seed's H1 fix.
+It is stored inside a unit of work that holds the run open: with v2, ``tx.hold(week,
+COLLECTING)``, so a submission racing a close either commits before the close applies (the
+close's UPDATE waits for it) or is refused; with the legacy engine, the same row lock, and
+the legacy "open" rule (``opened_at`` set, ``closed_at`` not). Past the deadline it is still
+accepted while the form is open: the deadline drives nudges and autopilot; the close is
+what ends submissions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from .app import BadInput, Pub, Verdict, utc
+from .flags import v2_enabled
+from .machine import COLLECTING, RUN
+from .tenders import check_max, get
+from .weeks import shifts, week_key
+
+
+def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
+           max_shifts: int | None = None, now: datetime | None = None) -> Verdict:
+    """Store (or replace) a tender's availability for ``week``."""
+    key = week_key(week)
+    tender = get(pub, email)
+    if not tender.active:
+        raise BadInput(f"{tender.email} is not an active tender")
+    try:
+        wanted = sorted({int(s) for s in shift_ids})
+    except (TypeError, ValueError):
+        raise BadInput(f"shift ids are whole numbers, got {shift_ids!r}") from None
+    limit = check_max(max_shifts, "the week's maximum")
+    week_shifts = {s.id for s in shifts(pub, key)}
+    if not week_shifts:
+        raise BadInput(f"week {key} has no shifts (is it created?)")
+    foreign = [s for s in wanted if s not in week_shifts]
+    if foreign:
+        raise BadInput(f"shift(s) {foreign} are not shifts of week {key}")
+    at = utc(now)
+    with pub.atomic() as tx:
+        refused = _held(tx, key, v2_enabled(pub))
+        if refused is not None:
+            return refused
+        tx.execute("INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
+                   "submitted_at, updated_at) VALUES (%s, %s, %s, %s, %s) "
+                   "ON CONFLICT (week_of, tender_id) DO UPDATE SET "
+                   "max_shifts = excluded.max_shifts, updated_at = excluded.updated_at",
+                   [key, tender.id, limit, at, at])
+        tx.execute("DELETE FROM pub_availability_shifts WHERE week_of = %s AND tender_id = %s",
+                   [key, tender.id])
+        for shift_id in wanted:
+            tx.execute("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
+                       "VALUES (%s, %s, %s)", [key, tender.id, shift_id])
+        run = pub.runs.get(key)
+    deadline = run.get("deadline_at") if run else None
+    late = deadline is not None and at >= _aware(deadline)
+    note = " (the deadline has passed; the form is still open)" if late else ""
+    return Verdict(True, message=f"saved {len(wanted)} shift(s) for {tender.email}{note}",
+                   detail={"deadline_passed": late, "shift_ids": wanted})
+
+
+def _held(tx: Any, week: str, v2: bool) -> Verdict | None:
+    """Hold the run open for this unit; a refusal (and the unit can no longer commit)."""
+    closed = Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
+    if v2:
+        held = tx.hold(week, COLLECTING)
+        if not held:
+            if held.reason == "RECORD_NOT_FOUND":
+                raise BadInput(f"no week {week}")
+            return closed if held.reason == "STATE_MISMATCH" else Verdict(
+                False, held.reason, message=f"week {week} is busy ({held.reason})")
+        return None
+    held = tx.hold(week, RUN.states)  # the row lock; the legacy rule read from the row
+    if not held:
+        if held.reason == "RECORD_NOT_FOUND":
+            raise BadInput(f"no week {week}")
+        return Verdict(False, held.reason, message=f"week {week} is busy")
+    row = held.row or {}
+    if row.get("opened_at") is None or row.get("closed_at") is not None:
+        return closed
+    return None
+
+
+def _aware(value: Any) -> datetime:
+    from .weektime import as_utc
+
+    if isinstance(value, datetime):
+        return as_utc(value)
+    return as_utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+
+
+def of_week(pub: Pub, week: str) -> list[dict[str, Any]]:
+    """Every submission of the week: email, shift ids, maximum."""
+    rows = pub.query(
+        "SELECT t.email, a.tender_id, a.max_shifts, a.updated_at FROM pub_availability a "
+        "JOIN pub_tenders t ON t.id = a.tender_id WHERE a.week_of = %s ORDER BY t.email",
+        [week])
+    picks = pub.query("SELECT tender_id, shift_id FROM pub_availability_shifts "
+                      "WHERE week_of = %s ORDER BY shift_id", [week])
+    by_tender: dict[int, list[int]] = {}
+    for p in picks:
+        by_tender.setdefault(int(p["tender_id"]), []).append(int(p["shift_id"]))
+    return [{"email": r["email"], "shift_ids": by_tender.get(int(r["tender_id"]), []),
+             "max": r["max_shifts"], "updated_at": r["updated_at"]} for r in rows]

@@ -1,0 +1,96 @@
+"""What a week looks like to its operator: ``week show --json``, the admin page, the tests.
+
+One function builds it for both engines. With the flag off the state is the legacy
+engine's inferred one (read from which timestamps are NULL), with ``legacy_status`` beside
+it; with the flag on it is the v2 state (``v2_state``, or the state derived from the
+legacy status while the column is still NULL).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .app import BadInput, Pub
+from .flags import v2_enabled
+from .generate import assignments
+from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
+from .send import deliveries
+from .submissions import of_week
+from .weeks import shifts, week_key
+
+
+def inferred_state(row: dict[str, Any]) -> str:
+    """The legacy engine's implicit state: which of the week's timestamps are set."""
+    if row.get("status") == "sent" or row.get("sent_at") is not None:
+        return SENT
+    if row.get("status") == "approved":
+        return APPROVED
+    if row.get("generated_at") is not None:
+        return ASSIGNED
+    if row.get("closed_at") is not None:
+        return CLOSED
+    if row.get("opened_at") is not None:
+        return COLLECTING
+    return DRAFT
+
+
+def iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def state_of(pub: Pub, row: dict[str, Any], v2: bool | None = None) -> str:
+    if v2 if v2 is not None else v2_enabled(pub):
+        return pub.runs.core.state_of(row) or DRAFT
+    return inferred_state(row)
+
+
+def week_show(pub: Pub, week: str) -> dict[str, Any]:
+    """The documented, stable JSON of one week (see docs/cli.md)."""
+    key = week_key(week)
+    row = pub.runs.get(key)
+    if row is None:
+        raise BadInput(f"no week {key}")
+    v2 = v2_enabled(pub)
+    assigned = assignments(pub, key)
+    week_shifts = shifts(pub, key)
+    delivered = deliveries(pub, key)
+    history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
+                "by": e.owner, "at": iso(e.at)} for e in pub.runs.history(key)]
+    return {
+        "week_of": key,
+        "state": state_of(pub, row, v2),
+        "engine": "v2" if v2 else "legacy",
+        "legacy_status": row.get("status"),
+        "v2_state": row.get("v2_state"),
+        "opens_at": iso(row.get("opens_at")),
+        "deadline_at": iso(row.get("deadline_at")),
+        "generate_at": iso(row.get("generate_at")),
+        "send_window_at": iso(row.get("send_window_at")),
+        "autopilot": bool(row.get("autopilot")),
+        "lease": None if row.get("acting_at") is None else {
+            "kind": row.get("acting_kind"), "since": iso(row.get("acting_at"))},
+        "shifts": [{"id": s.id, "label": s.label, "starts_at": iso(s.starts_at),
+                    "ends_at": iso(s.ends_at), "slots": s.slots,
+                    "assigned": assigned.get(s.id, [])} for s in week_shifts],
+        "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
+        if assigned or state_of(pub, row, v2) in (ASSIGNED, APPROVED, SENT) else 0,
+        "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"]}
+                        for s in of_week(pub, key)],
+        "last_error": row.get("last_error"),
+        "deliveries": [{"email": d["email"], "status": d["status"], "error": d["error"]}
+                       for _, d in sorted(delivered.items(), key=lambda kv: kv[1]["email"])],
+        "history": history,
+    }
+
+
+def weeks_list(pub: Pub) -> list[dict[str, Any]]:
+    v2 = v2_enabled(pub)
+    rows = pub.runs.find(order_by="week_of", limit=10_000)
+    return [{"week_of": r["week_of"], "state": state_of(pub, r, v2),
+             "legacy_status": r.get("status"), "autopilot": bool(r.get("autopilot")),
+             "deadline_at": iso(r.get("deadline_at"))} for r in rows]

@@ -1,0 +1,116 @@
+"""Weeks: one run row per week (created through the engine's door, the seed's
+``ensureRow``) and the week's shifts, made from the template in the pub's local time.
+
+A week is named by its Monday (``week_of``, an ISO date); anything else is
+:class:`~pubsched.app.BadInput` with nothing written. The run's times (opens-at,
+deadline, generate time, send window) are computed from the pub's settings and the week's
+``settings_override`` and stored in UTC, so the tick compares instants, never local times.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from .app import BadInput, Pub, utc
+from .weektime import BadSettings, BadWeek, RunTimes, run_times, shifts_for_week
+from .weektime import week_of as monday_of
+
+
+def week_key(week: str | date) -> str:
+    """The Monday's ISO date, or :class:`BadInput`."""
+    try:
+        return monday_of(week).isoformat()
+    except BadWeek as exc:
+        raise BadInput(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Shift:
+    id: int
+    week_of: str
+    night: str
+    label: str
+    starts_at: datetime
+    ends_at: datetime
+    slots: int
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> Shift:
+        return cls(int(row["id"]), str(row["week_of"]), str(row["night"]), str(row["label"]),
+                   row["starts_at"], row["ends_at"], int(row["slots"]))
+
+
+def times_of(pub: Pub, week: str, override: Any = None) -> RunTimes:
+    try:
+        return run_times(week, pub.config.tz, pub.config.times, override)
+    except BadSettings as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _label(starts_at: datetime, ends_at: datetime, pub: Pub) -> str:
+    start = starts_at.astimezone(pub.config.tz)
+    end = ends_at.astimezone(pub.config.tz)
+    return f"{start:%a %d %b} {start:%H:%M}-{end:%H:%M}"
+
+
+def ensure_week(pub: Pub, week: str | date, *, now: datetime | None = None) -> dict[str, Any]:
+    """The week's run row (created in DRAFT if new, with its times) and its shifts."""
+    key = week_key(week)
+    at = utc(now)
+    existing = pub.runs.get(key)
+    if existing is None:
+        times = times_of(pub, key)
+        pub.runs.ensure(key, opens_at=times.opens_at, deadline_at=times.deadline_at,
+                        generate_at=times.generate_at, send_window_at=times.send_window_end,
+                        created_at=at)
+    row = pub.runs.get(key)
+    assert row is not None
+    if not shifts(pub, key):
+        try:
+            made = shifts_for_week(key, pub.config.tz, pub.config.template,
+                                   row.get("settings_override"))
+        except BadSettings as exc:
+            raise BadInput(str(exc)) from None
+        with pub.atomic() as tx:
+            for s in made:
+                tx.execute(
+                    "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (week_of, starts_at) "
+                    "DO NOTHING",
+                    [key, s.night.isoformat(), _label(s.starts_at, s.ends_at, pub),
+                     s.starts_at, s.ends_at, s.slots])
+    return row
+
+
+def shifts(pub: Pub, week: str) -> list[Shift]:
+    rows = pub.query("SELECT id, week_of, night, label, starts_at, ends_at, slots "
+                     "FROM pub_shifts WHERE week_of = %s ORDER BY starts_at, id", [week])
+    return [Shift.of(r) for r in rows]
+
+
+def all_weeks(pub: Pub) -> list[dict[str, Any]]:
+    return pub.query("SELECT week_of FROM pub_schedule_runs ORDER BY week_of")
+
+
+def settings_override(row: dict[str, Any]) -> dict[str, Any]:
+    raw = row.get("settings_override")
+    if raw is None or raw == "":
+        return {}
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def set_autopilot(pub: Pub, week: str, on: bool) -> bool:
+    """Autopilot on or off for one run: the tick may then advance its timed steps (never
+    approve or send). A plain column, not a state: the timers' guards read it in the
+    write, so turning it off between a tick's read and its write still holds the run."""
+    key = week_key(week)
+    with pub.atomic() as tx:
+        rows = tx.execute("UPDATE pub_schedule_runs SET autopilot = %s WHERE week_of = %s "
+                          "RETURNING week_of", [1 if on else 0, key])
+    if not rows:
+        raise BadInput(f"no week {key}")
+    return on

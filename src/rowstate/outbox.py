@@ -1,0 +1,41 @@
+"""The events table (audit history and transactional outbox): its layout, written once.
+
+Every statement that writes or reads events (the compare-and-set's event row, a birth, a
+set-based move, ``history``, the relay) and the DDL take the column list from here, so the
+layout cannot drift between them. ``EVENTS_LAYOUT_VERSION`` names this layout for an
+application that puts the table into its own versioned migrations
+(:func:`rowstate.schema.migration_sql`).
+"""
+
+from __future__ import annotations
+
+EVENTS_LAYOUT_VERSION = 1
+
+# (column, SQL type or a dialect placeholder: {serial} {json} {time})
+EVENT_LAYOUT: tuple[tuple[str, str], ...] = (
+    ("id", "{serial}"),
+    ("machine", "TEXT NOT NULL"),
+    ("row_key", "TEXT NOT NULL"),
+    ("edge", "TEXT"),
+    ("from_state", "TEXT"),
+    ("to_state", "TEXT NOT NULL"),
+    ("owner", "TEXT"),
+    ("data", "{json}"),
+    ("version", "BIGINT"),
+    ("created_at", "{time} NOT NULL"),
+    ("delivered_at", "{time}"),
+)
+
+# what a write fills, in order (id is the database's; delivered_at the relay's)
+EVENT_WRITTEN = ("machine", "row_key", "edge", "from_state", "to_state", "owner", "data",
+                 "version", "created_at")
+EVENT_COLUMNS = ", ".join(EVENT_WRITTEN)
+# what a reader takes back, in order
+EVENT_READ = ("id", *EVENT_WRITTEN)
+EVENT_READ_COLUMNS = ", ".join(EVENT_READ)
+
+
+def index_names(table: str) -> tuple[str, str]:
+    """The two indexes of an events table: per row (history), and undelivered (relay)."""
+    name = table.split(".")[-1]
+    return f"{name}_row"[:63], f"{name}_undelivered"[:63]

@@ -1,0 +1,34 @@
+"""The core knows no driver: importing it (or the package) in a fresh interpreter loads
+neither psycopg nor psycopg_pool; only a store does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CHECK = """
+import sys
+import {module}
+loaded = sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)
+print(",".join(loaded))
+"""
+
+
+@pytest.mark.parametrize("module", [
+    "rowstate", "rowstate.machine", "rowstate.conditions", "rowstate.compiler",
+    "rowstate.core", "rowstate.lifecycle", "rowstate.units", "rowstate.schemacheck",
+])
+def test_the_core_imports_no_driver(module: str) -> None:
+    out = subprocess.run([sys.executable, "-c", CHECK.format(module=module)],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"{module} loaded {out.stdout.strip()}"
+
+
+def test_a_postgres_store_loads_the_driver() -> None:
+    code = CHECK.format(module="rowstate") + "rowstate.PostgresStore\n" + \
+        "print('psycopg' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["True"]
