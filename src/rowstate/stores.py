@@ -491,19 +491,45 @@ def _sqlite_path(url: str) -> str | None:
     return None if path in ("", ":memory:") else path
 
 
+#: SQLAlchemy's driver names for psycopg 3, which is what the PostgreSQL stores use
+_PSYCOPG_DRIVERS = ("psycopg", "psycopg_async")
+
+
+def postgres_url(url: str) -> str | None:
+    """``url`` as libpq reads it when it is a PostgreSQL URL, else None.
+
+    SQLAlchemy users have ``postgresql+psycopg://``: the suffix names psycopg 3, which is
+    what we connect with, so it is dropped. Another driver suffix (``+asyncpg``,
+    ``+psycopg2``, ``+pg8000``) is refused by name: libpq does not read the form, and the
+    URL may carry options only that driver knows.
+    """
+    scheme, sep, rest = url.partition(":")
+    base, plus, driver = scheme.partition("+")
+    if not sep or base.lower() not in ("postgresql", "postgres"):
+        return None
+    if not plus:
+        return url
+    if driver.lower() in _PSYCOPG_DRIVERS:
+        return f"{base}:{rest}"
+    raise ValidationError(
+        f"database URL {scheme}://...: the driver suffix '+{driver}' is SQLAlchemy's for "
+        "another driver; rowstate connects with psycopg 3: write postgresql:// (or "
+        "postgresql+psycopg://)")
+
+
 def connect(url: str, **options: Any) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://`` (memory) or
-    ``postgresql://...``."""
+    ``postgresql://...`` (also ``postgresql+psycopg://``: see :func:`postgres_url`)."""
     if url.startswith("sqlite:"):
         return SQLiteStore(_sqlite_path(url), **options)
-    if url.startswith(("postgresql:", "postgres:")):
-        return PostgresStore(url, **options)
+    if (pg := postgres_url(url)) is not None:
+        return PostgresStore(pg, **options)
     raise ValueError(f"unsupported database URL {url!r}")
 
 
 def connect_async(url: str, **options: Any) -> AsyncStore:
     if url.startswith("sqlite:"):
         return AsyncSQLiteStore(_sqlite_path(url), **options)
-    if url.startswith(("postgresql:", "postgres:")):
-        return AsyncPostgresStore(url, **options)
+    if (pg := postgres_url(url)) is not None:
+        return AsyncPostgresStore(pg, **options)
     raise ValueError(f"unsupported database URL {url!r}")
