@@ -273,7 +273,12 @@ def _spoke_or_hung_up(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
     if conn.broken or conn.closed:
         return True
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        fd = conn.fileno()
+        if hasattr(select, "poll"):  # select() refuses descriptors past FD_SETSIZE (1024)
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([fd], [], [], 0)
     except (OSError, ValueError, psycopg.Error):
         return True
     return bool(readable)
@@ -530,11 +535,11 @@ def postgres_url(url: str) -> str | None:
     """
     scheme, sep, rest = url.partition(":")
     base, plus, driver = scheme.partition("+")
-    if not sep or base.lower() not in ("postgresql", "postgres"):
+    if not sep or base not in ("postgresql", "postgres"):  # libpq's prefixes, as spelt
         return None
     if not plus:
         return url
-    if driver.lower() in _PSYCOPG_DRIVERS:
+    if driver in _PSYCOPG_DRIVERS:
         return f"{base}:{rest}"
     raise ValidationError(
         f"database URL {scheme}://...: the driver suffix '+{driver}' is SQLAlchemy's for "
