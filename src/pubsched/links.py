@@ -1,0 +1,60 @@
+"""A tender's personal links: signed tokens naming the tender (not a week, so a link keeps
+working from week to week), so the form and the calendar feed need no password; the
+operator hands the link out (the CLI's ``tender link``, the admin's copy button).
+
+Signed with itsdangerous (HMAC), a salt per purpose (the form, the calendar feed), over the
+tender id and the tender's link version (``pub_tenders.link_version``): revoking a
+tender's links bumps the version, so every older token is refused. A tampered or foreign
+token is refused; deactivating a tender ends what their links can do (the pages check
+``active``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from itsdangerous import BadSignature, URLSafeSerializer
+
+from .app import Config
+
+Purpose = Literal["form", "calendar"]
+SALTS: dict[str, str] = {"form": "pubsched.tender-form.v1",
+                         "calendar": "pubsched.tender-calendar.v1"}
+
+
+def _signer(config: Config, purpose: Purpose) -> URLSafeSerializer:
+    return URLSafeSerializer(config.secret, salt=SALTS[purpose])
+
+
+def tender_token(config: Config, tender_id: int, version: int = 1,
+                 purpose: Purpose = "form") -> str:
+    return str(_signer(config, purpose).dumps({"t": int(tender_id), "v": int(version)}))
+
+
+def tender_url(config: Config, tender_id: int, version: int = 1,
+               base_url: str | None = None) -> str:
+    """The form link: ``<base>/t/<token>``; its calendar feed is ``calendar_url``."""
+    base = (base_url or config.base_url).rstrip("/")
+    return f"{base}/t/{tender_token(config, tender_id, version)}"
+
+
+def calendar_url(config: Config, tender_id: int, version: int = 1,
+                 base_url: str | None = None) -> str:
+    base = (base_url or config.base_url).rstrip("/")
+    token = tender_token(config, tender_id, version, "calendar")
+    return f"{base}/cal/{token}.ics"
+
+
+def verify(config: Config, token: str, purpose: Purpose = "form") -> tuple[int, int] | None:
+    """(tender id, link version) a token names, or None for a bad one; the caller checks
+    the version against the tender's current one (a revoked link is an older version)."""
+    try:
+        data = _signer(config, purpose).loads(token)
+    except BadSignature:
+        return None
+    if not isinstance(data, dict):
+        return None
+    tender, version = data.get("t"), data.get("v")
+    if not isinstance(tender, int) or not isinstance(version, int):
+        return None
+    return tender, version
