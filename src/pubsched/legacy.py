@@ -82,6 +82,7 @@ STATE_MISMATCH = str(rowstate.Reason.STATE_MISMATCH)
 LEASE_HELD = str(rowstate.Reason.LEASE_HELD)
 LEASE_LOST = str(rowstate.Reason.LEASE_LOST)
 INVARIANT = str(rowstate.Reason.INVARIANT)
+ACT_FAILED = str(rowstate.Reason.ACT_FAILED)  # ran and failed (v2's verdict for it too)
 BAD_SETTINGS = "BAD_SETTINGS"
 
 # pg_advisory_xact_lock key of the legacy survey ("pubsurv" in ASCII): serialises opens
@@ -416,7 +417,7 @@ def send(pub: Pub, week: str, *, now: datetime | None = None,
         return _refused(pub, key, "send", exc.reason, str(exc))
     except OSError as exc:
         _release(pub, claim, str(exc))
-        return Verdict(False, failed=str(exc), message=f"{key} send failed: {exc}",
+        return Verdict(False, ACT_FAILED, str(exc), message=f"{key} send failed: {exc}",
                        detail={"state": "APPROVED"})
     except BaseException as exc:
         _release(pub, claim, f"{type(exc).__name__}: {exc}")
@@ -424,7 +425,7 @@ def send(pub: Pub, week: str, *, now: datetime | None = None,
     if outcome["failed"]:
         error = failure_text(outcome)
         _release(pub, claim, error)
-        return Verdict(False, failed=error, message=f"{key} send failed: {error}",
+        return Verdict(False, ACT_FAILED, error, message=f"{key} send failed: {error}",
                        detail={"state": "APPROVED", **outcome})
     with pub.atomic() as tx:
         done = _update(tx, "status = 'sent', sent_at = %s, send_lease_at = NULL, "

@@ -271,7 +271,8 @@ def test_a_refused_recipient_fails_the_send_and_the_retry_sends_only_to_them(
     t = approved_week(pub)
     smtp_server.refuse_recipient(EMAILS[1])
     failed = legacy.send(pub, WEEK, now=t)
-    assert not failed and failed.failed and EMAILS[1] in failed.failed
+    assert (failed.applied, failed.reason) == (False, "ACT_FAILED")
+    assert failed.failed and EMAILS[1] in failed.failed
     r = row(pub, WEEK)
     assert (r["status"], r["sent_at"], r["send_lease_at"]) == ("approved", None, None)
     assert EMAILS[1] in r["last_error"]
@@ -433,7 +434,7 @@ def test_applying_0035_changes_no_behaviour_of_the_legacy_engine(
             try:
                 legacy_data(pub)
                 if migrated_after:
-                    assert migrate(url) == ["0035", "0036"]
+                    assert migrate(url)[:2] == ["0035", "0036"]
                 trace = legacy_script(pub)
                 trace.append(sorted(accepted_by_recipient(server).items()))
             finally:
