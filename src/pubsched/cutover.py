@@ -40,17 +40,13 @@ from typing import Any
 
 from .app import BadInput, Pub, Verdict, utc
 from .flags import set_v2, v2_enabled
-from .legacy import lease_live
+from .legacy import db_now_sql, lease_live
 from .machine import DRAFT, SEND_LEASE_TTL, SENT
 from .view import inferred_state
 from .weeks import settings_override, times_of
 
 NOT_IDLE = "NOT_IDLE"
 IDLE_STATES = (DRAFT, SENT)
-
-_NOW = {"postgresql": "clock_timestamp()",
-        "sqlite": "strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now')"}
-
 
 @dataclass(frozen=True)
 class Check:
@@ -88,7 +84,7 @@ def _reasons(pub: Pub, rows: list[dict[str, Any]]) -> list[str]:
 
 def _runs(pub: Pub, tx: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = tx.execute(
-        f"SELECT *, {_NOW[pub.dialect]} AS db_now FROM pub_schedule_runs ORDER BY week_of")
+        f"SELECT *, {db_now_sql(pub)} AS db_now FROM pub_schedule_runs ORDER BY week_of")
     return rows
 
 

@@ -102,7 +102,8 @@ _STALE = {"postgresql": "clock_timestamp() - make_interval(secs => %s)",
           "sqlite": "strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now', %s)"}
 
 
-def _db_now(pub: Pub) -> str:
+def db_now_sql(pub: Pub) -> str:
+    """SQL for the database clock ("now" of leases), in the stored time form."""
     return _NOW[pub.dialect]
 
 
@@ -120,7 +121,7 @@ def run_row(pub: Pub, week: str, tx: Any = None, *, lock: bool = False) -> dict[
     """The week's run row, every column there is, with the database clock as ``db_now``;
     ``lock`` (inside ``tx``) locks it until the unit ends (SQLite's unit already holds the
     one writer lock)."""
-    sql = f"SELECT *, {_db_now(pub)} AS db_now FROM pub_schedule_runs WHERE week_of = %s"
+    sql = f"SELECT *, {db_now_sql(pub)} AS db_now FROM pub_schedule_runs WHERE week_of = %s"
     if lock and pub.dialect == "postgresql":
         sql += " FOR UPDATE"
     rows = tx.execute(sql, [week]) if tx is not None else pub.query(sql, [week])
@@ -360,7 +361,7 @@ def claim_send(pub: Pub, week: str, *, holder: str | None = None) -> SendClaim |
     stale, ttl = _stale(pub, SEND_LEASE_TTL)
     with pub.atomic() as tx:
         rows = tx.execute(
-            f"UPDATE pub_schedule_runs SET send_lease_at = {_db_now(pub)}, "
+            f"UPDATE pub_schedule_runs SET send_lease_at = {db_now_sql(pub)}, "
             "send_lease_holder = %s WHERE week_of = %s AND status = 'approved' AND "
             f"sent_at IS NULL AND (send_lease_at IS NULL OR send_lease_at < {stale}) "
             "RETURNING send_lease_at", [name, key, ttl])

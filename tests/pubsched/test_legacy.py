@@ -326,6 +326,26 @@ def test_a_zombie_sender_hands_nothing_over_once_its_lease_was_taken(
         tx.execute("SELECT 1")
 
 
+def test_a_send_that_died_midway_is_taken_over_after_the_ttl_and_mails_no_one_twice(
+        pub: Pub, smtp_server: SmtpTestServer) -> None:
+    """The dead sender had marked one recipient in flight (its message's fate unknown):
+    after the TTL a new send takes the lease, mails the others once, and leaves that one
+    uncertain for the operator (never re-sent on its own)."""
+    t = approved_week(pub)
+    dead = legacy.claim_send(pub, WEEK, holder="dead")
+    assert isinstance(dead, legacy.SendClaim)
+    with legacy.fenced_by(pub, dead) as tx:
+        tx.execute("INSERT INTO pub_deliveries (week_of, tender_id, email, status, "
+                   "attempted_at) SELECT %s, id, email, 'in_flight', %s FROM pub_tenders "
+                   "WHERE email = %s", [WEEK, t, EMAILS[0]])
+    assert legacy.send(pub, WEEK, now=t).reason == "LEASE_HELD"  # not before the TTL
+    backdate_send_lease(pub, WEEK, legacy.SEND_LEASE_TTL + 1)
+    got = legacy.send(pub, WEEK, now=t)
+    assert got and got.detail["uncertain"] == [EMAILS[0]] and got.detail["sent"] == 3
+    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS[1:], 1)
+    assert legacy.send(pub, WEEK, now=t).reason == "STATE_MISMATCH"
+
+
 def test_the_legacy_send_refuses_while_a_v2_lease_is_live(pub: Pub) -> None:
     """Only a forced flip can leave one there; the legacy engine stands back from it."""
     t = approved_week(pub)
