@@ -56,8 +56,11 @@ from rowstate.dialects import Dialect, Postgres, SQLite
 _HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
            HealthCheck.data_too_large]
 SHORT = settings(max_examples=150, deadline=None, suppress_health_check=_HEALTH)
-LONG = settings(max_examples=int(os.environ.get("ROWSTATE_DIFF_EXAMPLES", "3000")),
-                deadline=None, suppress_health_check=_HEALTH)
+LONG_EXAMPLES = int(os.environ.get("ROWSTATE_DIFF_EXAMPLES", "") or 3000)
+LONG = settings(max_examples=LONG_EXAMPLES, deadline=None, suppress_health_check=_HEALTH)
+# pytest-timeout's limit for a long run, from its size (an example takes ~20-60 ms, more on
+# a loaded machine; the default limit is 300 s)
+LONG_TIMEOUT = pytest.mark.timeout(int(LONG_EXAMPLES * 0.25) + 300)
 
 # -- what is drawn -------------------------------------------------------------------------
 
@@ -219,11 +222,11 @@ def bind(node: Node, values: dict[str, Any]) -> Node:
 class Databases:
     """One SQLite and one PostgreSQL database with the same table ``t``."""
 
-    def __init__(self, pg_dsn: str) -> None:
+    def __init__(self, pg_conninfo: str) -> None:
         self.lite = sqlite3.connect(":memory:", isolation_level=None)
         self.lite.execute('CREATE TABLE "t" ("id" INTEGER PRIMARY KEY, "doc" TEXT, '
                           '"n" INTEGER, "s" TEXT, "b" INTEGER)')
-        self.pg = psycopg.connect(pg_dsn, autocommit=True)
+        self.pg = psycopg.connect(pg_conninfo, autocommit=True)
         self.pg.execute('CREATE TABLE "t" ("id" BIGINT PRIMARY KEY, "doc" JSONB, '
                         '"n" BIGINT, "s" TEXT, "b" BOOLEAN)')
         self.dialects: tuple[tuple[str, Dialect], ...] = (
@@ -256,8 +259,10 @@ class Databases:
 
 
 @pytest.fixture
-def dbs(pg_dsn: str) -> Iterator[Databases]:
-    made = Databases(pg_dsn)
+def dbs(engine_pg_schema: str) -> Iterator[Databases]:
+    """A fresh schema of the session's engine database (as the engine tests get theirs):
+    milliseconds, where a database per test costs ~0.4 s to create and more to drop."""
+    made = Databases(engine_pg_schema)
     try:
         yield made
     finally:
@@ -267,9 +272,11 @@ def dbs(pg_dsn: str) -> Iterator[Databases]:
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 
 
-def verdicts(dbs: Databases, tree: Node, values: dict[str, Any]) -> dict[str, set[int]]:
+def verdicts(dbs: Databases, tree: Node, values: dict[str, Any],
+             rows: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, set[int]]:
     """Which rows each reader says the tree holds for: the SQL reader on each database and
-    the Python reader on the rows as that database hands them back."""
+    the Python reader on the rows as that database hands them back (``rows``, read once
+    per table when several trees are checked against it)."""
     out: dict[str, set[int]] = {}
     for name, d in dbs.dialects:
         sql_out = SqlOut()
@@ -277,8 +284,9 @@ def verdicts(dbs: Databases, tree: Node, values: dict[str, Any]) -> dict[str, se
         stmt = Statement(f'SELECT "id" FROM "t" WHERE {cond}', tuple(sql_out.params))
         sql, params = stmt.bind(d, values)
         out[f"sql on {name}"] = {r[0] for r in dbs.run(name, sql, params)}
+        read = rows[name] if rows is not None else dbs.rows(name)
         out[f"python on {name}"] = {
-            r["id"] for r in dbs.rows(name)
+            r["id"] for r in read
             if evaluate(tree, RowView(r, values, NOW, d.parse_time, d.load_json))}
     return out
 
@@ -299,8 +307,9 @@ def check_conditions(dbs: Databases, tree: Node, table: list[dict[str, Any]]) ->
     values: dict[str, Any] = {}
     bound = bind(tree, values)
     dbs.load(table)
+    rows = {name: dbs.rows(name) for name, _ in dbs.dialects}
     for node in subtrees(bound):
-        got = verdicts(dbs, node, values)
+        got = verdicts(dbs, node, values, rows)
         first = next(iter(got.values()))
         assert all(v == first for v in got.values()), (
             f"readers disagree on {node!r} with values {values!r} over rows {table!r}: "
@@ -317,6 +326,7 @@ def test_both_readers_agree_on_both_databases(dbs: Databases, case: Case) -> Non
 
 
 @pytest.mark.slow
+@LONG_TIMEOUT
 @LONG
 @given(case=cases(max_rows=8))
 def test_both_readers_agree_on_both_databases_long(dbs: Databases, case: Case) -> None:
@@ -399,6 +409,7 @@ def test_entry_writes_agree_on_both_databases(dbs: Databases, docs: list[Any],
 
 
 @pytest.mark.slow
+@LONG_TIMEOUT
 @LONG
 @given(docs=st.lists(documents, min_size=1, max_size=6), writes=write_sets)
 def test_entry_writes_agree_on_both_databases_long(dbs: Databases, docs: list[Any],

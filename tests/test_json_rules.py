@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine_fixtures import JOBS, Backend, as_dict
-from rowstate import Binding, Edge, Guard, Machine
+from rowstate import Binding, DefinitionError, Edge, Guard, Machine
 
 IDLE = {"meta.__DR.isJobRunning": Guard((None, False), "JOB_RUNNING")}
 
@@ -122,3 +122,11 @@ def test_an_entry_write_replaces_a_document_that_is_not_an_object(backend: Backe
 
     assert res.applied
     assert backend.json(as_dict(tasks.get("t1"))["meta"]) == {"flags": {"running": False}}
+
+
+def test_overlapping_entry_writes_are_a_definition_error() -> None:
+    """``meta.flags`` and ``meta.flags.running`` in one entry: which lands depends on their
+    order, so the binding refuses them when it is built, not on the first move."""
+    with pytest.raises(DefinitionError, match="overlap"):
+        Binding(TASK, table="tasks", key="id", json_columns=("meta",),
+                on_enter={"DONE": {"meta.flags": {}, "meta.flags.running": False}})
