@@ -150,7 +150,8 @@ class BulkOps(RowOps):
                 if row is None:
                     refused.append(((k,), Reason.RECORD_NOT_FOUND))
                     continue
-                view = RowView(row[0], values, self._now(row[1]), self.d.parse_time)
+                view = RowView(row[0], values, self._now(row[1]), self.d.parse_time,
+                               self.d.load_json)
                 bad = failing(checks, view)
                 refused.append(((k,), str(bad[0].category) if bad else Reason.STATE_MISMATCH))
         return BulkResult(tuple((m[0],) for m in moved), tuple(refused), events)
