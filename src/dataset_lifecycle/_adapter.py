@@ -44,6 +44,7 @@ from rowstate import (
     FinalizationClaimResult,
     ReleaseResult,
     TransitionResult,
+    UsageError,
     ValidationError,
 )
 from rowstate.binding import check_scalar
@@ -240,8 +241,8 @@ class AdapterBackend:
             close = getattr(got, "close", None)
             if callable(close):
                 close()  # never awaited: close it so it does not warn
-            raise TypeError(f"the persistence adapter's {what}() is async: "
-                            "use it with AsyncDatasetLifecycle")
+            raise UsageError(f"the persistence adapter's {what}() is async: "
+                             "use it with AsyncDatasetLifecycle")
         return got
 
     def get(self, key: Key) -> Op:
@@ -249,7 +250,7 @@ class AdapterBackend:
         if got is None:
             return None
         if not isinstance(got, Mapping):
-            raise TypeError(f"get_by_keys must return a mapping or None, got {got!r}")
+            raise UsageError(f"get_by_keys must return a mapping or None, got {got!r}")
         return dict(got)
 
     def _update(self, update: dict[str, Any], condition: dict[str, Any]) -> Op:

@@ -31,7 +31,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from rowstate import AsyncLifecycle, Lifecycle, ValidationError
+from rowstate import AsyncLifecycle, Lifecycle, UsageError, ValidationError
 from rowstate.compiler import Batch
 from rowstate.core import Core
 from rowstate.dialects import SQLite
@@ -104,7 +104,7 @@ def _publish_call(publisher: Any, event: DatasetStatusChanged) -> Any:
         return publish(event)
     if callable(publisher):
         return publisher(event)
-    raise TypeError(f"event_publisher {publisher!r} has no publish() method")
+    raise UsageError(f"event_publisher {publisher!r} has no publish() method")
 
 
 class _Base:

@@ -23,7 +23,9 @@ from .errors import (
     InvalidTransitionError,
     InvariantViolation,
     RowstateError,
+    StatementCancelled,
     StoreError,
+    UsageError,
     ValidationError,
 )
 from .lifecycle import AsyncLifecycle, Lifecycle
@@ -84,10 +86,12 @@ __all__ = [
     "RowstateError",
     "RunResult",
     "SQLiteStore",
+    "StatementCancelled",
     "StoreError",
     "TimedEdge",
     "TransitionResult",
     "Unique",
+    "UsageError",
     "ValidationError",
     "connect",
     "connect_async",

@@ -9,9 +9,12 @@
   inside one.
 
 Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantViolation`
-(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError`, a value the
-database (or the driver, e.g. text that is not valid UTF-8) refuses :class:`ValidationError`;
-the driver's error is kept as ``__cause__``.
+(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError` (the write
+may have landed), a statement the server cancelled and rolled back
+:class:`StatementCancelled` (it did not land), a value the database (or the driver, e.g.
+text that is not valid UTF-8) refuses :class:`ValidationError`, any other
+:class:`StoreError`; the driver's error is kept as ``__cause__``. That holds for opening a
+connection and for scripts too: a caller only ever sees a :class:`RowstateError`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,13 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .compiler import Batch
 from .dialects import STORE_NOW, canonical_time
-from .errors import ConnectionLostError, InvariantViolation, StoreError, ValidationError
+from .errors import (
+    ConnectionLostError,
+    InvariantViolation,
+    StatementCancelled,
+    StoreError,
+    ValidationError,
+)
 
 Rows = list[list[tuple[Any, ...]]]
 
@@ -101,19 +110,28 @@ class SQLiteStore(StatementCounter):
         self.memory = self.path == ":memory:"
         self.busy_timeout = busy_timeout
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise ValueError(f"synchronous={synchronous!r}")
+            raise ValidationError(f"synchronous={synchronous!r}")
         self.synchronous = synchronous.upper()
         self._guard = threading.Lock()  # the shared memory connection; scripts
         self._threads = ThreadConnections(self._open)
         self._shared: sqlite3.Connection | None = self._open() if self.memory else None
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               timeout=self.busy_timeout)
-        if not self.memory:
-            conn.execute("PRAGMA journal_mode=WAL").fetchall()
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        """A new connection, its PRAGMAs run: the first statements that touch the file, so
+        a path that is a directory, a file that is not a database or a database locked
+        past the busy timeout fail here, translated like any statement's error."""
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                   timeout=self.busy_timeout)
+            if not self.memory:
+                conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise StoreError(f"SQLite could not open {self.path!r}: {exc}") from exc
         return conn
 
     def connection(self) -> sqlite3.Connection:
@@ -158,7 +176,10 @@ class SQLiteStore(StatementCounter):
     def execute_script(self, sql: str) -> None:
         conn = self.connection()
         with self._guard:
-            conn.executescript(sql)
+            try:
+                conn.executescript(sql)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite script failed: {exc}") from exc
 
     def close(self) -> None:
         self._threads.close()
@@ -216,6 +237,11 @@ def _translate(exc: psycopg.Error | UnicodeEncodeError) -> Exception:
         # the SQL text is ours, its names checked: a type clash comes from a value's type
         # (e.g. an int key for a text column: "operator does not exist: text = bigint")
         return ValidationError(f"PostgreSQL refused a value of this type: {exc}")
+    if isinstance(exc, pg_errors.QueryCanceled | pg_errors.LockNotAvailable
+                  | pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+        # OperationalErrors too, but the server answered: the statement (and its
+        # transaction) rolled back, nothing landed; checked before the catch-all below
+        return StatementCancelled(f"the database cancelled the statement: {exc}")
     if isinstance(exc, psycopg.OperationalError | pg_errors.AdminShutdown):
         return ConnectionLostError(f"connection lost: {exc}")
     return StoreError(str(exc))
@@ -281,7 +307,7 @@ class PostgresStore(StatementCounter):
                  min_size: int = 1, max_size: int = 8, per_thread: bool = False) -> None:
         super().__init__()
         if per_thread and pool is not None:
-            raise ValueError("per_thread=True opens its own connections: pass no pool")
+            raise ValidationError("per_thread=True opens its own connections: pass no pool")
         self.own_pool = pool is None and not per_thread
         self.pool: ConnectionPool[Any] | None = pool  # None: per_thread
         if self.own_pool:
@@ -331,11 +357,14 @@ class PostgresStore(StatementCounter):
             raise
 
     def execute_script(self, sql: str) -> None:
-        if self.pool is None:
-            self._threads.get().execute(sql)
-            return
-        with self.pool.connection() as conn:
-            conn.execute(sql)
+        try:
+            if self.pool is None:
+                self._threads.get().execute(sql)
+                return
+            with self.pool.connection() as conn:
+                conn.execute(sql)
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
 
     def close(self) -> None:
         if self.own_pool and self.pool is not None:
@@ -396,9 +425,12 @@ class AsyncPostgresStore:
             raise _translate(exc) from exc
 
     async def execute_script(self, sql: str) -> None:
-        await self._ensure_open()
-        async with self.pool.connection() as conn:
-            await conn.execute(sql)
+        try:
+            await self._ensure_open()
+            async with self.pool.connection() as conn:
+                await conn.execute(sql)
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
 
     async def close(self) -> None:
         if self.own_pool and self._opened:
@@ -416,7 +448,7 @@ def _sqlite_path(url: str) -> str | None:
     ``sqlite://`` and ``sqlite:///:memory:`` -> memory (None)."""
     if url in ("sqlite:", "sqlite://") or not url.startswith("sqlite:///"):
         if url not in ("sqlite:", "sqlite://"):
-            raise ValueError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
+            raise ValidationError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
         return None
     path = unquote(url[len("sqlite:///"):])
     return None if path in ("", ":memory:") else path
@@ -429,7 +461,7 @@ def connect(url: str, **options: Any) -> Store:
         return SQLiteStore(_sqlite_path(url), **options)
     if url.startswith(("postgresql:", "postgres:")):
         return PostgresStore(url, **options)
-    raise ValueError(f"unsupported database URL {url!r}")
+    raise ValidationError(f"unsupported database URL {url!r}")
 
 
 def connect_async(url: str, **options: Any) -> AsyncStore:
@@ -437,4 +469,4 @@ def connect_async(url: str, **options: Any) -> AsyncStore:
         return AsyncSQLiteStore(_sqlite_path(url), **options)
     if url.startswith(("postgresql:", "postgres:")):
         return AsyncPostgresStore(url, **options)
-    raise ValueError(f"unsupported database URL {url!r}")
+    raise ValidationError(f"unsupported database URL {url!r}")
