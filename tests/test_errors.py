@@ -243,3 +243,18 @@ def test_a_text_key_for_an_integer_column_is_recorded_as_an_int(backend: Backend
         with pytest.raises(ValidationError):
             seats.get(("v", bad))
     assert backend.statements == sent
+
+
+@on("postgres")
+def test_a_too_deep_jsonb_value_read_is_a_store_error(backend: Backend) -> None:
+    """Another writer of the row stored JSON nested deeper than Python decodes: reading the
+    row is a StoreError, not a bare RecursionError from inside psycopg."""
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="NEW")
+    backend.execute("UPDATE jobs SET meta = ?::jsonb WHERE id = 'j1'",
+                    "[" * 5000 + "]" * 5000)
+    with pytest.raises(StoreError) as info:
+        jobs.get("j1")
+    assert isinstance(info.value.__cause__, RecursionError)
+    backend.execute("UPDATE jobs SET meta = NULL WHERE id = 'j1'")
+    assert as_dict(jobs.get("j1"))["state"] == "NEW"  # the store (its pool) still works

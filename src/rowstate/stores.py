@@ -226,9 +226,16 @@ class AsyncSQLiteStore:
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 
-def _translate(exc: psycopg.Error | UnicodeEncodeError) -> Exception:
+def _translate(exc: psycopg.Error | UnicodeEncodeError | RecursionError) -> Exception:
     if isinstance(exc, UnicodeEncodeError):  # e.g. a lone surrogate: never sent, nothing ran
         return ValidationError(f"a text value is not valid UTF-8: {exc}")
+    if isinstance(exc, RecursionError):
+        # psycopg decoding a jsonb value nested deeper than Python's recursion limit, which
+        # the engine never writes (docs/values.md) but another writer of the row may have.
+        # The rows came back: a write outside a transaction has landed (a run()'s release
+        # after it is refused by the fence, harmlessly)
+        return StoreError(f"a JSON value read is nested too deep to decode (a write may "
+                          f"have been applied): {exc}")
     if isinstance(exc, pg_errors.UniqueViolation):
         return InvariantViolation(str(exc), index=exc.diag.constraint_name)
     if isinstance(exc, pg_errors.DataError | pg_errors.InvalidTextRepresentation):
@@ -335,7 +342,7 @@ class PostgresStore(StatementCounter):
                 return self._run(conn, batch)
             finally:
                 pool.putconn(conn)  # a broken connection is replaced by the pool
-        except (psycopg.Error, UnicodeEncodeError) as exc:
+        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
             raise _translate(exc) from exc
 
     def _run(self, conn: psycopg.Connection[Any], batch: Batch) -> Rows:
@@ -421,7 +428,7 @@ class AsyncPostgresStore:
                 raise
             finally:
                 await pool.putconn(conn)
-        except (psycopg.Error, UnicodeEncodeError) as exc:
+        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
             raise _translate(exc) from exc
 
     async def execute_script(self, sql: str) -> None:
