@@ -20,7 +20,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import rowstate
-from engine_fixtures import JOBS, SEATS, Backend, as_dict, events_of, on
+from engine_fixtures import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
 from rowstate import (
     ActiveLease,
     ConnectionLostError,
@@ -258,3 +258,22 @@ def test_a_too_deep_jsonb_value_read_is_a_store_error(backend: Backend) -> None:
     assert isinstance(info.value.__cause__, RecursionError)
     backend.execute("UPDATE jobs SET meta = NULL WHERE id = 'j1'")
     assert as_dict(jobs.get("j1"))["state"] == "NEW"  # the store (its pool) still works
+
+
+@pytest.mark.parametrize("args", [
+    {"limit": "x"}, {"limit": None}, {"limit": -1}, {"limit": 1.5}, {"limit": True},
+    {"limit": 2**70}, {"acts": 1}, {"acts": "x"}, {"acts": {"escalate": 1}}, {"notify": [1]},
+    {"holder": 1}, {"holder": "\x00"}, {"holder": "\ud800"},
+], ids=lambda a: f"{next(iter(a))}={next(iter(a.values()))!r}")
+def test_bad_fire_due_arguments_are_validation_errors(args: dict[str, Any]) -> None:
+    store = SQLiteStore()
+    try:
+        tickets = Lifecycle(store, TICKETS)
+        tickets.create_schema()
+        sent = store.statements
+        call = {"acts": {"escalate": lambda lease: True}, "notify": {"remind": print}, **args}
+        with pytest.raises(ValidationError):
+            tickets.fire_due(**call)
+        assert store.statements == sent
+    finally:
+        store.close()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from .base import ActiveLease, Call, Op
-from .binding import TimedEdge
+from .binding import TimedEdge, check_scalar
 from .compiler import Batch
 from .conditions import Check, Const, In, IsNull, Ref
 from .errors import ValidationError
@@ -27,6 +27,7 @@ class TimerOps(LeaseOps):
                  limit: int = 100, holder: str | None = None) -> Op[FireReport]:
         """Move every due row through the normal door; one failing row does not stop the
         others. Several tickers may run at once: the CAS lets exactly one move each row."""
+        _check_fire_args(acts, notify, limit, holder)
         acts, notify = dict(acts or {}), dict(notify or {})
         for t in self.b.timers:
             if self.m.edge(t.edge).lease and t.edge not in acts:
@@ -93,3 +94,19 @@ class TimerOps(LeaseOps):
             except Exception as exc:
                 out.append(Fired(key, n.name, False, None, f"{type(exc).__name__}: {exc}"))
         return out
+
+
+def _check_fire_args(acts: object, notify: object, limit: object, holder: object) -> None:
+    """fire_due's arguments, checked before any I/O: a bad one would otherwise escape as a
+    TypeError from ``dict()`` or ``int()``, or fail each due row on its own."""
+    for name, given in (("acts", acts), ("notify", notify)):
+        if given is None:
+            continue
+        if not isinstance(given, Mapping) or not all(callable(f) for f in given.values()):
+            raise ValidationError(f"{name} must map names to callables, got {given!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**63:
+        raise ValidationError(f"limit must be a non-negative int, got {limit!r}")
+    if holder is not None:
+        if not isinstance(holder, str) or not holder:
+            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
+        check_scalar(holder, "holder", ValidationError)
