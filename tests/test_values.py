@@ -16,7 +16,7 @@ from uuid import UUID
 
 import pytest
 
-from engine_fixtures import Backend
+from engine_fixtures import Backend, as_dict
 from rowstate import ActiveLease, Binding, Edge, Lease, Machine, ValidationError
 
 VAL = Machine("vals", states=["READY", "SHIPPED", "DONE"], initial="READY",
@@ -69,6 +69,13 @@ DOOMED: list[tuple[str, dict[str, Any]]] = [
     ("JSON payload: 65 levels", {"payload": {"doc": nested(65)}}),
     ("JSON payload: 5000 levels", {"payload": {"doc": nested(5000)}}),
     ("JSON payload: over 1 MB", {"payload": {"doc": {"a": "x" * BIG}}}),
+    ("JSON column: a number", {"payload": {"doc": 5}}),
+    ("JSON column: a boolean", {"payload": {"doc": True}}),
+    ("JSON column: text that is not JSON", {"payload": {"doc": "x"}}),
+    ("JSON column: JSON text with a NUL escape", {"payload": {"doc": '{"a": "\\u0000"}'}}),
+    ("JSON column: JSON text with NaN", {"payload": {"doc": "[NaN]"}}),
+    ("JSON column: JSON text with a duplicate key", {"payload": {"doc": '{"a": 1, "a": 2}'}}),
+    ("JSON column: JSON text 5000 deep", {"payload": {"doc": "[" * 5000 + "]" * 5000}}),
     ("data: NUL nested", {"data": {"a": {"b": "\x00"}}}),
     ("data: lone surrogate", {"data": {"s": "\ud800"}}),
     ("data: int beyond 64-bit", {"data": {"n": -(2**63) - 1}}),
@@ -170,3 +177,9 @@ def test_every_accepted_kind_is_stored_on_both_databases(backend: Backend) -> No
     assert backend.time(row["at"]) == ACCEPTED["at"]
     [event] = vals.history("v1")
     assert event.data == data
+
+
+def test_json_text_for_a_json_column_is_the_same_document_on_both(backend: Backend) -> None:
+    vals = _seeded(backend)
+    assert vals.transition("v1", "DONE", payload={"doc": '{"a": [1, "\u2603"]}'}).applied
+    assert backend.json(as_dict(vals.get("v1"))["doc"]) == {"a": [1, "\u2603"]}

@@ -289,7 +289,11 @@ class Binding:
                     f"{self.table}: payload field {name!r} is not a payload column "
                     f"(allowed: {', '.join(sorted(allowed)) or 'none'})"
                 )
-            check_payload_value(value, f"{self.table}: payload field {name!r}")
+            what = f"{self.table}: payload field {name!r}"
+            if name in self.json_columns:
+                check_json_column_value(value, what)
+            else:
+                check_payload_value(value, what)
             out[name] = value
         return out
 
@@ -531,6 +535,33 @@ def check_payload_value(value: object, what: str) -> None:
                                   ) from None
     elif isinstance(value, dict | list):
         check_json(value, what)
+
+
+def check_json_column_value(value: object, what: str) -> None:
+    """A value for a JSON payload column: a dict or a list (by the JSON rules), or JSON text
+    (PostgreSQL parses it, SQLite stores it as it is: both hold the same document once it
+    parses, by the same rules, without duplicate keys). A bare number or boolean is refused:
+    SQLite would store it, PostgreSQL refuses a number or boolean for a jsonb column."""
+    if value is None or isinstance(value, dict | list):
+        if value is not None:
+            check_json(value, what)
+        return
+    if not isinstance(value, str):
+        raise ValidationError(f"{what}: a JSON column takes a dict, a list or JSON text, "
+                              f"got a {type(value).__name__}")
+    check_payload_value(value, what)  # NUL, surrogates, size
+    try:
+        doc = json.loads(value, object_pairs_hook=_no_duplicate_keys)
+    except (ValueError, RecursionError) as exc:
+        raise ValidationError(f"{what}: not JSON text: {exc}") from None
+    check_json(doc, what)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):  # jsonb keeps the last; SQLite's text keeps them all
+        raise ValueError("an object with a duplicate key")
+    return doc
 
 
 def _check_decimal(value: Decimal, what: str) -> None:
