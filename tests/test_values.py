@@ -22,14 +22,15 @@ from rowstate import ActiveLease, Binding, Edge, Lease, Machine, ValidationError
 VAL = Machine("vals", states=["READY", "SHIPPED", "DONE"], initial="READY",
               edges=[Edge("ship", "READY", "SHIPPED", lease="ship"),
                      Edge("finish", "READY", "DONE")])
-PAYLOAD = ("txt", "num", "real", "amount", "at", "day", "clock", "span", "uid", "blob", "doc")
+PAYLOAD = ("txt", "num", "real", "amount", "at", "day", "clock", "span", "uid", "blob", "doc",
+           "count")
 VALS = Binding(
     VAL, table="vals", key=("id",), version="version",
     lease=Lease(at="lease_at", kind="lease_kind", token="lease_token", error="last_error"),
     payload=PAYLOAD, json_columns=("doc",),
     column_types={"num": "BIGINT", "real": "DOUBLE PRECISION", "amount": "NUMERIC",
                   "at": "TIMESTAMPTZ", "day": "DATE", "clock": "TIME", "span": "INTERVAL",
-                  "uid": "UUID", "blob": "BYTEA"},
+                  "uid": "UUID", "blob": "BYTEA", "count": "INTEGER"},
 )
 
 
@@ -69,6 +70,17 @@ DOOMED: list[tuple[str, dict[str, Any]]] = [
     ("JSON payload: 65 levels", {"payload": {"doc": nested(65)}}),
     ("JSON payload: 5000 levels", {"payload": {"doc": nested(5000)}}),
     ("JSON payload: over 1 MB", {"payload": {"doc": {"a": "x" * BIG}}}),
+    ("BIGINT column: a bool", {"payload": {"num": True}}),
+    ("BIGINT column: a float", {"payload": {"num": 1.5}}),
+    ("BIGINT column: text that is not an integer", {"payload": {"num": "x"}}),
+    ("BIGINT column: decimal text beyond 64-bit", {"payload": {"num": "9" * 19}}),
+    ("INTEGER column: beyond 32-bit", {"payload": {"count": 2**31}}),
+    ("DOUBLE column: a bool", {"payload": {"real": False}}),
+    ("TIMESTAMPTZ column: text", {"payload": {"at": "2026-01-01"}}),
+    ("DATE column: a datetime", {"payload": {"day": datetime(2026, 1, 1, tzinfo=UTC)}}),
+    ("UUID column: text", {"payload": {"uid": "not-a-uuid"}}),
+    ("BYTEA column: text", {"payload": {"blob": "text"}}),
+    ("INTERVAL column: a number", {"payload": {"span": 5}}),
     ("JSON column: a number", {"payload": {"doc": 5}}),
     ("JSON column: a boolean", {"payload": {"doc": True}}),
     ("JSON column: text that is not JSON", {"payload": {"doc": "x"}}),
@@ -183,3 +195,10 @@ def test_json_text_for_a_json_column_is_the_same_document_on_both(backend: Backe
     vals = _seeded(backend)
     assert vals.transition("v1", "DONE", payload={"doc": '{"a": [1, "\u2603"]}'}).applied
     assert backend.json(as_dict(vals.get("v1"))["doc"]) == {"a": [1, "\u2603"]}
+
+
+def test_decimal_text_for_an_integer_column_is_stored_as_the_integer(backend: Backend) -> None:
+    vals = _seeded(backend)
+    assert vals.transition("v1", "DONE", payload={"num": "-42", "count": 2**31 - 1}).applied
+    row = as_dict(vals.get("v1"))
+    assert (row["num"], row["count"]) == (-42, 2**31 - 1)

@@ -294,6 +294,9 @@ class Binding:
                 check_json_column_value(value, what)
             else:
                 check_payload_value(value, what)
+                declared = self.column_types.get(name)
+                if declared is not None and value is not None:
+                    check_declared_kind(value, declared, what)
             out[name] = value
         return out
 
@@ -562,6 +565,56 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(doc) != len(pairs):  # jsonb keeps the last; SQLite's text keeps them all
         raise ValueError("an object with a duplicate key")
     return doc
+
+
+# What a column of a declared type takes alike on both databases: PostgreSQL refuses the
+# rest (a str for a bigint, an int for a boolean) at the write, or it and SQLite's type
+# affinity store it differently (a bool in a text column: "true" and "1"; a float in an
+# integer one: rounded and kept). Keyed by the declared type's first word.
+_DECLARED: dict[str, tuple[type, ...]] = {}
+for _words, _kinds in (
+        (_INT_TYPES, (int,)),
+        (("BOOLEAN", "BOOL"), (bool,)),
+        (("REAL", "DOUBLE", "FLOAT", "FLOAT4", "FLOAT8"), (int, float)),
+        (("NUMERIC", "DECIMAL"), (int, float, Decimal)),
+        (("TIMESTAMPTZ", "TIMESTAMP", "DATETIME"), (datetime,)),
+        (("DATE",), (date,)),
+        (("TIME", "TIMETZ"), (time,)),
+        (("INTERVAL",), (timedelta,)),
+        (("UUID",), (UUID,)),
+        (("BYTEA", "BLOB"), (bytes,)),
+        (("TEXT", "VARCHAR", "CHAR", "CHARACTER", "CITEXT"), (str, int, Decimal, UUID, date)),
+):
+    for _word in _words:
+        _DECLARED[_word] = _kinds
+
+
+def check_declared_kind(value: object, declared: str, what: str) -> None:
+    """A payload value for a column of a declared type (``Binding.column_types``): one of
+    the kinds both databases store alike in it (an undeclared or unknown type: no check)."""
+    word = (declared.split() or [""])[0].split("(")[0].upper()
+    kinds = _DECLARED.get(word)
+    if kinds is None:
+        return
+    ok = isinstance(value, kinds)
+    if ok and isinstance(value, bool):
+        ok = bool in kinds
+    elif ok and isinstance(value, datetime):
+        ok = datetime in kinds
+    if not ok and isinstance(value, str) and int in kinds and str not in kinds:
+        # decimal text for an integer: cast alike by both
+        ok = bool(_INT_TEXT.match(value)) and INT64_MIN <= int(value) <= INT64_MAX
+        value = int(value) if ok else value
+    if not ok:
+        raise ValidationError(f"{what}: a {type(value).__name__} for a {declared} column")
+    bits = _INT_BITS.get(word)
+    if bits and isinstance(value, int) and not -(2**bits) <= value < 2**bits:
+        # PostgreSQL's integer is 32 bits and smallint 16; SQLite stores any 64-bit int
+        raise ValidationError(f"{what}: {value} is out of range for a {declared} column")
+
+
+_INT_BITS = {"INT": 31, "INTEGER": 31, "INT4": 31, "SERIAL": 31, "SMALLINT": 15, "INT2": 15,
+             "SMALLSERIAL": 15}
 
 
 def _check_decimal(value: Decimal, what: str) -> None:
