@@ -202,3 +202,23 @@ def test_decimal_text_for_an_integer_column_is_stored_as_the_integer(backend: Ba
     assert vals.transition("v1", "DONE", payload={"num": "-42", "count": 2**31 - 1}).applied
     row = as_dict(vals.get("v1"))
     assert (row["num"], row["count"]) == (-42, 2**31 - 1)
+
+
+class ActError(Exception):
+    pass
+
+
+def test_an_acts_error_text_with_nul_still_releases_the_lease(backend: Backend) -> None:
+    """The release stamps the act's exception text as ``last_error``: text the engine
+    writes itself is escaped, never refused, or the release would fail (on PostgreSQL) and
+    the lease stay held for its TTL."""
+    vals = _seeded(backend)
+
+    def act(lease: ActiveLease) -> bool:
+        raise ActError("bad\x00 byte, lone \ud800")
+
+    with pytest.raises(ActError):
+        vals.run("v1", "ship", act)
+    row = as_dict(vals.get("v1"))
+    assert (row["state"], row["lease_at"], row["lease_kind"]) == ("READY", None, None)
+    assert row["last_error"] == "ActError: bad\\x00 byte, lone \\ud800"
