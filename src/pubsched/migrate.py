@@ -45,11 +45,12 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Protocol
-
-import psycopg
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .db import Dialect, dialect_of, sqlite_path
+
+if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL database is migrated
+    import psycopg
 
 TABLE = "pubsched_migrations"
 # pg_advisory_xact_lock key of the migrator ("pubschd" in ASCII); only migrators take it
@@ -139,6 +140,7 @@ def load(dialect: Dialect) -> tuple[Migration, ...]:
 
 class _Db(Protocol):
     dialect: Dialect
+    errors: tuple[type[Exception], ...]  # the driver's errors, wrapped by the runner
 
     def transaction(self) -> contextlib.AbstractContextManager[None]: ...
 
@@ -147,6 +149,7 @@ class _Db(Protocol):
 
 class _SQLite:
     dialect: Dialect = "sqlite"
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         if conn.isolation_level is not None or conn.in_transaction:
@@ -178,6 +181,9 @@ class _Postgres:
     dialect: Dialect = "postgresql"
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        import psycopg
+
+        self.errors: tuple[type[Exception], ...] = (psycopg.Error,)
         if not conn.autocommit:
             raise MigrationError("migrate a psycopg connection in autocommit mode: "
                                  "the runner opens one transaction per migration itself")
@@ -200,6 +206,8 @@ class _Postgres:
 def _open(url: str) -> Iterator[_Db]:
     dialect = dialect_of(url)
     if dialect == "postgresql":
+        import psycopg
+
         with psycopg.connect(url, autocommit=True) as pg:
             yield _Postgres(pg)
         return
@@ -313,7 +321,7 @@ def _apply(db: _Db, m: Migration) -> None:
     for i, stmt in enumerate(m.statements(), 1):
         try:
             db.execute(stmt)
-        except (sqlite3.Error, psycopg.Error) as exc:
+        except db.errors as exc:
             raise MigrationError(f"migration {m.filename} failed at statement {i} "
                                  f"({stmt.splitlines()[0]!r}...): {exc}") from exc
     db.execute(f"INSERT INTO {TABLE} (version, name, checksum, applied_at) "

@@ -8,8 +8,11 @@ table has every column and index ``schema_sql`` would make for the seed's bindin
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -473,6 +476,23 @@ def test_concurrent_migrations_apply_each_version_once(db_url: str,
     assert [r["version"] for r in versions] == ALL
 
 
+def test_concurrent_migrator_processes_apply_each_version_once(
+        db_url: str, stores: list[pubdb.Store]) -> None:
+    """Two app instances starting at once: separate processes, each migrating first."""
+    code = ("import json, sys, pubsched.migrate as m; "
+            "print(json.dumps(m.migrate(sys.argv[1])))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, db_url], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outputs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        outputs.append(json.loads(out))
+    assert sorted(v for applied in outputs for v in applied) == ALL
+    versions = sql(db_url, stores, f"SELECT version FROM {mig.TABLE} ORDER BY version")
+    assert [r["version"] for r in versions] == ALL
+
+
 def test_a_migrator_that_dies_leaves_no_lock_behind(db_url: str) -> None:
     """The lock lives in a transaction, so it goes with its connection: a migrator killed
     while holding it (here: its connection closed mid-transaction) never blocks the next
@@ -648,20 +668,31 @@ def reference_url(db_url: str, tmp_path: Path) -> Iterator[str]:
     yield f"{db_url}{sep}options=-csearch_path%3Dreference"
 
 
+def _pubsched_runs() -> Binding:
+    from pubsched.machine import RUNS
+
+    return RUNS
+
+
+@pytest.mark.parametrize("binding", [SEED_RUNS, _pubsched_runs()], ids=["seed", "RUNS"])
 def test_runs_and_events_match_what_rowstate_would_create(
-        db_url: str, reference_url: str, stores: list[pubdb.Store]) -> None:
+        db_url: str, reference_url: str, stores: list[pubdb.Store], binding: Binding) -> None:
     mig.migrate(db_url)
     ref_stores: list[pubdb.Store] = []
     try:
         ref = pubdb.open_store(reference_url)
         ref_stores.append(ref)
-        ref.execute_script(SEED_RUNS.schema_sql(pubdb.dialect_of(reference_url)))
+        ref.execute_script(binding.schema_sql(pubdb.dialect_of(reference_url)))
+        # a plain payload column with no declared type is TEXT in rowstate's quick-start DDL
+        # only because rowstate cannot know better; the migrations type it (times, JSON)
+        untyped = (set(binding.payload) | set(binding.columns)) - set(binding.column_types)
         for table in ("pub_schedule_runs", "rowstate_events"):
             want = columns(reference_url, ref_stores, table)
             have = columns(db_url, stores, table)
             for name, col in want.items():
                 assert name in have, (table, name)
-                assert have[name].type == col.type, (table, name, have[name], col)
+                if not (table == "pub_schedule_runs" and name in untyped):
+                    assert have[name].type == col.type, (table, name, have[name], col)
                 assert have[name].notnull or not col.notnull, (table, name)
                 if col.default is not None and table == "pub_schedule_runs":
                     assert have[name].default == col.default, (table, name)
