@@ -345,3 +345,47 @@ def _has_table(db: _Db) -> bool:
 
 def _applied(db: _Db) -> dict[str, str]:
     return {str(v): str(c) for v, c in db.execute(f"SELECT version, checksum FROM {TABLE}")}
+
+
+# -- the deployment step ------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pubsched.migrate [--status] [--to VERSION] [URL]``: the step a deployment
+    runs before any instance starts (URL default: ``PUBSCHED_DB``). Exit 0 when done, 1
+    when a migration is refused or fails (the reason on stderr), 2 for a bad URL."""
+    import argparse
+    import sys
+
+    from .db import DatabaseURLError, database_url
+
+    parser = argparse.ArgumentParser(prog="python -m pubsched.migrate",
+                                     description="Apply pubsched's SQL migrations.")
+    parser.add_argument("url", nargs="?", help="database URL (default: $PUBSCHED_DB)")
+    parser.add_argument("--to", help="stop after this version")
+    parser.add_argument("--status", action="store_true", help="only list the versions")
+    args = parser.parse_args(argv)
+    try:
+        url = args.url or database_url()
+        dialect_of(url)
+    except DatabaseURLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.status:
+            for version, applied in status(url):
+                print(f"{version} {'applied' if applied else 'pending'}")
+            return 0
+        done = migrate(url, to=args.to)
+    except MigrationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for version in done:
+        print(f"applied {version}")
+    if not done:
+        print("up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -574,6 +574,25 @@ def test_open_store_with_migrate(db_url: str, stores: list[pubdb.Store]) -> None
     assert sql(db_url, stores, "SELECT count(*) AS n FROM pub_schedule_runs") == [{"n": 0}]
 
 
+def test_the_deployment_step(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path}/deploy.db"
+    assert mig.main(["--status", url]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{v} pending" for v in ALL]
+    assert mig.main(["--to", "0034", url]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "applied 0001", "applied 0032", "applied 0033", "applied 0034"]
+    monkeypatch.setenv("PUBSCHED_DB", url)  # the URL's default
+    assert mig.main([]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"applied {v}" for v in ALL[4:]]
+    assert mig.main([url]) == 0
+    assert capsys.readouterr().out == "up to date\n"
+    assert mig.main(["--to", "0099", url]) == 1
+    assert "no migration version '0099'" in capsys.readouterr().err
+    assert mig.main(["mysql://x"]) == 2
+    assert "unsupported database URL" in capsys.readouterr().err
+
+
 # -- the URL --------------------------------------------------------------------------------
 
 
