@@ -16,7 +16,7 @@ succeeded) and it reads our plain files, but
   locked" under a concurrent writer), and swaps the process-wide ``sqlite3`` datetime
   adapters while it runs, under every other thread of the application.
 
-What this runner guarantees, in about as many lines as the glue around yoyo would take:
+What this runner guarantees instead (one module, no new dependency):
 
 * **one transaction per migration**: a file's statements and the row recording it commit
   together or not at all (both databases have transactional DDL);
