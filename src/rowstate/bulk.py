@@ -119,7 +119,7 @@ class BulkOps(RowOps):
         state it left, its event id and version; every other key is read once more (only
         when there is one) and explained by the Python reader of the same checks."""
         moved: list[tuple[Any, str, Any, Any]] = []  # key, from-state, event id, version
-        if self.c.pg:
+        if self.d.writable_ctes:
             at = rows[0][0][4] if rows[0] else None
             for key, src, event_id, version, _ in rows[0]:
                 if self._event_table:  # the event's row_key, e.g. '["w1"]'
@@ -162,12 +162,8 @@ class BulkOps(RowOps):
         out = SqlOut()
         now = d.now(out)
         key = d.quote(self.b.key[0])
-        if c.pg:
-            cond = f"{key} = ANY({d.value(Slot('keys'), out)})"
-            values: dict[str, Any] = {"keys": keys}
-        else:
-            cond = (f"{key} IN (SELECT value FROM json_each({d.value(Slot('keys'), out)}))")
-            values = {"keys": json.dumps(keys)}
+        cond = d.in_list(key, d.value(Slot("keys"), out))
+        values: dict[str, Any] = {"keys": d.list_param(keys)}
         values.update(self._clock_values())
         stmt = Statement(f"SELECT {c.cols(None)}, {now} FROM {c.table} WHERE {cond}",
                          tuple(out.params))
@@ -185,7 +181,7 @@ class BulkOps(RowOps):
         key = d.quote(b.key[0])
         names = tuple((s, self._edge_name(s, to)) for s in froms)
         state_cols = [b.state, *([b.derived.column] if b.derived else [])]
-        if c.pg:
+        if d.writable_ctes:
             return (self._compile_many_pg(checks, to, froms, array, names, state_cols),)
         # SQLite, inside BEGIN IMMEDIATE: the events (they name the state each row left),
         # then the UPDATE; without an events table, the states are read first

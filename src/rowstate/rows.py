@@ -98,7 +98,7 @@ class RowOps(CoreBase):
                                     now_in, now_in, current)
         first = rows[0][0]
         row = dict(zip(self.columns, first[:n], strict=True))
-        if self.c.pg:
+        if self.d.writable_ctes:
             event_id, at = first[n], first[n + 1]
         else:
             event_id = rows[1][0][0] if len(rows) > 1 and rows[1] else None
@@ -123,7 +123,7 @@ class RowOps(CoreBase):
             return (Statement(f"{insert} RETURNING {c.cols(None)}, {now}", tuple(out.params)),)
         events = d.table(self._event_table)
         version = d.column(b.version, "src") if b.version else "NULL"
-        if c.pg:
+        if d.writable_ctes:
             ins = f"ins AS ({insert} RETURNING {c.cols(None)})"
             head = self._birth_values(out, version)
             now = d.now(out)
