@@ -20,7 +20,7 @@ from dataset_lifecycle import (
 )
 from dataset_lifecycle.testing import MockDatasetLifecycle
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "README.md"
 SEED = Path("/work/shared/seeds/dataset-lifecycle.md")
 
