@@ -42,6 +42,7 @@ from .conditions import (
     evaluate,
     failing,
     lookup,
+    set_path,
 )
 from .core import (
     ActiveLease,
@@ -58,8 +59,10 @@ from .errors import (
     InvariantViolation,
     RowstateError,
     SchemaMismatch,
+    StatementCancelled,
     StoreError,
     UnitRefusedError,
+    UsageError,
     ValidationError,
 )
 from .lifecycle import AsyncLifecycle, Lifecycle
@@ -152,12 +155,14 @@ __all__ = [  # noqa: RUF022 (grouped: the door, then the extension seam)
     "RunResult",
     "SQLiteStore",
     "SchemaMismatch",
+    "StatementCancelled",
     "StoreError",
     "TimedEdge",
     "TransitionResult",
     "Unique",
     "Unit",
     "UnitRefusedError",
+    "UsageError",
     "ValidationError",
     "adrive",
     "connect",
