@@ -21,7 +21,9 @@ import io
 import json
 import logging
 import os
+import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes, message_from_string, policy
 from email.message import EmailMessage
+from pathlib import Path
 from typing import IO, Any
 
 WEB_ADDRESS = "http://127.0.0.1:8000/"
@@ -249,9 +252,24 @@ def story(n: Narrator, db_url: str, inbox: Inbox) -> None:
     n.run("weeks", now=False)
 
     print(f"\nThe demo's database is kept at {db_url}. To look at it in the web admin:\n"
-          f"   PUBSCHED_DB={db_url} pubsched serve\n"
-          f"then open {WEB_ADDRESS}weeks/{week}",
+          f"   PUBSCHED_DB={db_url} PUBSCHED_ADMIN_PASSWORD=demo PUBSCHED_INSECURE_COOKIES=1 "
+          f"{_script()} serve\n"
+          f"then open {WEB_ADDRESS}admin/weeks/{week} and log in with the password 'demo'.",
           file=n.out)
+
+
+def _script() -> str:
+    """How to call ``pubsched`` from here: by name when it is on PATH, else by its path
+    (``make demo`` runs it from .venv/bin, which is seldom on PATH)."""
+    if shutil.which("pubsched"):
+        return "pubsched"
+    beside = Path(sys.executable).parent / "pubsched"
+    if not beside.exists():
+        return "pubsched"
+    try:
+        return str(beside.relative_to(Path.cwd()))
+    except ValueError:
+        return str(beside)
 
 
 def run_demo(out: IO[str], *, now: datetime | None = None, directory: str | None = None) -> int:
