@@ -261,6 +261,8 @@ def test_tender_add_list_and_json(run: Cli) -> None:
         {"name": "Ana Alvarez", "email": "ana@pub.example", "active": True, "max_shifts": 2},
         {"name": "Ben", "email": "ben@pub.example", "active": True, "max_shifts": None}]
     assert all(isinstance(t["id"], int) for t in listed)
+    assert {frozenset(t) for t in listed} == {  # the documented shape, exactly
+        frozenset({"id", "name", "email", "active", "max_shifts"})}
     text = run.ok("tender", "list").out
     assert "Ana Alvarez" in text and "ben@pub.example" in text
 
@@ -389,6 +391,13 @@ def test_week_show_json_has_the_documented_keys(staffed: Cli) -> None:
             "shifts", "unfilled", "submissions", "last_error", "deliveries",
             "history"} <= set(shown)
     assert {"id", "label", "starts_at", "slots", "assigned"} <= set(shown["shifts"][0])
+    first = shown["shifts"][0]
+    assert (type(first["id"]), type(first["slots"]), first["assigned"]) == (int, int, [])
+    assert (shown["autopilot"], shown["unfilled"], shown["last_error"]) == (False, 0, None)
+    assert (shown["submissions"], shown["deliveries"]) == ([], [])
+    assert shown["engine"] == "legacy"  # the flag is off: the legacy engine moved it
+    assert [(h["edge"], h["from"], h["to"]) for h in shown["history"]] == [
+        ("create", None, "DRAFT")]  # the row made through the door; legacy moves no events
     text = staffed.ok("week", "show", WEEK).out
     assert WEEK in text and "COLLECTING" in text
 
@@ -401,7 +410,8 @@ def test_weeks_lists_every_week_with_its_state(staffed: Cli) -> None:
     listed = staffed.ok("weeks", "--json").json()
     assert [(w["week_of"], w["state"]) for w in listed] == [(WEEK, "CLOSED"),
                                                              (NEXT, "COLLECTING")]
-    assert {"week_of", "state", "legacy_status", "autopilot", "deadline_at"} <= set(listed[0])
+    assert {frozenset(w) for w in listed} == {  # the documented shape, exactly
+        frozenset({"week_of", "state", "legacy_status", "autopilot", "deadline_at"})}
     text = staffed.ok("weeks").out
     assert WEEK in text and "CLOSED" in text
 
