@@ -2,14 +2,15 @@
 PostgreSQL.
 
 Why a small runner of our own, not yoyo-migrations: yoyo 9.0 was tried here (psycopg 3
-through ``postgresql+psycopg://`` and SQLite, four concurrent processes on each: all
-applied once) and it reads our plain files, but
+through ``postgresql+psycopg://`` and SQLite, four concurrent processes on each all
+succeeded) and it reads our plain files, but
 
 * it records a hash of each migration's *id*, not of its text: an applied file that was
   edited afterwards is silently skipped, which is exactly the drift between databases a
   runner must refuse;
 * its lock is a row in a lock table: a migrator killed while holding it leaves the row
-  behind, and every later run waits and then fails until someone runs ``break-lock``;
+  behind, and every later run waits 10 s and fails with ``LockTimeout`` until someone runs
+  ``yoyo break-lock`` (reproduced here on both databases);
 * on SQLite it opens shared-cache connections with no busy timeout, starts deferred
   transactions (``BEGIN``, which FACTS.md measured failing at once with "database is
   locked" under a concurrent writer), and swaps the process-wide ``sqlite3`` datetime
@@ -206,9 +207,11 @@ def _open(url: str) -> Iterator[_Db]:
     if path is None:
         raise MigrationError("an in-memory SQLite database exists only inside one connection: "
                              "use pubsched.db.open_store(url, migrate=True)")
+    # no PRAGMA journal_mode here: rowstate's store switches the file to WAL when it opens
+    # it (and WAL sticks), while the switch itself fails at once, waiting for no busy
+    # timeout, whenever another connection is writing: a migrator must simply wait
     conn = sqlite3.connect(path, isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT)
     try:
-        conn.execute("PRAGMA journal_mode=WAL").fetchall()  # as rowstate's store opens it
         yield _SQLite(conn)
     finally:
         conn.close()

@@ -472,6 +472,41 @@ def test_concurrent_migrations_apply_each_version_once(db_url: str,
     assert [r["version"] for r in versions] == ALL
 
 
+def test_a_migrator_that_dies_leaves_no_lock_behind(db_url: str) -> None:
+    """The lock lives in a transaction, so it goes with its connection: a migrator killed
+    while holding it (here: its connection closed mid-transaction) never blocks the next
+    one for longer than it lived (yoyo's lock row would, until someone breaks it)."""
+    import psycopg
+
+    holder: sqlite3.Connection | psycopg.Connection[Any]
+    if dialect(db_url) == "sqlite":
+        holder = sqlite3.connect(str(pubdb.sqlite_path(db_url)), isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+    else:
+        holder = psycopg.connect(db_url, autocommit=True)
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (mig.LOCK_KEY,))
+    results: list[list[str]] = []
+    errors: list[BaseException] = []
+
+    def waiting() -> None:
+        try:
+            results.append(mig.migrate(db_url))
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    migrator = threading.Thread(target=waiting)
+    migrator.start()
+    try:
+        migrator.join(1.0)
+        assert migrator.is_alive() and results == [] and errors == []  # it waits
+    finally:
+        holder.close()  # the holder dies mid-transaction
+    migrator.join(30)
+    assert errors == []
+    assert results == [ALL]
+
+
 # -- the files ----------------------------------------------------------------------------------
 
 
