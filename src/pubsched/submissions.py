@@ -72,8 +72,10 @@ def _held(tx: Any, week: str, v2: bool) -> Verdict | None:
         if not held:
             if held.reason == "RECORD_NOT_FOUND":
                 raise BadInput(f"no week {week}")
-            return closed if held.reason == "STATE_MISMATCH" else Verdict(
-                False, held.reason, message=f"week {week} is busy ({held.reason})")
+            if held.reason == "LEASE_HELD":  # a close (or another act) is in flight
+                return Verdict(False, held.reason, message=f"the form for week {week} is "
+                               "being closed right now; nothing was saved")
+            return closed
         return None
     held = tx.hold(week, RUN.states)  # the row lock; the legacy rule read from the row
     if not held:

@@ -13,6 +13,7 @@ import rowstate
 
 from .app import BadInput, Pub, Verdict, utc
 
+COLUMNS = "id, name, email, active, max_shifts, link_version"
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
 
 
@@ -23,11 +24,13 @@ class Tender:
     email: str
     active: bool
     max_shifts: int | None
+    link_version: int = 1
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Tender:
         return cls(int(row["id"]), str(row["name"]), str(row["email"]), bool(row["active"]),
-                   None if row["max_shifts"] is None else int(row["max_shifts"]))
+                   None if row["max_shifts"] is None else int(row["max_shifts"]),
+                   int(row.get("link_version") or 1))
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "email": self.email,
@@ -76,7 +79,7 @@ def add(pub: Pub, name: str, email: str, *, max_shifts: int | None = None,
 
 
 def find(pub: Pub, email: str) -> Tender | None:
-    rows = pub.query("SELECT id, name, email, active, max_shifts FROM pub_tenders "
+    rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders "
                      "WHERE email_key = %s", [email_key(email)])
     return Tender.of(rows[0]) if rows else None
 
@@ -90,7 +93,7 @@ def get(pub: Pub, email: str) -> Tender:
 
 
 def by_id(pub: Pub, tender_id: int) -> Tender | None:
-    rows = pub.query("SELECT id, name, email, active, max_shifts FROM pub_tenders "
+    rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders "
                      "WHERE id = %s", [tender_id])
     return Tender.of(rows[0]) if rows else None
 
@@ -107,6 +110,17 @@ def deactivate(pub: Pub, email: str) -> Verdict:
 
 def all_tenders(pub: Pub, *, active_only: bool = False) -> list[Tender]:
     where = " WHERE active = 1" if active_only else ""
-    rows = pub.query(f"SELECT id, name, email, active, max_shifts FROM pub_tenders{where} "
+    rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders{where} "
                      "ORDER BY lower(name), id")
     return [Tender.of(r) for r in rows]
+
+
+def revoke_links(pub: Pub, email: str) -> Verdict:
+    """Bump the tender's link version: every personal link handed out so far is refused;
+    ``links.tender_url`` with the new version is the one to hand out now."""
+    tender = get(pub, email)
+    with pub.atomic() as tx:
+        rows = tx.execute("UPDATE pub_tenders SET link_version = link_version + 1 "
+                          "WHERE id = %s RETURNING link_version", [tender.id])
+    return Verdict(True, message=f"revoked the links of {tender.email}",
+                   detail={"link_version": int(rows[0]["link_version"])})

@@ -48,7 +48,7 @@ def verdict(result: Any, what: str) -> Verdict:
                        detail={"state": result.state})
     error = getattr(result, "error", None)
     if getattr(result, "acted", False) and error and result.reason == "ACT_FAILED":
-        return Verdict(False, failed=error, message=f"{what} failed: {error}",
+        return Verdict(False, result.reason, error, message=f"{what} failed: {error}",
                        detail={"state": result.state})
     return Verdict(False, result.reason, message=f"{what} refused: {result.reason} "
                    f"(the week is {result.state})", detail={"state": result.state})

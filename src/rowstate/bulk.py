@@ -89,16 +89,16 @@ class BulkOps(RowOps):
                                transaction=len(stmts) > 1)
         except InvariantViolation:
             return (yield from self._one_by_one(wanted, to, froms, owner, guards, data,
-                                                due, edge))
+                                                due, edge, due_at))
         return self._many_verdict(rows, wanted, plan.checks, values, to, owner, data)
 
     def _one_by_one(self, wanted: list[Any], to: str, froms: tuple[str, ...], owner: Any,
                     guards: GuardSpec | None, data: Any, due: str | None,
-                    edge: Any) -> Op[BulkResult]:
+                    edge: Any, due_at: Any = None) -> Op[BulkResult]:
         applied, refused, events = [], [], []
         for k in wanted:
             got = yield from self._transition(k, to, froms, owner, None, guards, data, edge,
-                                              None, due)
+                                              None, due, due_at)
             if got.applied:
                 applied.append((k,))
                 if got.event is not None:

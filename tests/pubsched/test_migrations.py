@@ -24,7 +24,7 @@ from pubsched import db as pubdb
 from pubsched import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
-ALL = ["0001", "0032", "0033", "0034", "0035", "0036"]
+ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037"]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
@@ -118,6 +118,7 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "id": ("INTEGER", True), "name": ("TEXT", True), "email": ("TEXT", True),
         "email_key": ("TEXT", True), "active": ("INTEGER", True),
         "max_shifts": ("INTEGER", False), "created_at": ("TIME", True),
+        "link_version": ("INTEGER", True),
     },
     "pub_schedule_runs": {
         "week_of": ("TEXT", True), "status": ("TEXT", True),
@@ -218,8 +219,8 @@ def test_every_migration_applies_from_scratch_and_again_is_a_no_op(db_url: str) 
 
 def test_migrate_to_a_version_stops_there(db_url: str) -> None:
     assert mig.migrate(db_url, to="0034") == ["0001", "0032", "0033", "0034"]
-    assert mig.status(db_url)[-2:] == [("0035", False), ("0036", False)]
-    assert mig.migrate(db_url) == ["0035", "0036"]
+    assert mig.status(db_url)[-3:] == [("0035", False), ("0036", False), ("0037", False)]
+    assert mig.migrate(db_url) == ["0035", "0036", "0037"]
     with pytest.raises(mig.MigrationError, match="no migration version '0099'"):
         mig.migrate(db_url, to="0099")
 
@@ -366,7 +367,7 @@ def test_applying_0035_to_legacy_rows_changes_no_behaviour(
     insert_run(db_url, stores, "2026-03-09")
     select = f"SELECT {', '.join(legacy_columns)} FROM pub_schedule_runs ORDER BY week_of"
     before = sql(db_url, stores, select)
-    assert mig.migrate(db_url) == ["0035", "0036"]
+    assert mig.migrate(db_url) == ["0035", "0036", "0037"]
 
     assert sql(db_url, stores, select) == before
     new = sql(db_url, stores, "SELECT v2_state, autopilot, kind, acting_at, acting_kind, "
@@ -406,13 +407,14 @@ def test_a_changed_applied_migration_is_refused(db_url: str) -> None:
                        match=r"0033_settings_override\.\w+\.sql was changed after it was "
                              r"applied"):
         mig.migrate(db_url, migrations=changed)
-    assert mig.status(db_url)[-2:] == [("0035", False), ("0036", False)]  # nothing applied
-    assert mig.migrate(db_url) == ["0035", "0036"]
+    assert mig.status(db_url)[-3:] == [("0035", False), ("0036", False),
+                                       ("0037", False)]  # nothing applied
+    assert mig.migrate(db_url) == ["0035", "0036", "0037"]
 
 
 def test_an_unknown_applied_version_is_refused(db_url: str) -> None:
     mig.migrate(db_url)
-    with pytest.raises(mig.MigrationError, match="0036 applied that this version"):
+    with pytest.raises(mig.MigrationError, match="0037 applied that this version"):
         mig.migrate(db_url, migrations=shipped(db_url)[:-1])
 
 
@@ -420,7 +422,7 @@ def test_a_migration_numbered_below_an_applied_one_is_refused(db_url: str) -> No
     mig.migrate(db_url)
     late = mig.Migration("0010", "late", pubdb.dialect_of(db_url),
                          "CREATE TABLE pub_late (x INTEGER);\n")
-    with pytest.raises(mig.MigrationError, match="0010 are numbered below 0036"):
+    with pytest.raises(mig.MigrationError, match="0010 are numbered below 0037"):
         mig.migrate(db_url, migrations=sorted([*shipped(db_url), late],
                                               key=lambda m: m.version))
 
@@ -428,11 +430,11 @@ def test_a_migration_numbered_below_an_applied_one_is_refused(db_url: str) -> No
 def test_a_failing_migration_is_rolled_back_whole(db_url: str,
                                                   stores: list[pubdb.Store]) -> None:
     mig.migrate(db_url)
-    broken = mig.Migration("0037", "broken", pubdb.dialect_of(db_url),
+    broken = mig.Migration("0038", "broken", pubdb.dialect_of(db_url),
                            "CREATE TABLE pub_probe (x INTEGER);\n"
                            "ALTER TABLE pub_schedule_runs ADD COLUMN probe TEXT;\n"
                            "SELECT no_such_column FROM pub_probe;\n")
-    with pytest.raises(mig.MigrationError, match=r"0037_broken\.\w+\.sql failed at statement 3"):
+    with pytest.raises(mig.MigrationError, match=r"0038_broken\.\w+\.sql failed at statement 3"):
         mig.migrate(db_url, migrations=[*shipped(db_url), broken])
     assert "pub_probe" not in tables(db_url, stores)
     assert "probe" not in columns(db_url, stores, "pub_schedule_runs")
@@ -676,12 +678,9 @@ def test_runs_and_events_match_what_rowstate_would_create(
 
 
 def test_the_final_schema_passes_check_schema(db_url: str, stores: list[pubdb.Store]) -> None:
-    """The binding's own verdict. Runs once pubsched.runs.RUNS and Binding.check_schema
-    are on main; skipped until then."""
-    runs = pytest.importorskip("pubsched.runs", reason="pubsched.runs (RUNS) is not on main yet")
-    binding = runs.RUNS
-    if not hasattr(binding, "check_schema"):
-        pytest.skip("rowstate's Binding.check_schema is not on main yet")
+    """The binding's own verdict: every column, type and index the run machine needs."""
+    from pubsched.machine import RUNS as binding
+
     mig.migrate(db_url)
     stores.append(pubdb.open_store(db_url))
     binding.check_schema(stores[0])

@@ -1,0 +1,171 @@
+"""The seed's races on the v2 engine, with real threads and processes: a double-clicked
+send from two processes (one email per tender), a send SIGKILLed mid-way (the lease
+reclaimed after its TTL by send only; the in-flight recipient uncertain and never re-sent;
+the rest sent once), a zombie generate whose lease was reclaimed (its assignments never
+land), submissions racing the close (each lands before the close or is refused)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pub_fixtures import NOW, WEEK, crew, make_pub
+from smtp_server import SmtpTestServer
+
+import rowstate
+from pubsched import generate, submissions, v2, weeks
+from pubsched.app import Pub
+from pubsched.view import week_show
+
+HERE = Path(__file__).resolve().parent
+SEND_IN_A_CHILD = """
+import json, sys
+sys.path[:0] = [{here!r}, {tests!r}]
+from datetime import datetime
+from pub_fixtures import NOW, WEEK
+from pubsched import v2
+from pubsched.app import Config, Pub
+from pubsched.db import open_store
+from pubsched.mailconfig import load_mail_settings
+import os
+mail = load_mail_settings(dict(os.environ))
+pub = Pub(open_store(sys.argv[1]), Config(db_url=sys.argv[1], mail=mail))
+got = v2.send(pub, WEEK, now=NOW, holder=sys.argv[2])
+print(json.dumps({{"applied": got.applied, "reason": got.reason, "failed": got.failed}}))
+pub.close()
+"""
+
+
+def _child(url: str, smtp: SmtpTestServer, holder: str) -> subprocess.Popen[str]:
+    env = {**os.environ, **smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test",
+                                    PUBSCHED_OPERATOR_EMAIL="boss@pub.test",
+                                    PUBSCHED_SMTP_TIMEOUT="30")}
+    script = SEND_IN_A_CHILD.format(here=str(HERE), tests=str(HERE.parent))
+    return subprocess.Popen([sys.executable, "-c", script, url, holder], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _approved(pub: Pub, *names: str) -> None:
+    crew(pub, *((n, None) for n in names))
+    assert v2.open_form(pub, WEEK, now=NOW)
+    ids = [s.id for s in weeks.shifts(pub, WEEK)]
+    for n in names:
+        assert submissions.submit(pub, WEEK, f"{n}@pub.test", ids, now=NOW)
+    assert v2.close(pub, WEEK, now=NOW) and v2.generate(pub, WEEK, now=NOW)
+    assert v2.approve(pub, WEEK, now=NOW)
+
+
+def _age_lease(pub: Pub, seconds: float) -> None:
+    with pub.atomic() as tx:
+        row = tx.execute("SELECT acting_at FROM pub_schedule_runs WHERE week_of = %s",
+                         [WEEK])[0]
+        tx.execute("UPDATE pub_schedule_runs SET acting_at = %s WHERE week_of = %s",
+                   [row["acting_at"] - timedelta(seconds=seconds), WEEK])
+
+
+def test_a_double_clicked_send_from_two_processes_mails_each_tender_once(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    _approved(pub, "ann", "bob", "cy")
+    children = [_child(db_url, smtp, f"click-{i}") for i in range(2)]
+    outs = [json.loads(c.communicate(timeout=120)[0]) for c in children]
+    assert sorted(o["applied"] for o in outs) == [False, True], outs
+    loser = next(o for o in outs if not o["applied"])
+    assert loser["reason"] in ("LEASE_HELD", "STATE_MISMATCH")
+    rcpts = sorted(m.rcpt_tos[0] for m in smtp.accepted)
+    assert rcpts == ["ann@pub.test", "bob@pub.test", "cy@pub.test"]  # once each
+    assert week_show(pub, WEEK)["state"] == "SENT"
+
+
+def test_a_send_killed_midway_is_reclaimed_by_send_only_and_never_mails_twice(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    _approved(pub, "ann", "bob", "cy")
+    smtp.hang_after_data(for_recipient="bob@pub.test")
+    child = _child(db_url, smtp, "doomed")
+    until = time.monotonic() + 60
+    while not any("bob@pub.test" in m.rcpt_tos for m in smtp.received):
+        assert time.monotonic() < until and child.poll() is None, child.stderr
+        time.sleep(0.05)
+    os.kill(child.pid, signal.SIGKILL)  # bob's data is out; his fate is unknown
+    child.communicate(timeout=30)  # reaped, its pipes closed
+    smtp.clear_faults()
+    statuses = {d["email"]: d["status"] for d in week_show(pub, WEEK)["deliveries"]}
+    assert statuses == {"ann@pub.test": "sent", "bob@pub.test": "in_flight"}
+    assert v2.send(pub, WEEK, now=NOW).reason == "LEASE_HELD"  # live until its TTL
+    _age_lease(pub, 700)  # the TTL passes
+    claim = pub.runs.claim(WEEK, "generate")  # another kind may not take it over
+    assert (claim.claimed, claim.reason) == (False, "STATE_MISMATCH")
+    resumed = v2.send(pub, WEEK, now=NOW)
+    assert resumed.applied and week_show(pub, WEEK)["state"] == "SENT", resumed.message
+    assert resumed.detail["uncertain"] == ["bob@pub.test"]
+    received = [m.rcpt_tos[0] for m in smtp.received]
+    assert sorted(received) == ["ann@pub.test", "bob@pub.test", "cy@pub.test"]  # none twice
+    statuses = {d["email"]: d["status"] for d in week_show(pub, WEEK)["deliveries"]}
+    assert statuses["bob@pub.test"] == "in_flight"  # shown as uncertain, not re-sent
+
+
+def test_a_zombie_generate_whose_lease_was_reclaimed_writes_no_assignment(pub: Pub) -> None:
+    crew(pub, ("ann", None), ("bob", None))
+    assert v2.open_form(pub, WEEK, now=NOW)
+    ids = [s.id for s in weeks.shifts(pub, WEEK)]
+    submissions.submit(pub, WEEK, "ann@pub.test", ids, now=NOW)
+    assert v2.close(pub, WEEK, now=NOW)
+    zombie = pub.runs.claim(WEEK, "generate", holder="zombie")
+    assert zombie.claimed
+    _age_lease(pub, 700)  # the zombie pauses past its TTL...
+    second = v2.generate(pub, WEEK, now=NOW, holder="second")  # ...and is taken over
+    assert second.applied
+    landed = generate.assignments(pub, WEEK)
+    with pytest.raises(rowstate.UnitRefusedError) as caught:  # the zombie wakes and writes
+        generate.generate_body(pub, WEEK, NOW, lambda: pub.runs.atomic(fence=zombie))
+    assert caught.value.reason == "LEASE_LOST"
+    assert generate.assignments(pub, WEEK) == landed
+    assert not pub.runs.finalize(WEEK, zombie).applied
+
+
+def test_submissions_racing_the_close_land_before_it_or_are_refused(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    names = [f"t{i}" for i in range(6)]
+    crew(pub, *((n, None) for n in names))
+    assert v2.open_form(pub, WEEK, now=NOW)
+    ids = [s.id for s in weeks.shifts(pub, WEEK)]
+    others = [make_pub(db_url, smtp) for _ in names]
+    results: dict[str, Any] = {}
+    barrier = threading.Barrier(len(names) + 1)
+
+    def submit(name: str, who: Pub) -> None:
+        barrier.wait(10)
+        results[name] = submissions.submit(who, WEEK, f"{name}@pub.test", ids, now=NOW)
+
+    def close() -> None:
+        barrier.wait(10)
+        results["close"] = v2.close(pub, WEEK, now=NOW)
+
+    threads = [threading.Thread(target=submit, args=(n, o)) for n, o in zip(names, others,
+                                                                             strict=True)]
+    threads.append(threading.Thread(target=close))
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        for o in others:
+            o.close()
+    assert results["close"].applied
+    stored = {s["email"] for s in submissions.of_week(pub, WEEK)}
+    for n in names:
+        got = results[n]
+        assert got.applied == (f"{n}@pub.test" in stored), (n, got)
+        if not got.applied:  # after the close, or while its lease was held
+            assert got.reason in ("FORM_CLOSED", "LEASE_HELD"), got
+    late = submissions.submit(pub, WEEK, "t0@pub.test", ids[:1], now=NOW)
+    assert (late.applied, late.reason) == (False, "FORM_CLOSED")

@@ -1,0 +1,104 @@
+"""The v2 tick (flag on): manual-mode nudges at most once per run, autopilot advancing
+DRAFT -> COLLECTING -> CLOSED -> ASSIGNED as the times come and stopping there, two ticks
+at once never double-acting, a tick that runs hours late, and a close in flight that an
+extension cannot stomp."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from pub_fixtures import NOW, OPERATOR, WEEK, crew, make_pub
+from smtp_server import SmtpTestServer
+
+from pubsched import submissions, v2, weeks
+from pubsched.app import Pub
+from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
+from pubsched.tick import tick
+from pubsched.view import week_show
+
+
+def deadline(pub: Pub) -> object:
+    row = pub.runs.get(WEEK)
+    assert row is not None
+    return pub.runs.core.d.parse_time(row["deadline_at"])
+
+
+def test_a_manual_week_past_its_deadline_gets_one_nudge_and_no_move(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    assert not [v for v in tick(pub, due - timedelta(minutes=1)) if v.applied]
+    first = tick(pub, due)
+    assert [v.message for v in first if v.applied] == [f"tick: {WEEK} collecting_alert"]
+    assert not any(v.applied for v in tick(pub, due + timedelta(hours=2)))  # once per run
+    nudges = [m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]
+    assert len(nudges) == 1 and "ready to close" in str(nudges[0].message["Subject"])
+    assert week_show(pub, WEEK)["state"] == COLLECTING  # nudges never change state
+
+
+def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    crew(pub, ("ann", None), ("bob", None))
+    row = weeks.ensure_week(pub, WEEK, now=NOW)
+    weeks.set_autopilot(pub, WEEK, True)
+    opens = pub.runs.core.d.parse_time(row["opens_at"])
+    assert opens is not None
+    assert not any(v.applied for v in tick(pub, opens - timedelta(seconds=1)))
+    assert week_show(pub, WEEK)["state"] == DRAFT
+    assert [v.message for v in tick(pub, opens) if v.applied] == [f"tick: {WEEK} open"]
+    for t in ("ann@pub.test", "bob@pub.test"):
+        submissions.submit(pub, WEEK, t, [s.id for s in weeks.shifts(pub, WEEK)], now=opens)
+    late = pub.runs.core.d.parse_time(pub.runs.get(WEEK)["generate_at"])  # type: ignore[index]
+    assert late is not None
+    # a tick that runs hours late: the close and the generate both fire, in order, once
+    fired = [v.message for v in tick(pub, late + timedelta(hours=5)) if v.applied]
+    assert fired == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
+    shown = week_show(pub, WEEK)
+    assert shown["state"] == ASSIGNED and shown["unfilled"] == 0
+    assert not any(v.applied for v in tick(pub, late + timedelta(days=3)))  # stops here
+    assert week_show(pub, WEEK)["state"] == ASSIGNED
+    assert smtp.accepted == []  # autopilot never mails tenders, and a run on autopilot
+    # needs no "ready to close?" nudge
+
+
+def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestServer,
+                                                       db_url: str) -> None:
+
+    assert v2.open_form(pub, WEEK, now=NOW)
+    weeks.ensure_week(pub, "2026-12-14", now=NOW)
+    weeks.set_autopilot(pub, "2026-12-14", True)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    other = make_pub(db_url, smtp)
+    try:
+        barrier = threading.Barrier(2)
+        results: list[list[object]] = [[], []]
+
+        def run(i: int, which: Pub) -> None:
+            barrier.wait(10)
+            results[i] = [v.message for v in tick(which, due + timedelta(days=7))
+                          if v.applied]
+
+        threads = [threading.Thread(target=run, args=(i, p)) for i, p in
+                   enumerate((pub, other))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        other.close()
+    everything = results[0] + results[1]
+    assert everything.count(f"tick: {WEEK} collecting_alert") == 1
+    assert len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]) == 1
+
+
+def test_an_extension_cannot_stomp_a_close_in_flight(pub: Pub) -> None:
+    assert v2.open_form(pub, WEEK, now=NOW)
+    claim = pub.runs.claim(WEEK, "close", holder="closer")
+    assert claim.claimed
+    refused = v2.extend(pub, WEEK, NOW + timedelta(days=2), now=NOW)
+    assert (refused.applied, refused.reason) == (False, "LEASE_HELD")
+    assert pub.runs.finalize(WEEK, claim).applied
+    assert week_show(pub, WEEK)["state"] == "CLOSED"
