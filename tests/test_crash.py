@@ -168,6 +168,19 @@ def victim(pg_dsn: str) -> Iterator[rowstate.PostgresStore]:
         store.close()
 
 
+@pytest.fixture
+def unchecked_victim(pg_dsn: str) -> Iterator[rowstate.PostgresStore]:
+    """The victim with its connection kept per thread instead of pooled: the pool checks a
+    connection at checkout and replaces one killed while idle (so the next call does not
+    fail: tests/test_stores.py), which would hide the crash these tests are about."""
+    rh.create_rows(pg_dsn, rh.race_binding(TTL), ["job", "job2"])
+    store = rowstate.PostgresStore(rh.with_app_name(pg_dsn, VICTIM), per_thread=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def kill_victims(pg_admin_dsn: str, pg_dsn: str) -> None:
     pids = rh.backends(pg_admin_dsn, rh.dbname_of(pg_dsn), VICTIM)
     assert pids, "no victim connection to terminate"
@@ -183,8 +196,8 @@ def consistent(url: str, key: str, state: str, version: int) -> None:
 
 
 def test_connection_lost_between_claim_and_finalize(
-        victim: rowstate.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
-    lc = Lifecycle(victim, rh.race_binding(TTL))
+        unchecked_victim: rowstate.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
+    lc = Lifecycle(unchecked_victim, rh.race_binding(TTL))
     claim = lc.claim("job", "work")
     assert claim.claimed
     kill_victims(pg_admin_dsn, pg_dsn)
@@ -251,11 +264,11 @@ def test_connection_lost_while_waiting_on_a_row_lock(
 
 
 def test_connection_lost_during_a_leased_act(
-        victim: rowstate.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
+        unchecked_victim: rowstate.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
     """The act kills the run's connection: finalize cannot land and raises; the lease stays
     (the act may have had its effect), so a retry is refused until the TTL and then runs
     the edge exactly once."""
-    lc = Lifecycle(victim, rh.race_binding(TTL))
+    lc = Lifecycle(unchecked_victim, rh.race_binding(TTL))
     acts: list[int | None] = []
 
     def act(lease: rowstate.ActiveLease) -> bool:

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from engine_fixtures import JOBS, RUNS, Backend, Clock, events_of, on
-from rowstate import Event, NatsPublisher, ValidationError
+from rowstate import DefinitionError, Event, NatsPublisher, ValidationError
 
 JOBS_NO_OUTBOX = dataclasses.replace(JOBS, events=None)
+# a second tenant's jobs: the same machine, its own events table (its ids start at 1 too)
+JOBS_B = dataclasses.replace(JOBS, table="jobs_b", events="events_b")
 
 
 def walk(jobs: Any, key: str) -> None:
@@ -111,7 +113,8 @@ def test_the_relay_delivers_each_event_once_in_order(backend: Backend) -> None:
         mine = [e for e in got if e.key == (key,)]
         assert [e.version for e in mine] == [1, 2, 3]
         assert [e.to_state for e in mine] == ["READY", "FAILED", "READY"]
-    assert all(e.stable_id == f"job:{e.id}" for e in got)
+    assert relay.namespace and all(e.source == relay.namespace for e in got)
+    assert all(e.stable_id == f"{relay.namespace}:job:{e.id}" for e in got)
     assert got[0].data == {"step": 1} and got[0].owner == "ann"
 
     assert jobs.transition("a", "FAILED").applied
@@ -196,12 +199,107 @@ def test_nats_jetstream_receives_each_event_once(backend: Backend, nats_url: str
                 msg = backend.wait(js.get_msg(stream, seq))
                 assert msg.subject == f"{prefix}.job"
                 assert msg.headers is not None
-                assert msg.headers["Nats-Msg-Id"] == event.stable_id != ""
+                # history's events come from the table, not through a relay: no namespace
+                delivered = event._replace(source=relay.namespace)
+                assert msg.headers["Nats-Msg-Id"] == delivered.stable_id
+                assert delivered.stable_id == f"{relay.namespace}:job:{event.id}"
                 body = json.loads(msg.data)
-                assert body["id"] == event.stable_id
+                assert body["id"] == delivered.stable_id
                 assert (body["key"], body["edge"], body["to"]) == (["j1"], event.edge,
                                                                    event.to_state)
                 assert body["data"] == event.data and body["version"] == seq
+        finally:
+            backend.wait(js.delete_stream(stream))
+    finally:
+        backend.wait(nc.close())
+
+
+INJECTION = 'rowstate_events" ; DROP TABLE jobs; --'
+
+
+def test_the_relay_checks_its_table_name_as_the_binding_does(backend: Backend) -> None:
+    """The name is pasted into SQL text: a name that is not plain never reaches it."""
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="NEW")
+    assert jobs.transition("j1", "READY").applied
+    for bad in (INJECTION, 'ev"; DROP TABLE jobs; --', "a.b.c", "", "x.", "1ev", "ev ev"):
+        with pytest.raises(DefinitionError, match="relay table"):
+            backend.relay([], table=bad).deliver()
+    assert backend.count("jobs") == 1 and backend.count("rowstate_events") == 1
+    assert backend.relay([], table="rowstate_events").drain() == 1
+
+
+def test_stable_ids_are_unique_across_events_tables(backend: Backend) -> None:
+    """Two tables' events share machine and ids; their stable ids differ, stay the same
+    for a relay built again on the same table, and change when the table is recreated."""
+    a, b = backend.make(JOBS), backend.make(JOBS_B)
+    backend.seed(JOBS, id="j1", state="NEW", owner="ann")
+    backend.seed(JOBS_B, id="j1", state="NEW", owner="ann")
+    walk(a, "j1")
+    walk(b, "j1")
+    got_a: list[Event] = []
+    got_b: list[Event] = []
+    relay_a = backend.relay([got_a.append])
+    relay_b = backend.relay([got_b.append], table="events_b")
+    assert relay_a.drain() == relay_b.drain() == 3
+    assert [e.id for e in got_a] == [e.id for e in got_b]  # the same ids...
+    assert not {e.stable_id for e in got_a} & {e.stable_id for e in got_b}  # ...told apart
+    backend.execute("UPDATE rowstate_events SET delivered_at = NULL")
+    again: list[Event] = []
+    assert backend.relay([again.append]).drain() == 3  # a restarted relay: the same ids
+    assert [e.stable_id for e in again] == [e.stable_id for e in got_a]
+    given: list[Event] = []
+    backend.execute("UPDATE rowstate_events SET delivered_at = NULL")
+    assert backend.relay([given.append], namespace="eu-1").drain() == 3
+    assert [e.stable_id for e in given] == [f"eu-1:job:{e.id}" for e in got_a]
+    with pytest.raises(DefinitionError, match="namespace"):
+        backend.relay([], namespace="")
+
+    backend.execute("DROP TABLE rowstate_events")  # recreated: its ids start again at 1
+    jobs_c = dataclasses.replace(JOBS, table="jobs_c")  # its DDL creates the table again
+    c = backend.make(jobs_c)
+    backend.seed(jobs_c, id="j2", state="NEW", owner="ann")
+    walk(c, "j2")
+    fresh: list[Event] = []
+    assert backend.relay([fresh.append]).drain() == 3
+    assert [e.id for e in fresh] == [e.id for e in got_a]
+    assert not {e.stable_id for e in fresh} & {e.stable_id for e in got_a}
+
+
+@on("async")
+def test_two_events_tables_into_one_jetstream_stream(backend: Backend, nats_url: str) -> None:
+    """Both tables' events reach the stream, and each once: the stream deduplicates a
+    redelivery but not the other table's event with the same machine and id."""
+    import nats
+
+    a, b = backend.make(JOBS), backend.make(JOBS_B)
+    for binding, lc in ((JOBS, a), (JOBS_B, b)):
+        backend.seed(binding, id="j1", state="NEW", owner="ann")
+        walk(lc, "j1")
+    stream = f"RS_TEST_{uuid.uuid4().hex[:12].upper()}"
+    prefix = f"rstest_{uuid.uuid4().hex[:12]}"
+    nc = backend.wait(nats.connect(nats_url, connect_timeout=5))
+    try:
+        js = nc.jetstream()
+        backend.wait(js.add_stream(name=stream, subjects=[f"{prefix}.>"]))
+        try:
+            relays = [backend.relay([NatsPublisher(js, prefix=prefix)]),
+                      backend.relay([NatsPublisher(js, prefix=prefix)], table="events_b")]
+            assert [r.drain() for r in relays] == [3, 3]
+            backend.execute("UPDATE rowstate_events SET delivered_at = NULL")
+            backend.execute("UPDATE events_b SET delivered_at = NULL")
+            assert [r.drain() for r in relays] == [3, 3]  # redelivered: deduplicated
+            info = backend.wait(js.stream_info(stream))
+            assert info.state.messages == 6
+            ids = []
+            for seq in range(1, 7):
+                msg = backend.wait(js.get_msg(stream, seq))
+                assert msg.headers is not None
+                ids.append(msg.headers["Nats-Msg-Id"])
+                assert json.loads(msg.data)["id"] == ids[-1]
+            expected = [f"{r.namespace}:job:{e.id}" for r, lc in zip(relays, (a, b), strict=True)
+                        for e in lc.history("j1")]
+            assert ids == expected and len(set(ids)) == 6
         finally:
             backend.wait(js.delete_stream(stream))
     finally:

@@ -320,9 +320,8 @@ def test_a_cancelled_async_act_releases_its_lease(backend: Backend) -> None:
 
 def test_sync_run_refuses_an_act_that_returns_a_coroutine(tmp_path: object) -> None:
     """A sync front end cannot await: the act's coroutine is refused and the lease freed."""
-    from examples.pub_run import RUNS
-
     import rowstate
+    from engine_fixtures import RUNS
     from rowstate.compiler import Batch
 
     store = rowstate.connect("sqlite://")

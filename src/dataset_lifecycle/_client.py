@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from rowstate import (
@@ -41,11 +41,13 @@ from rowstate import (
     PostgresStore,
     SQLite,
     Store,
+    StoreError,
     ValidationError,
     adrive,
     connect,
     connect_async,
     drive,
+    postgres_url,
 )
 
 from ._adapter import AdapterBackend
@@ -110,6 +112,20 @@ def _publish_call(publisher: Any, event: DatasetStatusChanged) -> Any:
     raise TypeError(f"event_publisher {publisher!r} has no publish() method")
 
 
+def _check_connects(conninfo: str) -> None:
+    """Connect once, at init, so that a database that does not exist, a refused login or a
+    server that is not there fails here, at once, with the server's own words, instead of
+    as the pool's timeout on the first call. Both twins: ``init`` is a plain call on the
+    asyncio one too, and this is one connection at startup (``connect_timeout`` 10 s unless
+    the conninfo sets one)."""
+    if "connect_timeout" not in conninfo_to_dict(conninfo):
+        conninfo = make_conninfo(conninfo, connect_timeout=10)
+    try:
+        psycopg.connect(conninfo, autocommit=True).close()
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to the dataset database: {exc}") from exc
+
+
 class _Base:
     _asynchronous = False
 
@@ -140,7 +156,11 @@ class _Base:
         ``clock`` (tests) replaces the time claims are stamped and aged with; by default it
         is the database's clock on the engine path and the process's on the adapter path.
         A configuration the binding refuses (an unknown guard field, a payload column the
-        lifecycle manages) raises :class:`ValidationError` here, not on first use.
+        lifecycle manages) raises :class:`ValidationError` here, not on first use; so does a
+        URL with another driver's suffix (``postgresql+asyncpg://``), while SQLAlchemy's
+        ``postgresql+psycopg://`` is taken as ``postgresql://``. A PostgreSQL database it
+        cannot connect to (it does not exist, the login is refused, no server answers)
+        raises :class:`rowstate.StoreError` here too, with the server's message.
         """
         with self._lock:
             if self._setup is not None:
@@ -180,13 +200,17 @@ class _Base:
             raise ValidationError(f"no persistence configured: pass persistence=, pool= or "
                                   f"dsn=, or set {ENV_DSN}")
         if not url.startswith("sqlite:"):
-            # any libpq conninfo, URL or key=value, as the environment variable may hold;
-            # checked here, or a typo would only surface as a pool timeout on first use
+            # any libpq conninfo, URL or key=value, as the environment variable may hold
+            # (and SQLAlchemy's postgresql+psycopg://); checked here, and connected to once,
+            # or a typo or a missing database would only surface as a pool timeout (30 s,
+            # "couldn't get a connection") on first use, the cause left in the logs
+            url = postgres_url(url) or url
             try:
                 conninfo_to_dict(url)
             except psycopg.Error as exc:
                 raise ValidationError(f"not a PostgreSQL conninfo or sqlite URL: {exc}",
                                       ) from None
+            _check_connects(url)
             return AsyncPostgresStore(url) if self._asynchronous else PostgresStore(url)
         try:
             return connect_async(url) if self._asynchronous else connect(url)
@@ -337,7 +361,8 @@ class DatasetLifecycleClient(_Base):
 
 class AsyncDatasetLifecycleClient(_Base):
     """:class:`DatasetLifecycleClient` for asyncio: the same methods as coroutines;
-    ``init`` stays a plain call (the store connects on first use)."""
+    ``init`` stays a plain call (it connects once, to check; the store's pool connects on
+    first use)."""
 
     _asynchronous = True
 

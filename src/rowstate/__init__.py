@@ -93,13 +93,14 @@ if TYPE_CHECKING:
         Store,
         connect,
         connect_async,
+        postgres_url,
     )
 
 # The stores are the only modules that import a driver (psycopg): loaded on first use, so
 # that ``import rowstate`` (and the core: machine, conditions, compiler, the decisions)
 # loads no driver. PEP 562.
 _STORES = frozenset({"AsyncPostgresStore", "AsyncSQLiteStore", "PostgresStore", "SQLiteStore",
-                     "AsyncStore", "Store", "connect", "connect_async"})
+                     "AsyncStore", "Store", "connect", "connect_async", "postgres_url"})
 
 
 def __getattr__(name: str) -> Any:
@@ -191,6 +192,7 @@ __all__ = [  # noqa: RUF022 (grouped: the door, then the extension seam)
     "canonical_time",
     "check_ident",
     "check_scalar",
+    "postgres_url",
     "evaluate",
     "failing",
     "lookup",

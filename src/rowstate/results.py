@@ -47,7 +47,9 @@ class Reason(StrEnum):
 
 class Event(NamedTuple):
     """One applied transition. ``id`` is the outbox row's id (stable across redeliveries);
-    it is None when the binding has no events table (published after commit)."""
+    it is None when the binding has no events table (published after commit). ``source``
+    is the relay's namespace (see :mod:`rowstate.relay`) on a delivered event: an id is
+    unique only within its table, ``stable_id`` across tables and databases."""
 
     machine: str
     key: tuple[Any, ...]
@@ -59,10 +61,14 @@ class Event(NamedTuple):
     version: int | None
     at: datetime | None
     id: int | None = None
+    source: str | None = None
 
     @property
     def stable_id(self) -> str:
-        return f"{self.machine}:{self.id}" if self.id is not None else ""
+        if self.id is None:
+            return ""
+        return f"{self.source}:{self.machine}:{self.id}" if self.source else (
+            f"{self.machine}:{self.id}")
 
 
 class TransitionResult(NamedTuple):
