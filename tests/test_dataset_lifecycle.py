@@ -236,6 +236,7 @@ def test_engine_path_writes_a_terminal_move_in_one_statement(env: Env) -> None:
     lc = env.make(reservation_field=RESERVATION)
     env.seed(dataloadingStatus="LOADING", jobId="job-1", __DR={"isJobRunning": True})
     store = (lc.aio if env.is_async else lc)._setup.store
+    lc.get_status(ID)  # the async init checks the table's columns on first use
     before = store.statements
     assert lc.transition(ID, from_="LOADING", to="SUCCEEDED", owner_job_id="job-1").applied
     assert store.statements - before == 1

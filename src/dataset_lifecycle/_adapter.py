@@ -47,6 +47,7 @@ from rowstate import (
     CheckResult,
     Compiler,
     Core,
+    DefinitionError,
     Dialect,
     Event,
     FinalizationClaimResult,
@@ -75,6 +76,7 @@ from rowstate import (
     evaluate,
     failing,
     lookup,
+    set_path,
 )
 
 from ._machine import Reason
@@ -178,7 +180,8 @@ def pin(node: Node, view: RowView, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def apply_update(row: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` as it is after ``update`` (dotted fields set inside their JSON column)."""
+    """``row`` as it is after ``update`` (dotted fields set inside their JSON column, by
+    the engine's rule: :func:`rowstate.conditions.set_path`)."""
     out = dict(row)
     for field, value in update.items():
         column, *path = field.split(".")
@@ -187,15 +190,11 @@ def apply_update(row: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str,
             continue
         doc = out.get(column)
         if isinstance(doc, str | bytes):
-            doc = json.loads(doc)
-        doc = dict(doc) if isinstance(doc, Mapping) else {}
-        inner = doc
-        for part in path[:-1]:
-            nxt = inner.get(part)
-            inner[part] = dict(nxt) if isinstance(nxt, Mapping) else {}
-            inner = inner[part]
-        inner[path[-1]] = value
-        out[column] = doc
+            try:
+                doc = json.loads(doc)
+            except ValueError:  # a decoded JSON string, not JSON text: not an object
+                doc = None
+        out[column] = set_path(doc, path, value)
     return out
 
 
@@ -447,7 +446,7 @@ class ShapeStatements:
             csig.append((field, len(given), len(given) < len(accepted)))
         usig: list[Any] = []
         sets: list[Set] = []
-        by_json: dict[str, tuple[str, SqlOut]] = {}
+        by_json: dict[str, list[tuple[tuple[str, ...], Value]]] = {}
         for j, (field, value) in enumerate(update.items()):
             ref = self.b.ref(field)
             if ref.column in self.b.key:
@@ -458,8 +457,7 @@ class ShapeStatements:
                     values[name] = json.dumps(value, allow_nan=False)
                 except (TypeError, ValueError) as exc:
                     raise ValidationError(f"{field}: not a JSON value: {exc}") from None
-                expr, out = by_json.get(ref.column, (self.d.column(ref.column, None), SqlOut()))
-                by_json[ref.column] = (self.d.json_set(expr, ref.path, Slot(name), out), out)
+                by_json.setdefault(ref.column, []).append((ref.path, Slot(name)))
                 usig.append((field, "json"))
             elif value is None:
                 sets.append(self.c.set_null(ref.column))
@@ -468,7 +466,13 @@ class ShapeStatements:
                 values[name] = self.d.payload_value(value)
                 sets.append(self.c.set_value(ref.column, Slot(name)))
                 usig.append((field, "value"))
-        sets.extend((column, expr, tuple(out.params)) for column, (expr, out) in by_json.items())
+        for column, writes in by_json.items():
+            out = SqlOut()
+            try:
+                expr = self.d.json_set(self.d.column(column, None), writes, out)
+            except DefinitionError as exc:  # the update's own fields overlap (a and a.b)
+                raise ValidationError(str(exc)) from None
+            sets.append((column, expr, tuple(out.params)))
         key = (tuple(csig), tuple(usig))
         stmt = self._cache.get(key)
         if stmt is None:

@@ -22,7 +22,7 @@ import inspect
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -83,6 +83,57 @@ class _NoSQL:
 class _NoSQLAsync:
     async def run(self, batch: Batch) -> Any:  # pragma: no cover - a bug if reached
         raise AssertionError("the adapter path runs no SQL")
+
+
+def _column_check(rules: Rules, dialect: str) -> Generator[Batch, Any, None]:
+    """Every column the binding reads or writes must be in the table: one catalog read, and
+    one clear error naming what is missing and what configured it (a typo in
+    ``payload_columns`` would otherwise fail every call, reads included, with the
+    database's "column does not exist"). A table that does not exist yet is left alone:
+    ``create_schema()`` may be the next call (and checks again after it)."""
+    b = rules.binding
+    if dialect == "sqlite":
+        sql, params = "SELECT name FROM pragma_table_info(?)", [b.table_parts[-1]]
+    else:
+        qualified = ".".join('"' + p + '"' for p in b.table_parts)
+        sql = ("SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+               "AND attnum > 0 AND NOT attisdropped")
+        params = [qualified]
+    rows = yield Batch(((sql, params),))
+    present = {r[0] for r in rows[0]}
+    missing = sorted(b.known - present) if present else []
+    if missing:
+        reservation = (rules.reservation_field or "").split(".", 1)[0]
+        guards = {f.split(".", 1)[0] for f in b.enter_guards.get(LOADING, {})}
+
+        def source(column: str) -> str:
+            if column in rules.payload_columns:
+                return "payload_columns"
+            if column == reservation:
+                return "reservation_field"
+            return "load_guards" if column in guards else "the lifecycle: run the migration"
+
+        raise ValidationError(
+            f"dataset lifecycle: table {b.table} has no column "
+            + ", ".join(f"{c!r} (from {source(c)})" for c in missing)
+            + "; fix the configuration or add the column (create_schema(extra_columns=...) "
+            "on a new install)")
+
+
+class _CheckedFirst:
+    """The async store, checking the table's columns before its first statement: the async
+    ``init`` is a plain call and does no I/O, so the check runs on first use."""
+
+    def __init__(self, store: Any, rules: Rules) -> None:
+        self.store = store
+        self.rules = rules
+        self.checked = False
+
+    async def run(self, batch: Batch) -> Any:
+        if not self.checked:
+            await adrive(self.store, _column_check(self.rules, self.store.dialect))
+            self.checked = True
+        return await self.store.run(batch)
 
 
 @dataclass(frozen=True)
@@ -182,7 +233,15 @@ class _Base:
                     AsyncLifecycle(store, rules.binding, clock=clock) if self._asynchronous
                     else Lifecycle(store, rules.binding, clock=clock))
                 backend = EngineBackend(lifecycle.core)
-                runner = store
+                if self._asynchronous:
+                    runner = _CheckedFirst(store, rules)
+                else:
+                    runner = store
+                    try:
+                        drive(store, _column_check(rules, store.dialect))
+                    except Exception:
+                        store.close()  # not set up: nothing else would close it
+                        raise
             self._setup = _Setup(rules, Operations(rules, backend), runner, store,
                                  event_publisher, logger or _log, schema, table_name)
 
@@ -261,6 +320,7 @@ class DatasetLifecycleClient(_Base):
         setup = self._ready()
         script = self._schema_script(setup, extra_columns)
         setup.store.execute_script(script)
+        drive(setup.store, _column_check(setup.rules, setup.store.dialect))
 
     def _publish(self, setup: _Setup, event: DatasetStatusChanged) -> None:
         if setup.publisher is None:
@@ -376,6 +436,7 @@ class AsyncDatasetLifecycleClient(_Base):
         setup = self._ready()
         script = self._schema_script(setup, extra_columns)
         await setup.store.execute_script(script)
+        await adrive(setup.store, _column_check(setup.rules, setup.store.dialect))
 
     async def _publish(self, setup: _Setup, event: DatasetStatusChanged) -> None:
         if setup.publisher is None:

@@ -38,7 +38,6 @@ from rowstate import (
     RowView,
     ValidationError,
     evaluate,
-    lookup,
 )
 
 from ._machine import (
@@ -104,10 +103,9 @@ class Rules:
 
     def state_of(self, identifier: DatasetIdentifier, row: Mapping[str, Any],
                  parse_time: Any) -> LifecycleState:
-        def flag(name: str) -> bool:
-            value = lookup(self.binding.ref(name), row)
-            return value is True or value == 1
-
+        # a flag is "running" exactly when the busy check (and so the load guard) says so:
+        # anything but null/false, by JSON's rule (a JSON 0 or 1 is not a boolean)
+        busy = set(self._busy_signals(row))
         token = row.get(QUEUED_LOAD_TOKEN)
         return LifecycleState(
             user_id=identifier.user_id,
@@ -117,8 +115,8 @@ class Rules:
             finalizing_job_id=_text(row.get(CLAIM_JOB)),
             finalizing_scope=_text(row.get(CLAIM_SCOPE)),
             finalizing_claim_time=parse_time(row.get(CLAIM_TIME)),
-            is_job_running=flag(f"{DR}.isJobRunning"),
-            is_jlo_running=flag(f"{DR}.isJLORunning"),
+            is_job_running=Reason.JOB_RUNNING.value in busy,
+            is_jlo_running=Reason.JLO_RUNNING.value in busy,
             queued_load_token=None if token is None else str(token),
             record=_decoded(row, self.binding.json_columns),
         )
@@ -127,9 +125,13 @@ class Rules:
         reasons = []
         if status_of(row) in ACTIVE:
             reasons.append(Reason.DATALOADING_ACTIVE.value)
-        view = RowView(row, {}, datetime.now(UTC), parse_time)
-        reasons.extend(c.reason for c in self.busy_checks if not evaluate(c.node, view))
+        reasons.extend(self._busy_signals(row))
         return reasons
+
+    def _busy_signals(self, row: Mapping[str, Any]) -> list[str]:
+        """The busy signals the row carries, read by the load guards' own checks."""
+        view = RowView(row, {}, datetime.now(UTC), parse_time)
+        return [c.reason for c in self.busy_checks if not evaluate(c.node, view)]
 
 
 def build_rules(*, schema: str, table_name: str, reservation_field: str | None,
@@ -250,7 +252,9 @@ def block_reasons(reasons: Iterable[str], current: str | None, target: str) -> l
     for r in reasons:
         if r == Reason.STATE_MISMATCH and current is not None:
             verdict = evaluate_transition(current, target)
-            out.extend(verdict.reasons if not verdict.allowed else [r])
+            # str(): the engine's reasons may be its Reason members (a StrEnum); the
+            # seed's results carry plain strings only
+            out.extend(verdict.reasons if not verdict.allowed else [str(r)])
         else:
             out.append(str(r))
     return list(dict.fromkeys(out))

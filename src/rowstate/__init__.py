@@ -193,6 +193,7 @@ __all__ = [  # noqa: RUF022 (grouped: the door, then the extension seam)
     "check_ident",
     "check_scalar",
     "postgres_url",
+    "set_path",
     "evaluate",
     "failing",
     "lookup",

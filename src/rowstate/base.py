@@ -364,8 +364,8 @@ class CoreBase:
                 return out, guess
             now = self._now(out.now)
             state = self.state_of(out.cur)
-            if state is None or state not in froms or failing(
-                    plan.checks, RowView(out.cur, values, now, self.d.parse_time)):
+            view = RowView(out.cur, values, now, self.d.parse_time, self.d.load_json)
+            if state is None or state not in froms or failing(plan.checks, view):
                 return out, guess  # refused for a reason the row shows: explain it
             guess = state
         out = yield from self._cas(plan, values)
@@ -403,7 +403,8 @@ class CoreBase:
         if out.cur is None:
             return Reason.RECORD_NOT_FOUND, (Reason.RECORD_NOT_FOUND,), None
         state = self.state_of(out.cur)
-        bad = failing(checks, RowView(out.cur, values, self._now(out.now), self.d.parse_time))
+        bad = failing(checks, RowView(out.cur, values, self._now(out.now), self.d.parse_time,
+                                      self.d.load_json))
         if not bad:
             # fast path only: the row changed between the refused write and the read
             return Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,), state
@@ -616,7 +617,8 @@ class CoreBase:
             return CheckResult(False, (Reason.RECORD_NOT_FOUND,), None)
         n = len(self.columns)
         row = dict(zip(self.columns, rows[0][0][:n], strict=True))
-        view = RowView(row, values, self._now(rows[0][0][n]), self.d.parse_time)
+        view = RowView(row, values, self._now(rows[0][0][n]), self.d.parse_time,
+                       self.d.load_json)
         reasons = [c.reason for c in failing(plan.checks, view)]
         for inv in self.b.invariants:
             if inv.state == to:

@@ -217,6 +217,12 @@ class Binding:
         for writes in self.on_enter.values():
             for target in writes:
                 self.ref(target, for_write=True)
+            # "a" and "a.b" in one entry: their order would decide the document
+            for a in writes:
+                for b in writes:
+                    if b.startswith(a + "."):
+                        raise DefinitionError(f"{self.table}: entry writes {a!r} and {b!r} "
+                                              "overlap")
         for guards in self.enter_guards.values():
             self.guard_items(guards, DefinitionError)
         if any(e.lease for e in m.edges) and self.lease is None:

@@ -79,6 +79,10 @@ class BulkOps(RowOps):
         array = "bigint[]" if all(type(k) is int for k in wanted) else "text[]"
         if array == "text[]" and not all(type(k) is str for k in wanted):
             raise ValidationError("transition_many: keys of one type, all str or all int")
+        if self.c.pg and array == "text[]" and not all(k.isascii() for k in wanted):
+            # the SQL's row_key (json_build_array) matches json.dumps for ASCII keys only
+            return (yield from self._one_by_one(wanted, to, froms, owner, guards, data,
+                                                due, edge, due_at))
         shape = ("many", to, froms, owner is not None, gshape, due, array)
         stmts = self._plans.get(shape)
         if stmts is None:
@@ -90,7 +94,8 @@ class BulkOps(RowOps):
         except InvariantViolation:
             return (yield from self._one_by_one(wanted, to, froms, owner, guards, data,
                                                 due, edge, due_at))
-        return self._many_verdict(rows, wanted, plan.checks, values, to, owner, data)
+        return (yield from self._many_verdict(rows, wanted, plan.checks, values, to, owner,
+                                              data))
 
     def _one_by_one(self, wanted: list[Any], to: str, froms: tuple[str, ...], owner: Any,
                     guards: GuardSpec | None, data: Any, due: str | None,
@@ -109,93 +114,87 @@ class BulkOps(RowOps):
 
     def _many_verdict(self, rows: list[list[tuple[Any, ...]]], wanted: list[Any],
                       checks: tuple[Check, ...], values: dict[str, Any], to: str,
-                      owner: Any, data: Any) -> BulkResult:
-        n = len(self.columns)
+                      owner: Any, data: Any) -> Op[BulkResult]:
+        """Per-row verdicts from what the write returned: for each moved row its key, the
+        state it left, its event id and version; every other key is read once more (only
+        when there is one) and explained by the Python reader of the same checks."""
+        moved: list[tuple[Any, str, Any, Any]] = []  # key, from-state, event id, version
         if self.c.pg:
-            result = rows[0]
-        else:  # before-rows, event ids, moved keys
-            ev_ids = {r[1]: r[0] for r in rows[1]} if len(rows) > 2 else {}
-            moved = {r[0]: r[1] for r in rows[-1]}
-            result = [(*r[:n], r[self._key_index] in moved, ev_ids.get(
-                json.dumps([r[self._key_index]])), moved.get(r[self._key_index]), r[n])
-                for r in rows[0]]
-        seen: set[Any] = set()
-        applied, refused, events = [], [], []
-        ki = self._key_index
-        plain_state = self.b.state_ref.derived is None
-        si = self.columns.index(self.b.state)
-        at = self._now(result[0][n + 3]) if result else None  # one clock for the statement
-        for r in result:
-            k = r[ki]
-            seen.add(k)
-            moved_it, event_id, version, now = r[n], r[n + 1], r[n + 2], r[n + 3]
-            if moved_it and plain_state:  # the common case: no row dict to build
-                src = r[si]
+            at = rows[0][0][4] if rows[0] else None
+            for key, src, event_id, version, _ in rows[0]:
+                if self._event_table:  # the event's row_key, e.g. '["w1"]'
+                    key = json.loads(key)[0]
+                moved.append((key, src, event_id, version))
+        else:
+            at = None
+            versions = {r[0]: r[1] for r in rows[-1]}
+            if self._event_table:
+                for event_id, row_key, src in rows[0]:
+                    key = json.loads(row_key)[0]
+                    moved.append((key, src, event_id, versions.get(key)))
             else:
-                before = dict(zip(self.columns, r[:n], strict=True))
-                src = self.state_of(before) or ""
-            if moved_it:
-                applied.append((k,))
-                events.append(Event(self.m.name, (k,), self._edge_name(src, to), src, to,
-                                    None if owner is None else str(owner), data, version,
-                                    at, event_id))
-                continue
-            view = RowView(before, values, self._now(now), self.d.parse_time)
-            bad = failing(checks, view)
-            refused.append(((k,), str(bad[0].category) if bad else Reason.STATE_MISMATCH))
-        for k in wanted:
-            if k not in seen:
-                refused.append(((k,), Reason.RECORD_NOT_FOUND))
-        return BulkResult(tuple(applied), tuple(refused), tuple(events))
+                before = {r[0]: r[1] for r in rows[0]}
+                moved = [(k, str(before.get(k)), None, v) for k, v in versions.items()]
+        when = self._now(at)
+        o = None if owner is None else str(owner)
+        name = self._edge_name
+        events = tuple(Event(self.m.name, (k,), name(src, to), src, to, o, data, version,
+                             when, event_id) for k, src, event_id, version in moved)
+        done = {m[0] for m in moved}
+        left = [k for k in wanted if k not in done]
+        refused: list[tuple[tuple[Any, ...], str]] = []
+        if left:
+            found = yield from self._rows_of(left)
+            for k in left:
+                row = found.get(k)
+                if row is None:
+                    refused.append(((k,), Reason.RECORD_NOT_FOUND))
+                    continue
+                view = RowView(row[0], values, self._now(row[1]), self.d.parse_time,
+                               self.d.load_json)
+                bad = failing(checks, view)
+                refused.append(((k,), str(bad[0].category) if bad else Reason.STATE_MISMATCH))
+        return BulkResult(tuple((m[0],) for m in moved), tuple(refused), events)
+
+    def _rows_of(self, keys: list[Any]) -> Op[dict[Any, tuple[dict[str, Any], Any]]]:
+        """The rows of ``keys`` as they are now (with the clock reading that judges them)."""
+        d, c = self.d, self.c
+        out = SqlOut()
+        now = d.now(out)
+        key = d.quote(self.b.key[0])
+        if c.pg:
+            cond = f"{key} = ANY({d.value(Slot('keys'), out)})"
+            values: dict[str, Any] = {"keys": keys}
+        else:
+            cond = (f"{key} IN (SELECT value FROM json_each({d.value(Slot('keys'), out)}))")
+            values = {"keys": json.dumps(keys)}
+        values.update(self._clock_values())
+        stmt = Statement(f"SELECT {c.cols(None)}, {now} FROM {c.table} WHERE {cond}",
+                         tuple(out.params))
+        rows = yield Batch((stmt.bind(d, values),))
+        n = len(self.columns)
+        found = {}
+        for r in rows[0]:
+            row = dict(zip(self.columns, r[:n], strict=True))
+            found[row[self.b.key[0]]] = (row, r[n])
+        return found
 
     def _compile_many(self, checks: tuple[Check, ...], to: str,
                       froms: tuple[str, ...], array: str) -> tuple[Statement, ...]:
         d, c, b = self.d, self.c, self.b
         key = d.quote(b.key[0])
         names = tuple((s, self._edge_name(s, to)) for s in froms)
+        state_cols = [b.state, *([b.derived.column] if b.derived else [])]
         if c.pg:
-            out = SqlOut()
-            k = (f"k AS (SELECT * FROM unnest({d.value(Slot('key_list'), out)}::{array}, "
-                 f"{d.value(Slot('row_key_list'), out)}::text[]) AS k(key, row_key))")
-            cur = (f"cur AS (SELECT {c.cols('c')}, k.row_key AS rs_row_key FROM {c.table} AS c "
-                   f"JOIN k ON c.{key} = k.key FOR UPDATE OF c)")
-            sets = self._entry_sets(to, {}, {}, False)
-            set_sql = c._set_clause(sets, out)
-            cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
-            state_before = d.ref(b.state_ref, "cur", out)  # parameters in text order
-            version = f"t.{d.quote(b.version)}" if b.version else "NULL::bigint"
-            upd = (f"upd AS (UPDATE {c.table} AS t SET {set_sql} FROM cur "
-                   f"WHERE t.{key} = cur.{key} AND {cond} "
-                   f"RETURNING t.{key} AS rs_key, {version} AS rs_version, "
-                   f"{state_before} AS rs_from, cur.rs_row_key)")
-            machine = d.value(Const(self.m.name), out)
-            edge = self._edge_case("upd.rs_from", names, out)
-            head = (f"{machine}, upd.rs_row_key, {edge}, upd.rs_from, "
-                    f"{d.value(Slot('to'), out)}, {d.value(Slot('ev_owner'), out)}, "
-                    f"{d.json_param(Slot('ev_data'), out)}, upd.rs_version, {d.now(out)}")
-            ev = (f"ev AS (INSERT INTO {d.table(self._event_table)} ({EVENT_COLUMNS}) "
-                  f"SELECT {head} FROM upd RETURNING id, row_key)") if self._event_table else ""
-            # joined, not a subquery per row: a hash join instead of n x n scans of ev
-            ev_id, ev_join = (("ev.id", " LEFT JOIN ev ON ev.row_key = cur.rs_row_key")
-                              if self._event_table else ("NULL::bigint", ""))
-            now = d.now(out)
-            ctes = ", ".join(x for x in (k, cur, upd, ev) if x)
-            sql = (f"WITH {ctes} SELECT {c.cols('cur')}, upd.rs_key IS NOT NULL, {ev_id}, "
-                   f"upd.rs_version, {now} FROM cur LEFT JOIN upd ON upd.rs_key = cur.{key}"
-                   f"{ev_join}")
-            return (Statement(sql, tuple(out.params)),)
-        # SQLite, inside BEGIN IMMEDIATE: the rows before, the events, the UPDATE
+            return (self._compile_many_pg(checks, to, froms, array, names, state_cols),)
+        # SQLite, inside BEGIN IMMEDIATE: the events (they name the state each row left),
+        # then the UPDATE; without an events table, the states are read first
         keyset = "(SELECT json_extract(value, '$[0]') FROM json_each({p}))"
-        pre_out = SqlOut()
-        pre = Statement(
-            f"SELECT {c.cols(None)}, {d.now(pre_out)} FROM {c.table} WHERE {key} IN "
-            + keyset.format(p=d.value(Slot("keys_json"), pre_out)), tuple(pre_out.params))
-        stmts = [pre]
+        stmts = []
         if self._event_table:
             ev_out = SqlOut()
             machine = d.value(Const(self.m.name), ev_out)
             # json_each has columns of its own (id, key, value...): the table is aliased
-            # the CASE reads the state only with several from-states (and only then binds)
             case_on = d.ref(b.state_ref, "src", ev_out) if len(names) > 1 else ""
             edge = self._edge_case(case_on, names, ev_out)
             state = d.ref(b.state_ref, "src", ev_out)
@@ -209,8 +208,14 @@ class BulkOps(RowOps):
                 f"INSERT INTO {d.table(self._event_table)} ({EVENT_COLUMNS}) SELECT {head} "
                 f"FROM {c.table} AS src JOIN json_each({source}) AS k "
                 f"ON src.{key} = json_extract(k.value, '$[0]') WHERE {cond} "
-                f"RETURNING id, row_key",
+                f"RETURNING id, row_key, from_state",
                 tuple(ev_out.params)))
+        else:
+            pre_out = SqlOut()
+            state = d.ref(b.state_ref, None, pre_out)
+            where = keyset.format(p=d.value(Slot("keys_json"), pre_out))
+            stmts.append(Statement(f"SELECT {key}, {state} FROM {c.table} WHERE {key} IN "
+                                   f"{where}", tuple(pre_out.params)))
         up_out = SqlOut()
         set_sql = c._set_clause(self._entry_sets(to, {}, {}, False), up_out)
         where = keyset.format(p=d.value(Slot("keys_json"), up_out))
@@ -220,6 +225,56 @@ class BulkOps(RowOps):
             f"UPDATE {c.table} SET {set_sql} WHERE {key} IN {where} AND {cond} "
             f"RETURNING {key}, {version}", tuple(up_out.params)))
         return tuple(stmts)
+
+    def _compile_many_pg(self, checks: tuple[Check, ...], to: str, froms: tuple[str, ...],
+                         array: str, names: tuple[tuple[str, str], ...],
+                         state_cols: list[str]) -> Statement:
+        """One statement: the UPDATE of every listed row that passes the checks (found by
+        ``key = ANY(...)``, the primary key's index: a join with the key list misleads the
+        planner into nested loops over tables every bulk move bloats), and its events,
+        whose ``row_key`` is ``json_build_array(key)::text``, the text ``json.dumps`` gives
+        for the ASCII keys this path takes (others go one by one). Several from-states:
+        the rows are read and locked first (``cur``) to know the state each one left."""
+        d, c, b = self.d, self.c, self.b
+        key = d.quote(b.key[0])
+        out = SqlOut()
+        ctes = []
+        if len(froms) > 1:
+            picked = ", ".join(d.column(col, "c") for col in dict.fromkeys([b.key[0],
+                                                                           *state_cols]))
+            ctes.append(f"cur AS (SELECT {picked} FROM {c.table} AS c WHERE c.{key} = "
+                        f"ANY({d.value(Slot('key_list'), out)}::{array}) FOR UPDATE)")
+        # parameters are appended in the order the text uses them
+        sets = c._set_clause(self._entry_sets(to, {}, {}, False), out)
+        version = f"t.{d.quote(b.version)}" if b.version else "NULL::bigint"
+        if len(froms) > 1:
+            cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
+            state_before = d.ref(b.state_ref, "cur", out)
+            ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} FROM cur WHERE "
+                        f"t.{key} = cur.{key} AND {cond} RETURNING t.{key} AS rs_key, "
+                        f"{version} AS rs_version, {state_before} AS rs_from)")
+        else:
+            keys = d.value(Slot("key_list"), out)
+            cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
+            src = d.value(Const(froms[0]), out)
+            ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} WHERE "
+                        f"t.{key} = ANY({keys}::{array}) AND {cond} RETURNING "
+                        f"t.{key} AS rs_key, {version} AS rs_version, {src}::text AS rs_from)")
+        if not self._event_table:
+            now = d.now(out)
+            return Statement(f"WITH {', '.join(ctes)} SELECT rs_key, rs_from, NULL::bigint, "
+                             f"rs_version, {now} FROM upd", tuple(out.params))
+        ev_out = SqlOut()
+        machine = d.value(Const(self.m.name), ev_out)
+        edge = self._edge_case("upd.rs_from", names, ev_out)
+        head = (f"{machine}, json_build_array(upd.rs_key)::text, {edge}, upd.rs_from, "
+                f"{d.value(Slot('to'), ev_out)}, {d.value(Slot('ev_owner'), ev_out)}, "
+                f"{d.json_param(Slot('ev_data'), ev_out)}, upd.rs_version, {d.now(ev_out)}")
+        ctes.append(f"ev AS (INSERT INTO {d.table(self._event_table)} ({EVENT_COLUMNS}) "
+                    f"SELECT {head} FROM upd RETURNING id, row_key, from_state, version)")
+        now = d.now(ev_out)  # the final SELECT's clock comes after the event's parameters
+        return Statement(f"WITH {', '.join(ctes)} SELECT row_key, from_state, id, version, "
+                         f"{now} FROM ev", (*out.params, *ev_out.params))
 
     def _edge_case(self, state_sql: str, names: tuple[tuple[str, str], ...],
                    out: SqlOut) -> str:

@@ -170,9 +170,8 @@ class Compiler:
                 sets.append(self.set_value(column, Const(value)))
         for column, paths in by_json.items():
             out = SqlOut()
-            expr = self.d.column(column, alias)
-            for json_path, value in paths:
-                expr = self.d.json_set(expr, json_path, Const(json.dumps(value)), out)
+            puts = [(json_path, Const(json.dumps(value))) for json_path, value in paths]
+            expr = self.d.json_set(self.d.column(column, alias), puts, out)
             sets.append((column, expr, tuple(out.params)))
         return sets
 

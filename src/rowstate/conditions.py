@@ -3,7 +3,8 @@
 Every check the engine makes (state, owner, guards, leases, claims) is built once as a tree
 of these nodes. :func:`render` turns it into SQL for the write; :func:`evaluate` runs it in
 Python against a row for the dry run and for explaining a refused write. Because both read the
-same tree, "may I?" and "do it" cannot diverge.
+same tree, "may I?" and "do it" cannot diverge; both follow one rule of equality (below), and
+tests/test_condition_differential.py holds the two readers and both databases to it.
 
 Values never appear in the tree: a node holds a :class:`Slot` naming a per-call value, so the
 rendered SQL of one statement shape is byte-identical across calls (cacheable, and prepared
@@ -76,7 +77,8 @@ class IsNull:
 
 @dataclass(frozen=True, slots=True)
 class Same:
-    """Null-safe equality (``IS NOT DISTINCT FROM``): ``None`` matches only NULL."""
+    """Null-safe equality (``IS NOT DISTINCT FROM``): ``None`` matches only NULL. For plain
+    columns (claims, fences); a guard inside a JSON document is an :class:`In`."""
 
     ref: Ref
     value: Value
@@ -136,6 +138,8 @@ class Check:
 
 class SqlDialect(Protocol):
     def ref(self, ref: Ref, alias: str | None, out: SqlOut) -> str: ...
+    def json_in(self, ref: Ref, values: tuple[Value, ...], alias: str | None,
+                out: SqlOut) -> str: ...
     def is_null(self, ref: Ref, alias: str | None, out: SqlOut) -> str: ...
     def older(self, column_sql: str, ttl: Value, out: SqlOut, inclusive: bool) -> str: ...
     def same(self, left: str, right: str) -> str: ...
@@ -156,7 +160,10 @@ def render(node: Node, dialect: SqlDialect, alias: str | None, out: SqlOut) -> s
     match node:
         case In(ref, values, nullable):
             parts = []
-            if values:
+            if values and ref.path and ref.derived is None:
+                # JSON's equality, not the database's: see same_json
+                parts.append(dialect.json_in(ref, values, alias, out))
+            elif values:
                 # rendered only when used: a JSON path or a derived state binds parameters
                 col = dialect.ref(ref, alias, out)
                 if len(values) == 1:
@@ -181,33 +188,47 @@ def render(node: Node, dialect: SqlDialect, alias: str | None, out: SqlOut) -> s
         case And(parts):
             return "(" + " AND ".join(render(p, dialect, alias, out) for p in parts) + ")"
         case Not(part):
-            return f"NOT {render(part, dialect, alias, out)}"
+            # SQL's NOT of an unknown (a comparison with NULL) is unknown, which a WHERE
+            # reads as false; the Python reader's comparisons with a missing value are
+            # plainly false, so its NOT is true. COALESCE makes SQL read it the same way.
+            return f"NOT COALESCE({render(part, dialect, alias, out)}, FALSE)"
     raise TypeError(f"not a condition node: {node!r}")  # pragma: no cover
 
 
 # -- reader 2: Python ----------------------------------------------------------------------
 
 
+def json_text(raw: Any) -> Any:
+    """A JSON column's value as SQLite (and most adapters) hand it back: JSON text."""
+    return json.loads(raw) if isinstance(raw, str | bytes) else raw
+
+
 @dataclass(frozen=True, slots=True)
 class RowView:
-    """What :func:`evaluate` needs: the row, the call's values, the clock, a time parser."""
+    """What :func:`evaluate` needs: the row, the call's values, the clock, a time parser,
+    and how a JSON column's value is decoded (``json_text`` by default; PostgreSQL's rows
+    are decoded already, so there a ``str`` is a JSON string document, not JSON text)."""
 
     row: Mapping[str, Any]
     values: Mapping[str, Any]
     now: datetime
     parse_time: Callable[[Any], datetime | None]
+    load_json: Callable[[Any], Any] = json_text
 
 
-def lookup(ref: Ref, row: Mapping[str, Any]) -> Any:
+def lookup(ref: Ref, row: Mapping[str, Any],
+           load_json: Callable[[Any], Any] = json_text) -> Any:
+    """The value ``ref`` names in ``row``; None for NULL, a JSON null, a missing key, or a
+    path through anything but an object (as SQL's path operators read it)."""
     value = row.get(ref.column)
     if ref.derived is not None and value is None:
         legacy, mapping = ref.derived
         return dict(mapping).get(row.get(legacy))  # type: ignore[arg-type]
-    if ref.path and isinstance(value, str | bytes):
+    if ref.path:
         # the column as stored (JSON text on SQLite); a string found *inside* the document
         # is a string, as SQL's path operators see it, even if its text looks like JSON
         try:
-            value = json.loads(value)
+            value = load_json(value)
         except ValueError:
             return None
     for key in ref.path:
@@ -221,33 +242,59 @@ def _resolve(value: Value, view: RowView) -> Any:
     return view.values[value.name] if isinstance(value, Slot) else value.value
 
 
+# The rule of equality, one for both readers and both databases:
+#
+# * Inside a JSON document (a guard on ``column.path``) JSON's types decide: a number is not
+#   a boolean (``0`` is not ``false``, ``1`` is not ``true``), a string is not a number
+#   (``"1"`` is not ``1``), an object or array equals no guard value, and numbers compare
+#   by value (``1`` is ``1.0``). PostgreSQL's jsonb compares so by itself; SQLite's
+#   ``json_extract`` reads JSON true/false as 1/0, so its dialect also compares
+#   ``json_type`` (``SQLite.json_in``); Python's ``0 == False`` is not consulted.
+# * On a plain column the database's own comparison applies, and a guard value should be
+#   of the column's type. SQLite has no boolean type and stores booleans as the integers
+#   0/1, so there a bool guard matches a 0/1 number (PostgreSQL refuses to compare a
+#   boolean with an integer column at all).
+
+
+def same_json(got: Any, want: Any) -> bool:
+    """Equality of a value read from a JSON document with a guard's scalar (JSON's rule)."""
+    if isinstance(got, bool) or isinstance(want, bool):
+        return isinstance(got, bool) and isinstance(want, bool) and got is want
+    if isinstance(got, int | float) and isinstance(want, int | float):
+        return bool(got == want)
+    if isinstance(got, str) and isinstance(want, str):
+        return got == want
+    return False
+
+
 def same_value(a: Any, b: Any) -> bool:
-    """Equality as SQL sees it for the values guards accept (bools are not numbers)."""
+    """Equality of a plain column's value with a guard's (the column's rule, above)."""
     if isinstance(a, bool) or isinstance(b, bool):
         if isinstance(a, bool) and isinstance(b, bool):
             return a is b
-        # SQLite stores booleans as 0/1: a 0/1 integer column compares equal to a bool
+        # SQLite stores booleans as 0/1: a 0/1 number column compares equal to a bool
         other, flag = (a, b) if isinstance(b, bool) else (b, a)
-        return isinstance(other, int) and other == int(flag)
+        return isinstance(other, int | float) and other == int(flag)
     return bool(a == b)
 
 
 def evaluate(node: Node, view: RowView) -> bool:
     match node:
         case In(ref, values, nullable):
-            got = lookup(ref, view.row)
+            got = lookup(ref, view.row, view.load_json)
             if got is None:
                 return nullable
-            return any(same_value(got, _resolve(v, view)) for v in values)
+            same = same_json if ref.path else same_value
+            return any(same(got, _resolve(v, view)) for v in values)
         case IsNull(ref):
-            return lookup(ref, view.row) is None
+            return lookup(ref, view.row, view.load_json) is None
         case Same(ref, value):
-            got, want = lookup(ref, view.row), _resolve(value, view)
+            got, want = lookup(ref, view.row, view.load_json), _resolve(value, view)
             if got is None or want is None:
                 return got is None and want is None
-            return same_value(got, want)
+            return (same_json if ref.path else same_value)(got, want)
         case Older(ref, ttl, inclusive):
-            at = view.parse_time(lookup(ref, view.row))
+            at = view.parse_time(lookup(ref, view.row, view.load_json))
             if at is None:
                 return False
             limit = view.now - timedelta(seconds=float(_resolve(ttl, view)))
@@ -263,6 +310,22 @@ def evaluate(node: Node, view: RowView) -> bool:
         case Not(part):
             return not evaluate(part, view)
     raise TypeError(f"not a condition node: {node!r}")  # pragma: no cover
+
+
+def set_path(document: Any, path: Sequence[str], value: Any) -> dict[str, Any]:
+    """``document`` (decoded JSON) with ``path`` set to ``value``: the Python twin of the
+    dialects' ``json_set``, which the entry writes (a reservation field such as
+    ``__DR.flags.running``) are rendered with.
+
+    The rule, on both databases: anything on the way that is not an object (a missing
+    key, JSON null, SQL NULL, a string, a number, an array) is replaced by an object, so
+    the write always lands. An entry write is part of a transition; a terminal move must
+    never be refused, or raise, because of what an unrelated writer left in the document.
+    """
+    out = dict(document) if isinstance(document, Mapping) else {}
+    head, *rest = path
+    out[head] = set_path(out.get(head), rest, value) if rest else value
+    return out
 
 
 def failing(checks: Sequence[Check], view: RowView) -> list[Check]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -92,10 +93,13 @@ class Dialect:
         return self.value(value, out)
 
     def adapt(self, value: Value, values: dict[str, Any]) -> Any:
-        """The parameter sent for one slot or constant."""
+        """The parameter sent for one slot or constant; a JSON slot (a guard value compared
+        inside a JSON document) is sent as JSON text, so the database compares JSON types
+        (``false`` is not ``0``)."""
         if isinstance(value, Const):
             return value.value
-        return values[value.name]
+        got = values[value.name]
+        return json.dumps(got) if value.json else got
 
     def payload_value(self, value: object) -> object:
         return value
@@ -122,12 +126,68 @@ class Dialect:
     def is_null(self, ref: Ref, alias: str | None, out: SqlOut) -> str:
         return f"{self.ref(ref, alias, out)} IS NULL"
 
+    def json_in(self, ref: Ref, values: tuple[Value, ...], alias: str | None,
+                out: SqlOut) -> str:
+        """``ref`` (a JSON path) equals one of ``values`` (JSON slots), by JSON's rule
+        (:func:`rowstate.conditions.same_json`)."""
+        col = self.ref(ref, alias, out)
+        if len(values) == 1:
+            return f"{col} = {self.value(values[0], out)}"
+        return f"{col} IN ({', '.join(self.value(v, out) for v in values)})"
+
     def json_value(self, col: str, path: tuple[str, ...], out: SqlOut) -> str:
         raise NotImplementedError
 
-    def json_set(self, current: str, path: tuple[str, ...], value: Value, out: SqlOut) -> str:
-        """``current`` with ``path`` set to ``value``, a :class:`Const` holding JSON text."""
+    def json_set(self, column: str, writes: Sequence[tuple[tuple[str, ...], Value]],
+                 out: SqlOut) -> str:
+        """The JSON document in ``column`` (a column's SQL, holding no parameter) with each
+        ``(path, value)`` of ``writes`` set in order; a value holds JSON text.
+
+        Whatever is on the way and is not an object (SQL NULL, JSON null, a string, a
+        number, an array, a missing key) is replaced by an object, on both databases, as
+        :func:`rowstate.conditions.set_path` does in Python: the write always lands, so a
+        terminal move is never refused or failed by its reservation write.
+
+        The writes are merged into one tree of keys first; each node reads the object at
+        its own prefix straight from the column, so the text grows linearly with the paths
+        instead of nesting copies of the column's expression.
+        """
+        tree = _JsonTree()
+        for path, value in writes:
+            tree.put(path, value, path)
+        return self._json_tree(column, (), tree, out)
+
+    def _json_tree(self, column: str, prefix: tuple[str, ...], tree: _JsonTree,
+                   out: SqlOut) -> str:
+        # parameters are appended in text order: put(put(base, k1, v1), k2, v2) is the
+        # base's, then k1 and v1's, then k2 and v2's
+        text = self.json_object_at(column, prefix, out)
+        for key, sub in tree.keys.items():
+            key_sql = self.json_key(key, out)
+            if isinstance(sub, _JsonTree):
+                value = self._json_tree(column, (*prefix, key), sub, out)
+            else:
+                value = self.json_text_param(sub, out)
+            text = self.json_put(text, key_sql, value)
+        return text
+
+    def json_text_param(self, value: Value, out: SqlOut) -> str:
         raise NotImplementedError
+
+    def json_object_at(self, current: str, prefix: tuple[str, ...], out: SqlOut) -> str:
+        """The object at ``prefix`` inside ``current``, or an empty one if there is none."""
+        raise NotImplementedError
+
+    def json_key(self, key: str, out: SqlOut) -> str:
+        """The parameter naming one key for :meth:`json_put`."""
+        raise NotImplementedError
+
+    @staticmethod
+    def json_put(obj: str, key: str, value: str) -> str:
+        """The object ``obj`` with ``key`` (from :meth:`json_key`) set to the JSON
+        ``value``."""
+        raise NotImplementedError
+
 
     # -- comparisons and the clock -----------------------------------------------------
 
@@ -180,9 +240,38 @@ class SQLite(Dialect):
     def json_value(self, col: str, path: tuple[str, ...], out: SqlOut) -> str:
         return f"json_extract({col}, {self.value(Const(_sqlite_path(path)), out)})"
 
-    def json_set(self, current: str, path: tuple[str, ...], value: Value, out: SqlOut) -> str:
-        where = self.value(Const(_sqlite_path(path)), out)
-        return f"json_set(COALESCE({current}, '{{}}'), {where}, json({self.value(value, out)}))"
+    def json_in(self, ref: Ref, values: tuple[Value, ...], alias: str | None,
+                out: SqlOut) -> str:
+        """``json_extract`` reads JSON true/false as 1/0 and an object as its text, so the
+        value alone would take ``0`` for ``false`` and ``{}`` for the string ``"{}"``: the
+        JSON types must agree too (integer and real are one type: ``1`` is ``1.0``). The
+        guard value is bound as JSON text (:meth:`Dialect.adapt`)."""
+        col = self.column(ref.column, alias)
+        parts = []
+        for v in values:
+            got = self.json_value(col, ref.path, out)
+            want = f"json_extract({self.value(v, out)}, '$')"
+            kind = f"json_type({col}, {self.value(Const(_sqlite_path(ref.path)), out)})"
+            want_kind = f"json_type({self.value(v, out)})"
+            parts.append(f"({got} = {want} AND replace({kind}, 'real', 'integer') = "
+                         f"replace({want_kind}, 'real', 'integer'))")
+        return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+
+    def json_text_param(self, value: Value, out: SqlOut) -> str:
+        return f"json({self.value(value, out)})"
+
+    def json_object_at(self, current: str, prefix: tuple[str, ...], out: SqlOut) -> str:
+        where = self.value(Const(_sqlite_path(prefix)), out)
+        again = self.value(Const(_sqlite_path(prefix)), out)
+        return (f"CASE WHEN json_type({current}, {where}) = 'object' "
+                f"THEN json_extract({current}, {again}) ELSE '{{}}' END")
+
+    def json_key(self, key: str, out: SqlOut) -> str:
+        return self.value(Const(_sqlite_path((key,))), out)
+
+    @staticmethod
+    def json_put(obj: str, key: str, value: str) -> str:
+        return f"json_set({obj}, {key}, {value})"
 
     def payload_value(self, value: object) -> object:
         if isinstance(value, dict | list):
@@ -260,24 +349,30 @@ class Postgres(Dialect):
             return f"({col} #>> {self.value(Const(list(ref.path)), out)}) IS NULL"
         return super().is_null(ref, alias, out)
 
-    def json_set(self, current: str, path: tuple[str, ...], value: Value, out: SqlOut) -> str:
-        where = self.value(Const(list(path)), out)
-        return (
-            f"jsonb_set(COALESCE({current}, '{{}}'::jsonb), {where}, "
-            f"{self.value(value, out)}::jsonb, true)"
-        )
+    def json_text_param(self, value: Value, out: SqlOut) -> str:
+        return f"{self.value(value, out)}::jsonb"
+
+    def json_object_at(self, current: str, prefix: tuple[str, ...], out: SqlOut) -> str:
+        if not prefix:
+            return (f"CASE WHEN jsonb_typeof({current}) = 'object' THEN {current} "
+                    "ELSE '{}'::jsonb END")
+        where = self.value(Const(list(prefix)), out)
+        again = self.value(Const(list(prefix)), out)
+        return (f"CASE WHEN jsonb_typeof({current} #> {where}) = 'object' "
+                f"THEN {current} #> {again} ELSE '{{}}'::jsonb END")
+
+    def json_key(self, key: str, out: SqlOut) -> str:
+        return self.value(Const([key]), out)
+
+    @staticmethod
+    def json_put(obj: str, key: str, value: str) -> str:
+        return f"jsonb_set({obj}, {key}, {value}, true)"
 
     def value(self, value: Value, out: SqlOut) -> str:
         out.params.append(value)
         if isinstance(value, Slot) and value.json:
             return "%s::jsonb"
         return "%s"
-
-    def adapt(self, value: Value, values: dict[str, Any]) -> Any:
-        got = super().adapt(value, values)
-        if isinstance(value, Slot) and value.json:
-            return json.dumps(got)
-        return got
 
     def json_param(self, value: Value, out: SqlOut) -> str:
         return self.value(value, out) + "::jsonb"
@@ -346,6 +441,31 @@ def _jsonb() -> Any:
 
 
 _JSONB: Any = None
+
+
+class _JsonTree:
+    """Entry writes into one JSON column, merged by key (the text of each object level is
+    built once). Writes whose paths overlap (``a`` and ``a.b``) are a definition error:
+    their order would decide the document, and no binding needs it."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self) -> None:
+        self.keys: dict[str, _JsonTree | Value] = {}
+
+    def put(self, path: tuple[str, ...], value: Value, whole: tuple[str, ...]) -> None:
+        head, *rest = path
+        sub = self.keys.get(head)
+        if not rest:
+            if isinstance(sub, _JsonTree):
+                raise DefinitionError(f"JSON writes overlap at {'.'.join(whole)}")
+            self.keys[head] = value  # the same path twice: the later value
+            return
+        if sub is None:
+            sub = self.keys[head] = _JsonTree()
+        elif not isinstance(sub, _JsonTree):
+            raise DefinitionError(f"JSON writes overlap at {'.'.join(whole)}")
+        sub.put(tuple(rest), value, whole)
 
 
 def _sqlite_path(path: tuple[str, ...]) -> str:

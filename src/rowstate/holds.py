@@ -54,7 +54,8 @@ class HoldOps(LeaseOps):
         if got is None:
             return HoldResult(False, Reason.RECORD_NOT_FOUND, (Reason.RECORD_NOT_FOUND,))
         row, now = got
-        bad = failing(checks, RowView(row, values, self._now(now), self.d.parse_time))
+        bad = failing(checks, RowView(row, values, self._now(now), self.d.parse_time,
+                                      self.d.load_json))
         state = self.state_of(row)
         if not bad:
             return HoldResult(True, None, (), state, row)
@@ -163,7 +164,7 @@ class HoldOps(LeaseOps):
                  occupied: set[str]) -> EdgeCheck:
         values = dict(base)
         checks = self._edge_checks(edge, owner, guards, values)
-        view = RowView(row, values, self._now(now), self.d.parse_time)
+        view = RowView(row, values, self._now(now), self.d.parse_time, self.d.load_json)
         reasons = [str(c.reason) for c in failing(checks, view)]
         if edge.dst in occupied and edge.src != edge.dst:
             reasons.append(Reason.INVARIANT)

@@ -32,6 +32,11 @@ from typing import Any, NamedTuple
 
 
 class Reason(StrEnum):
+    """The engine's reasons. A StrEnum: each member is a ``str`` equal to its name (``==``,
+    hashing, ``json.dumps`` and f-strings see the plain string); only ``repr`` and ``type``
+    show the enum. A front end that promises plain strings (dataset_lifecycle) passes
+    ``str(member)`` on."""
+
     RECORD_NOT_FOUND = "RECORD_NOT_FOUND"
     STATE_MISMATCH = "STATE_MISMATCH"
     LEASE_HELD = "LEASE_HELD"

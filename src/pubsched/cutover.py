@@ -1,0 +1,141 @@
+"""The cutover between the engines: the ``PUB_SCHEDULER_V2`` flag is flipped (on, or off for
+a rollback) only in the idle gap, the seed's rule, since only there can neither engine
+strand a week the other cannot read.
+
+**The idle gap.** No run in flight: every run is SENT or not yet opened, and no lease is
+live (v2's ``acting_at``, the legacy send lease ``send_lease_at``, each within its TTL by
+the database clock, as the engines themselves age them). A fresh install is idle.
+
+A run is judged by BOTH engines' views, because the flag cannot tell which engine last
+moved a row: the legacy view reads the timestamps (:func:`pubsched.view.inferred_state`),
+the v2 view reads ``v2_state`` (or, while it is NULL, the state derived from the legacy
+status). A legacy week that is open reads DRAFT to v2 (its status is still 'pending'), and
+a v2 week reopened from CLOSED reads CLOSED to the legacy engine: either one is in flight.
+The two views agree on exactly the idle states: a SENT run has status 'sent' (v2 writes it
+through), and a run not yet opened has no timestamps and v2_state NULL or DRAFT.
+
+**The flip.** :func:`flip` reads the runs and writes the flag in one unit of work; on
+PostgreSQL it first takes a SHARE lock on ``pub_schedule_runs``, so no week can be opened
+or moved between the check and the flag's write (SQLite's unit holds the one writer lock).
+Outside the idle gap it is refused (NOT_IDLE, the reasons in the message) unless
+``force=True``: a forced flip is the operator's conscious choice, and its verdict lists
+what it flipped over.
+
+**Turning v2 on hands it coherent rows.** A week created through the engine's door while
+the legacy engine ran (``ensure_week``) has ``v2_state`` DRAFT from its creation, and the
+legacy engine, which never writes ``v2_state``, may then have sent it: v2 would read a SENT
+week as DRAFT and could open it again. In the same unit as the flag, every such row (the
+legacy status 'sent', ``v2_state`` not SENT) is handed back to derivation (``v2_state``
+NULL: "not yet adopted", which v2 reads as SENT from the status), and every unsent row
+without v2's due times (legacy rows from before 0035) gets them from the week's settings,
+so the tick can nudge it. Rollback needs nothing of the kind: v2 writes the legacy status
+through on APPROVED and SENT, and a week it has not opened has no legacy timestamps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .app import BadInput, Pub, Verdict, utc
+from .flags import set_v2, v2_enabled
+from .legacy import db_now_sql, lease_live
+from .machine import DRAFT, SEND_LEASE_TTL, SENT
+from .view import inferred_state
+from .weeks import settings_override, times_of
+
+NOT_IDLE = "NOT_IDLE"
+IDLE_STATES = (DRAFT, SENT)
+
+@dataclass(frozen=True)
+class Check:
+    """Is this the idle gap? ``reasons`` names every run or lease that says no."""
+
+    idle: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.idle
+
+
+def views(pub: Pub, row: dict[str, Any]) -> dict[str, str]:
+    """The run's state as each engine reads it."""
+    return {"legacy": inferred_state(row), "v2": pub.runs.core.state_of(row) or DRAFT}
+
+
+def _reasons(pub: Pub, rows: list[dict[str, Any]]) -> list[str]:
+    reasons = []
+    for row in rows:
+        week = row["week_of"]
+        seen = views(pub, row)
+        busy = {engine: state for engine, state in seen.items() if state not in IDLE_STATES}
+        if busy:
+            said = ", ".join(f"{state} to {engine}" for engine, state in busy.items())
+            reasons.append(f"week {week} is in flight ({said})")
+        if lease_live(row.get("acting_at"), row["db_now"], SEND_LEASE_TTL):
+            reasons.append(f"week {week} has a live v2 {row.get('acting_kind')} lease "
+                           f"(since {row['acting_at'].isoformat()})")
+        if lease_live(row.get("send_lease_at"), row["db_now"], SEND_LEASE_TTL):
+            reasons.append(f"week {week} has a live legacy send lease "
+                           f"(since {row['send_lease_at'].isoformat()})")
+    return reasons
+
+
+def _runs(pub: Pub, tx: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = tx.execute(
+        f"SELECT *, {db_now_sql(pub)} AS db_now FROM pub_schedule_runs ORDER BY week_of")
+    return rows
+
+
+def _adopt(pub: Pub, tx: Any) -> None:
+    """Make the rows coherent for v2 (see the module docstring)."""
+    tx.execute("UPDATE pub_schedule_runs SET v2_state = NULL WHERE status = 'sent' "
+               "AND v2_state IS NOT NULL AND v2_state <> 'SENT'")
+    for row in tx.execute("SELECT week_of, settings_override FROM pub_schedule_runs WHERE "
+                          "status <> 'sent' AND sent_at IS NULL AND deadline_at IS NULL"):
+        try:
+            times = times_of(pub, row["week_of"], settings_override(row))
+        except BadInput:  # a bad override: left as it is, the tick skips a NULL due time
+            continue
+        tx.execute("UPDATE pub_schedule_runs SET opens_at = %s, deadline_at = %s, "
+                   "generate_at = %s, send_window_at = %s WHERE week_of = %s",
+                   [times.opens_at, times.deadline_at, times.generate_at,
+                    times.send_window_end, row["week_of"]])
+
+
+def cutover_check(pub: Pub, now: datetime | None = None) -> Check:
+    """Whether this is the idle gap, and every reason it is not. ``now`` is checked like
+    every action's instant; the leases age by the database clock."""
+    utc(now)
+    with pub.atomic() as tx:
+        reasons = _reasons(pub, _runs(pub, tx))
+    return Check(not reasons, reasons)
+
+
+def flip(pub: Pub, on: bool, *, force: bool = False, now: datetime | None = None) -> Verdict:
+    """Turn the v2 engine on (``on=True``) or off (the rollback), in the idle gap only
+    unless ``force``. Flipping to the value it already has is applied and changes nothing."""
+    at = utc(now)
+    target = "on" if on else "off"
+    with pub.atomic() as tx:
+        if pub.dialect == "postgresql":
+            tx.execute("LOCK TABLE pub_schedule_runs IN SHARE MODE")
+        if v2_enabled(pub) == on:
+            return Verdict(True, message=f"{'v2' if on else 'legacy'} is already the engine "
+                           f"(PUB_SCHEDULER_V2 {target})", detail={"v2": on, "changed": False})
+        reasons = _reasons(pub, _runs(pub, tx))
+        if reasons and not force:
+            return Verdict(False, NOT_IDLE, message=f"PUB_SCHEDULER_V2 {target} refused: not "
+                           f"the idle gap: {'; '.join(reasons)}",
+                           detail={"reasons": reasons})
+        if on:
+            _adopt(pub, tx)
+        set_v2(pub, on, now=at)
+    forced = f" (forced over: {'; '.join(reasons)})" if reasons else ""
+    return Verdict(True, message=f"PUB_SCHEDULER_V2 {target}{forced}",
+                   detail={"v2": on, "changed": True, "forced": bool(reasons),
+                           "reasons": reasons})
+
+
+__all__ = ["Check", "cutover_check", "flip", "views"]

@@ -1,0 +1,193 @@
+"""The cutover: the idle gap, the flip in both directions, and each engine running the week
+after the other's, on SQLite and on a real PostgreSQL, with mail to a loopback SMTP server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pub_setup import (
+    EMAILS,
+    NEXT,
+    WEEK,
+    accepted_by_recipient,
+    add_tenders,
+    mail_settings,
+    make_pub,
+    migrated_url,
+    moment,
+    row,
+)
+from smtp_server import SmtpTestServer
+
+from pubsched import actions, legacy, v2
+from pubsched.app import Pub
+from pubsched.cutover import cutover_check, flip
+from pubsched.flags import v2_enabled
+from pubsched.submissions import submit
+from pubsched.view import state_of
+from pubsched.weeks import ensure_week, shifts
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return migrated_url(request, tmp_path)
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[SmtpTestServer]:
+    with SmtpTestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pub(db_url: str, smtp_server: SmtpTestServer) -> Iterator[Pub]:
+    p = make_pub(db_url, mail_settings(smtp_server))
+    add_tenders(p)
+    yield p
+    p.close()
+
+
+def everyone_submits(pub: Pub, week: str) -> None:
+    ids = [s.id for s in shifts(pub, week)]
+    for email in EMAILS:
+        assert submit(pub, week, email, ids, now=moment(pub, week, "opens_at", 60))
+
+
+def run_legacy_week(pub: Pub, week: str) -> None:
+    """The legacy crons open, close and generate; the operator approves and sends."""
+    ensure_week(pub, week)
+    assert [v.detail["state"] for v in legacy.crons(pub, moment(pub, week, "opens_at"))] == [
+        "COLLECTING"]
+    everyone_submits(pub, week)
+    for name, state in (("deadline_at", "CLOSED"), ("generate_at", "ASSIGNED")):
+        got = legacy.crons(pub, moment(pub, week, name))
+        assert [(v.applied, v.detail["state"]) for v in got] == [(True, state)], got
+    at = moment(pub, week, "send_window_end", -3600)
+    for name in ("approve", "send"):
+        assert actions.perform(pub, name, week, now=at), name
+
+
+def run_v2_week(pub: Pub, week: str) -> None:
+    """The operator runs the week on v2, through the same buttons."""
+    at = moment(pub, week, "opens_at")
+    assert actions.perform(pub, "open", week, now=at)
+    everyone_submits(pub, week)
+    for name in ("close", "generate", "approve", "send"):
+        got = actions.perform(pub, name, week, now=at)
+        assert got, (name, got)
+
+
+def test_a_fresh_install_is_idle(pub: Pub) -> None:
+    assert cutover_check(pub) == cutover_check(pub, moment(pub, WEEK, "opens_at"))
+    check = cutover_check(pub)
+    assert (check.idle, check.reasons) == (True, [])
+    ensure_week(pub, WEEK)  # a week not yet opened is idle too
+    assert cutover_check(pub).idle
+
+
+def test_an_open_week_is_not_idle_and_the_flip_is_refused_unless_forced(pub: Pub) -> None:
+    legacy.open_form(pub, WEEK, now=moment(pub, WEEK, "opens_at"))
+    check = cutover_check(pub)
+    assert not check.idle
+    assert check.reasons == [f"week {WEEK} is in flight (COLLECTING to legacy)"]
+    refused = flip(pub, True)
+    assert (refused.applied, refused.reason) == (False, "NOT_IDLE")
+    assert check.reasons[0] in refused.message and not v2_enabled(pub)
+    forced = flip(pub, True, force=True)
+    assert forced and forced.detail["forced"] and v2_enabled(pub)
+    assert "forced over" in forced.message
+
+
+@pytest.mark.parametrize("step", ["close", "generate", "approve"])
+def test_every_legacy_step_short_of_sent_is_in_flight(pub: Pub, step: str) -> None:
+    at = moment(pub, WEEK, "opens_at")
+    legacy.open_form(pub, WEEK, now=at)
+    everyone_submits(pub, WEEK)
+    for name in ("close", "generate", "approve")[:("close", "generate", "approve").index(step)
+                                                 + 1]:
+        assert getattr(legacy, name)(pub, WEEK, now=at)
+    assert not cutover_check(pub).idle
+    assert flip(pub, True).reason == "NOT_IDLE"
+
+
+def test_live_leases_are_not_idle(pub: Pub) -> None:
+    at = moment(pub, WEEK, "opens_at")
+    legacy.open_form(pub, WEEK, now=at)
+    everyone_submits(pub, WEEK)
+    for name in ("close", "generate", "approve"):
+        assert getattr(legacy, name)(pub, WEEK, now=at)
+    assert isinstance(legacy.claim_send(pub, WEEK, holder="w1"), legacy.SendClaim)
+    assert any("live legacy send lease" in r for r in cutover_check(pub).reasons)
+    ensure_week(pub, NEXT)
+    clock = legacy.run_row(pub, NEXT)
+    assert clock is not None
+    with pub.atomic() as tx:  # a v2 close in flight on a week otherwise not opened
+        tx.execute("UPDATE pub_schedule_runs SET acting_at = %s, acting_kind = 'close' "
+                   "WHERE week_of = %s", [clock["db_now"], NEXT])
+    reasons = cutover_check(pub).reasons
+    assert [r for r in reasons if NEXT in r] == [f"week {NEXT} has a live v2 close lease "
+                                                 f"(since {clock['db_now'].isoformat()})"]
+
+
+def test_a_v2_week_in_flight_refuses_the_rollback(pub: Pub) -> None:
+    assert flip(pub, True)
+    assert v2.open_form(pub, WEEK, now=moment(pub, WEEK, "opens_at"))
+    got = flip(pub, False)
+    assert got.reason == "NOT_IDLE" and "COLLECTING to v2" in got.message
+    assert v2_enabled(pub)
+
+
+def test_flipping_to_the_value_it_has_changes_nothing(pub: Pub) -> None:
+    got = flip(pub, False)
+    assert got and got.detail == {"v2": False, "changed": False}
+    assert not v2_enabled(pub)
+
+
+def test_rollback_after_a_v2_week_was_sent_lands_the_legacy_engine_on_coherent_rows(
+        pub: Pub, smtp_server: SmtpTestServer) -> None:
+    assert flip(pub, True)
+    ensure_week(pub, NEXT)  # created while v2 ran, not opened: the legacy engine's to run
+    run_v2_week(pub, WEEK)
+    assert (row(pub, WEEK)["v2_state"], row(pub, WEEK)["status"]) == ("SENT", "sent")
+    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 1)
+
+    assert cutover_check(pub).idle
+    assert flip(pub, False)
+    assert state_of(pub, row(pub, WEEK)) == "SENT"  # the legacy view of the v2 week
+    # the legacy engine leaves the sent week alone, and runs the next one through to sent
+    for action in (legacy.send, legacy.reopen, legacy.open_form, legacy.close):
+        assert action(pub, WEEK, now=moment(pub, NEXT, "opens_at")).reason == (
+            "STATE_MISMATCH")
+    run_legacy_week(pub, NEXT)
+    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 2)
+    r = row(pub, NEXT)
+    assert (r["status"], r["send_lease_at"]) == ("sent", None)
+    # the v2 week counts as history for the legacy week's picker (its status is 'sent')
+    history = pub.query("SELECT COUNT(*) AS n FROM pub_schedule_runs WHERE status = 'sent'")
+    assert history[0]["n"] == 2
+    assert cutover_check(pub).idle
+
+
+def test_turning_v2_on_after_a_legacy_week_was_sent_and_v2_runs_the_next(
+        pub: Pub, smtp_server: SmtpTestServer) -> None:
+    run_legacy_week(pub, WEEK)
+    ensure_week(pub, NEXT)
+    with pub.atomic() as tx:  # a legacy row from before 0035: no v2 due times, v2_state NULL
+        tx.execute("UPDATE pub_schedule_runs SET v2_state = NULL, opens_at = NULL, "
+                   "deadline_at = NULL, generate_at = NULL, send_window_at = NULL "
+                   "WHERE week_of = %s", [NEXT])
+    assert row(pub, WEEK)["v2_state"] == "DRAFT"  # created through the door, then legacy-run
+    assert cutover_check(pub).idle
+    assert flip(pub, True)
+    sent = row(pub, WEEK)
+    assert (sent["v2_state"], state_of(pub, sent)) == (None, "SENT")  # derived from status
+    assert v2.send(pub, WEEK).reason == "STATE_MISMATCH"  # never re-sent
+    assert v2.open_form(pub, WEEK).reason == "STATE_MISMATCH"
+    fresh = row(pub, NEXT)
+    assert (fresh["v2_state"], fresh["deadline_at"]) == (None, moment(pub, NEXT, "deadline_at"))
+    run_v2_week(pub, NEXT)  # v2_state NULL: seeded from status 'pending' (DRAFT)
+    assert (row(pub, NEXT)["v2_state"], row(pub, NEXT)["status"]) == ("SENT", "sent")
+    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 2)
+    assert legacy.crons(pub, moment(pub, NEXT, "opens_at")) == []  # stood down
