@@ -42,6 +42,7 @@ from .conditions import (
     evaluate,
     failing,
     lookup,
+    set_path,
 )
 from .core import (
     ActiveLease,
