@@ -11,12 +11,12 @@ token is refused; deactivating a tender ends what their links can do (the pages 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from .app import Config, Pub, Verdict
-from .tenders import Tender, get
+from .app import Config, Pub
+from .tenders import Tender, by_id
 
 Purpose = Literal["form", "calendar"]
 SALTS: dict[str, str] = {"form": "pubsched.tender-form.v1",
@@ -61,17 +61,6 @@ def verify(config: Config, token: str, purpose: Purpose = "form") -> tuple[int, 
     return tender, version
 
 
-def _version(row: dict[str, Any]) -> int:
-    """A tender row's link version; 1 on a database from before the column existed."""
-    value = row.get("link_version")
-    return 1 if value is None else int(value)
-
-
-def current_version(pub: Pub, tender_id: int) -> int:
-    """The version today's links of this tender carry (what ``tender link`` signs)."""
-    rows = pub.query("SELECT * FROM pub_tenders WHERE id = %s", [tender_id])
-    return _version(rows[0]) if rows else 1
-
 
 def tender_for_link(pub: Pub, token: str, purpose: Purpose = "form") -> Tender | None:
     """The active tender a link names, or None for every link that must do nothing: a bad
@@ -82,20 +71,7 @@ def tender_for_link(pub: Pub, token: str, purpose: Purpose = "form") -> Tender |
     if got is None:
         return None
     tender_id, version = got
-    rows = pub.query("SELECT * FROM pub_tenders WHERE id = %s", [tender_id])  # * : before
-    if not rows or not rows[0]["active"] or _version(rows[0]) != version:  # the column too
+    tender = by_id(pub, tender_id)
+    if tender is None or not tender.active or tender.link_version != version:
         return None
-    return Tender.of(rows[0])
-
-
-def revoke(pub: Pub, email: str) -> Verdict:
-    """Revoke every link of a tender (form and calendar): the version goes up by one, so
-    the old tokens are refused; the new link is ``tender_url(..., version=...)``."""
-    tender = get(pub, email)
-    with pub.atomic() as tx:
-        rows = tx.execute("UPDATE pub_tenders SET link_version = link_version + 1 "
-                          "WHERE id = %s RETURNING link_version", [tender.id])
-    version = int(rows[0]["link_version"])
-    return Verdict(True, message=f"revoked the links of {tender.email}",
-                   detail={"link_version": version,
-                           "url": tender_url(pub.config, tender.id, version)})
+    return tender
