@@ -121,6 +121,12 @@ class Opaque:
 
 HUGE = "\u00e9" * 5000  # over every short-string limit (4096)
 VERY_HUGE = "x" * 1_000_100  # over the 1 MB event-data limit
+VERY_DEEP: list[Any] = []  # 5,000 nested arrays: over the JSON depth limit (docs/values.md)
+for _ in range(4999):
+    VERY_DEEP = [VERY_DEEP]
+# JSON one of the two databases would refuse or read differently (docs/values.md)
+DOOMED_JSON = ({"a": {"b": "x\x00"}}, {"s": ["\ud800"]}, {"n": 2**64}, {"k\x00": 1},
+               {1: "int key"}, [math.inf], VERY_DEEP)
 
 # -- text ----------------------------------------------------------------------------------
 
@@ -286,6 +292,7 @@ bad_guard_values = st.one_of(
     st.sampled_from([2**63, -(2**63) - 1]),
     huge_or_nul,
     st.just([]),
+    st.sampled_from([math.inf, -math.inf, "lone \udc80"]),
 )
 
 good_guards = st.dictionaries(
@@ -331,7 +338,10 @@ bad_payloads = st.one_of(
                     st.integers(), min_size=1, max_size=2),
     st.sampled_from([["note"], "note", 1, ("note", "x"), [("note", "x")]]),
     st.fixed_dictionaries({"note": st.sampled_from(
-        [Opaque(), {1, 2}, complex(1, 2), "nul\x00"])}),
+        [Opaque(), {1, 2}, complex(1, 2), "nul\x00", "lone \ud800"])}),
+    st.fixed_dictionaries({"amount": st.sampled_from([2**63, -(2**63) - 1, math.nan,
+                                                      math.inf])}),
+    st.fixed_dictionaries({"__DR": st.sampled_from(DOOMED_JSON)}),
 )
 """Payloads the engine must refuse before writing: a column that is not a payload column,
 not a mapping, or a value no column can hold."""
@@ -358,6 +368,7 @@ bad_data = st.one_of(
     st.just({"x": math.nan}),
     st.just({("a", "b"): 1}),
     st.just(VERY_HUGE),
+    st.sampled_from(DOOMED_JSON),
 )
 """Event data that is not JSON, or over 1 MB (ValidationError)."""
 

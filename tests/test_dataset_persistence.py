@@ -39,6 +39,7 @@ from dataset_lifecycle import (
     create_persistence_adapter,
     schema_sql,
 )
+from rowstate import RowstateError
 
 BOGUS_DSN = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
 
@@ -403,8 +404,9 @@ def test_an_async_adapter_under_the_sync_api_is_a_type_error() -> None:
     lc = DatasetLifecycleClient()
     lc.init(persistence=AsyncDictAdapter(DictAdapter()))
     try:
-        with pytest.raises(TypeError, match="AsyncDatasetLifecycle"):
+        with pytest.raises(TypeError, match="AsyncDatasetLifecycle") as info:
             lc.get_status(ID)
+        assert isinstance(info.value, RowstateError)  # typed, and still a TypeError
     finally:
         lc.reset()
 

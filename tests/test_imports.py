@@ -32,3 +32,10 @@ def test_a_postgres_store_loads_the_driver() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["True"]
+
+
+def test_every_exported_name_resolves() -> None:
+    import rowstate
+
+    missing = [name for name in rowstate.__all__ if not hasattr(rowstate, name)]
+    assert missing == []

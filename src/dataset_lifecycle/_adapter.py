@@ -69,6 +69,7 @@ from rowstate import (
     Statement,
     Store,
     TransitionResult,
+    UsageError,
     ValidationError,
     Value,
     canonical_time,
@@ -245,8 +246,8 @@ class AdapterBackend:
             close = getattr(got, "close", None)
             if callable(close):
                 close()  # never awaited: close it so it does not warn
-            raise TypeError(f"the persistence adapter's {what}() is async: "
-                            "use it with AsyncDatasetLifecycle")
+            raise UsageError(f"the persistence adapter's {what}() is async: "
+                             "use it with AsyncDatasetLifecycle")
         return got
 
     def get(self, key: Key) -> Op:
@@ -254,7 +255,7 @@ class AdapterBackend:
         if got is None:
             return None
         if not isinstance(got, Mapping):
-            raise TypeError(f"get_by_keys must return a mapping or None, got {got!r}")
+            raise UsageError(f"get_by_keys must return a mapping or None, got {got!r}")
         return dict(got)
 
     def _update(self, update: dict[str, Any], condition: dict[str, Any]) -> Op:

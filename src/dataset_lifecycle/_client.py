@@ -42,6 +42,7 @@ from rowstate import (
     SQLite,
     Store,
     StoreError,
+    UsageError,
     ValidationError,
     adrive,
     connect,
@@ -160,7 +161,7 @@ def _publish_call(publisher: Any, event: DatasetStatusChanged) -> Any:
         return publish(event)
     if callable(publisher):
         return publisher(event)
-    raise TypeError(f"event_publisher {publisher!r} has no publish() method")
+    raise UsageError(f"event_publisher {publisher!r} has no publish() method")
 
 
 def _check_connects(conninfo: str) -> None:

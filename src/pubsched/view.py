@@ -19,7 +19,7 @@ from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
 from .tenders import Tender
-from .weeks import shifts, week_key
+from .weeks import settings_override, shifts, times_of, week_key
 
 
 def inferred_state(row: dict[str, Any]) -> str:
@@ -51,6 +51,19 @@ def state_of(pub: Pub, row: dict[str, Any], v2: bool | None = None) -> str:
     return inferred_state(row)
 
 
+def _times(pub: Pub, row: dict[str, Any], v2: bool) -> dict[str, Any]:
+    """The week's moments as the engine in charge judges them: v2 reads its columns (an
+    extension moves ``deadline_at``); the legacy engine computes them from the settings
+    and the week's ``settings_override`` (where its extensions are written)."""
+    if v2:
+        parse = pub.runs.core.d.parse_time
+        return {name: parse(row.get(name)) for name in
+                ("opens_at", "deadline_at", "generate_at", "send_window_at")}
+    times = times_of(pub, str(row["week_of"]), settings_override(row))
+    return {"opens_at": times.opens_at, "deadline_at": times.deadline_at,
+            "generate_at": times.generate_at, "send_window_at": times.send_window_end}
+
+
 def week_show(pub: Pub, week: str) -> dict[str, Any]:
     """The documented, stable JSON of one week (see docs/cli.md)."""
     key = week_key(week)
@@ -61,6 +74,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     assigned = assignments(pub, key)
     week_shifts = shifts(pub, key)
     delivered = deliveries(pub, key)
+    times = _times(pub, row, v2)
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
                 "by": e.owner, "at": iso(e.at)} for e in pub.runs.history(key)]
     return {
@@ -69,10 +83,10 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "engine": "v2" if v2 else "legacy",
         "legacy_status": row.get("status"),
         "v2_state": row.get("v2_state"),
-        "opens_at": iso(row.get("opens_at")),
-        "deadline_at": iso(row.get("deadline_at")),
-        "generate_at": iso(row.get("generate_at")),
-        "send_window_at": iso(row.get("send_window_at")),
+        "opens_at": iso(times["opens_at"]),
+        "deadline_at": iso(times["deadline_at"]),
+        "generate_at": iso(times["generate_at"]),
+        "send_window_at": iso(times["send_window_at"]),
         "autopilot": bool(row.get("autopilot")),
         "lease": None if row.get("acting_at") is None else {
             "kind": row.get("acting_kind"), "since": iso(row.get("acting_at"))},
@@ -110,7 +124,7 @@ def weeks_list(pub: Pub) -> list[dict[str, Any]]:
     rows = pub.runs.find(order_by="week_of", limit=10_000)
     return [{"week_of": r["week_of"], "state": state_of(pub, r, v2),
              "legacy_status": r.get("status"), "autopilot": bool(r.get("autopilot")),
-             "deadline_at": iso(r.get("deadline_at"))} for r in rows]
+             "deadline_at": iso(_times(pub, r, v2)["deadline_at"])} for r in rows]
 
 
 def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
@@ -133,12 +147,13 @@ def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
         return {"status": "none", "tender": tender.as_json()}
     key = str(shown["week_of"])
     mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
+    times = _times(pub, shown, v2)
     return {
         "status": status,
         "tender": tender.as_json(),
         "week_of": key,
-        "deadline_at": shown.get("deadline_at"),
-        "schedule_by": shown.get("send_window_at"),
+        "deadline_at": times["deadline_at"],
+        "schedule_by": times["send_window_at"],
         "shifts": [{"id": s.id, "label": s.label, "night": s.night, "starts_at": s.starts_at,
                     "ends_at": s.ends_at} for s in shifts(pub, key)],
         "submitted": None if mine is None else {

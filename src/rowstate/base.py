@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
 
-from .binding import Binding, GuardSpec, check_scalar
+from .binding import MAX_VALUE_BYTES, Binding, GuardSpec, check_json, check_scalar
 from .compiler import Batch, CasPlan, Compiler, EventSpec, Set
 from .conditions import (
     And,
@@ -54,7 +54,7 @@ from .results import (
 )
 
 R = TypeVar("R")
-MAX_DATA_BYTES = 1_000_000
+MAX_DATA_BYTES = MAX_VALUE_BYTES  # event data: one JSON document
 _NO_PAYLOAD: dict[str, Any] = {}  # never written to: a call without a payload shares it
 
 
@@ -183,15 +183,11 @@ class CoreBase:
         return owner
 
     def _data(self, data: Any) -> str | None:
+        """The event data's JSON text, by the JSON rules of docs/values.md (both databases
+        store it alike; jsonb would refuse a nested NUL only at the write)."""
         if data is None:
             return None
-        try:
-            text = json.dumps(data, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"event data must be JSON-serialisable: {exc}") from None
-        if len(text) > MAX_DATA_BYTES:
-            raise ValidationError(f"event data is {len(text)} bytes; the limit is 1 MB")
-        return text
+        return check_json(data, "event data")
 
     def _froms(self, to: str, from_: Iterable[str] | str | None) -> tuple[str, ...]:
         """From-states of a *pure* move to ``to``: side-effecting edges go through run().

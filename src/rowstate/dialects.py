@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any, ClassVar
+from uuid import UUID
 
 from .conditions import Const, Ref, Slot, SqlOut, Value
-from .errors import DefinitionError
+from .errors import DefinitionError, ValidationError
 
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SQLITE_NOW_FORMAT = "%Y-%m-%dT%H:%M:%fZ"
@@ -35,7 +37,7 @@ def check_ident(name: str, what: str) -> str:
 def canonical_time(at: datetime) -> str:
     """The one text form SQLite stores: UTC, millisecond precision, ``Z`` suffix."""
     if at.tzinfo is None:
-        raise ValueError("times must be timezone-aware")
+        raise ValidationError("times must be timezone-aware")
     at = at.astimezone(UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
@@ -274,10 +276,19 @@ class SQLite(Dialect):
         return f"json_set({obj}, {key}, {value})"
 
     def payload_value(self, value: object) -> object:
+        """sqlite3 binds str, int, float, bytes and None only: the other kinds the value
+        rules accept (docs/values.md) are stored as their text (a time, a UUID, a Decimal
+        exactly), a duration as its seconds."""
         if isinstance(value, dict | list):
             return json.dumps(value)
         if isinstance(value, datetime):
             return canonical_time(value)
+        if isinstance(value, date | time):
+            return value.isoformat()
+        if isinstance(value, Decimal | UUID):
+            return str(value)
+        if isinstance(value, timedelta):
+            return value.total_seconds()
         return value
 
     def same(self, left: str, right: str) -> str:
@@ -404,7 +415,7 @@ class Postgres(Dialect):
 
     def db_time(self, at: datetime) -> Any:
         if at.tzinfo is None:
-            raise ValueError("times must be timezone-aware")
+            raise ValidationError("times must be timezone-aware")
         return at
 
     def parse_time(self, raw: Any) -> datetime | None:

@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 
 from .compiler import Batch
 from .core import Call, Op
+from .errors import UsageError
 
 R = TypeVar("R")
 
@@ -34,8 +35,8 @@ def drive(store: SyncRunner, op: Op[R]) -> R:
                     got = step.fn(step.arg)
                     if type(got) is not bool and inspect.isawaitable(got):
                         _discard(got)
-                        raise TypeError(f"{step.fn!r} returned an awaitable: async acts and "
-                                        "publishers need the async front end")
+                        raise UsageError(f"{step.fn!r} returned an awaitable: async acts and "
+                                         "publishers need the async front end")
                 else:
                     got = store.run(step)
             except BaseException as exc:

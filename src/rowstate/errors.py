@@ -29,6 +29,11 @@ class ValidationError(RowstateError, ValueError):
     """A call carries input the binding refuses (unknown field, wrong type, bad key)."""
 
 
+class UsageError(ValidationError, TypeError):
+    """A call of the wrong kind for its front end (an async act or adapter under the sync
+    one); also a TypeError, which is what it was before it had a class of its own."""
+
+
 class InvalidTransitionError(ValidationError):
     """The machine has no such edge; raised before any I/O."""
 
@@ -46,8 +51,21 @@ class StoreError(RowstateError):
 
 
 class ConnectionLostError(StoreError):
-    """The connection died mid-call. The write either committed whole or not at all;
-    retrying the same call is safe because every write is a compare-and-set."""
+    """The connection died mid-call: the write *may have landed*. It either committed whole
+    or not at all, and nobody can tell which; retrying the same call is safe because every
+    write is a compare-and-set. run() keeps its lease (fenced) until the TTL, as it cannot
+    know whether its finalize committed."""
+
+
+class StatementCancelled(StoreError):
+    """The database cancelled the statement and rolled it back: it *did not land*.
+
+    PostgreSQL's ``statement_timeout`` or a cancel request (QueryCanceled), a
+    ``lock_timeout`` (LockNotAvailable), a deadlock or a serialization failure (not
+    40003, "statement completion unknown", which may have landed). psycopg files these
+    under OperationalError, beside a dead connection, but the server answered: nothing
+    committed, so run() releases its lease at once and a retry is safe.
+    """
 
 
 class InvariantViolation(StoreError):

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import ActiveLease, Call, CoreBase, Op, default_holder
-from .binding import GuardSpec, check_scalar
+from .binding import GuardSpec, check_scalar, safe_text
 from .compiler import Batch, CasPlan
 from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot, SqlOut
 from .errors import ConnectionLostError, InvalidTransitionError, RowstateError, ValidationError
@@ -142,7 +142,8 @@ class LeaseOps(CoreBase):
         _, values = self.values(key)
         values["lease_kind"] = edge.lease
         values["fence"] = claim.fence
-        values["error"] = None if error is None else str(error)[:2000]
+        # an act's exception text may hold NUL: escaped, or the release itself would fail
+        values["error"] = None if error is None else safe_text(str(error)[:2000])
         shape = ("release",)
         stmt = self._plans.get(shape)
         if stmt is None:

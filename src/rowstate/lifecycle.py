@@ -18,6 +18,7 @@ from .binding import Binding, GuardSpec
 from .core import ActiveLease, Core, Op
 from .dialects import Dialect, Postgres, SQLite
 from .drive import adrive, drive
+from .errors import UsageError
 from .results import (
     BulkResult,
     CheckResult,
@@ -136,7 +137,7 @@ class Lifecycle(_Base):
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
             data: Any = None) -> RunResult:
         if inspect.iscoroutinefunction(act):
-            raise TypeError("an async act needs AsyncLifecycle.run")
+            raise UsageError("an async act needs AsyncLifecycle.run")
         result = drive(self.store, self.core.run(key, edge, act, holder=holder, owner=owner,
                                                  payload=payload, guards=guards, data=data))
         if self.publishers:  # no coroutine or call per write without one

@@ -9,9 +9,12 @@
   inside one.
 
 Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantViolation`
-(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError`, a value the
-database (or the driver, e.g. text that is not valid UTF-8) refuses :class:`ValidationError`;
-the driver's error is kept as ``__cause__``.
+(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError` (the write
+may have landed), a statement the server cancelled and rolled back
+:class:`StatementCancelled` (it did not land), a value the database (or the driver, e.g.
+text that is not valid UTF-8) refuses :class:`ValidationError`, any other
+:class:`StoreError`; the driver's error is kept as ``__cause__``. That holds for opening a
+connection and for scripts too: a caller only ever sees a :class:`RowstateError`.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .dialects import STORE_NOW, canonical_time
 from .errors import (
     ConnectionLostError,
     InvariantViolation,
+    StatementCancelled,
     StoreError,
     UnitRefusedError,
     ValidationError,
@@ -233,7 +237,7 @@ class SQLiteStore(StatementCounter):
         self.memory = self.path == ":memory:"
         self.busy_timeout = busy_timeout
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
-            raise ValueError(f"synchronous={synchronous!r}")
+            raise ValidationError(f"synchronous={synchronous!r}")
         self.synchronous = synchronous.upper()
         self._guard = threading.Lock()  # the shared memory connection; scripts
         self._threads = ThreadConnections(self._open)
@@ -241,12 +245,21 @@ class SQLiteStore(StatementCounter):
         self._unit: ContextVar[Unit | None] = _unit_var(self)
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               timeout=self.busy_timeout)
-        if not self.memory:
-            conn.execute("PRAGMA journal_mode=WAL").fetchall()
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        """A new connection, its PRAGMAs run: the first statements that touch the file, so
+        a path that is a directory, a file that is not a database or a database locked
+        past the busy timeout fail here, translated like any statement's error."""
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                   timeout=self.busy_timeout)
+            if not self.memory:
+                conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            raise StoreError(f"SQLite could not open {self.path!r}: {exc}") from exc
         return conn
 
     def connection(self) -> sqlite3.Connection:
@@ -318,7 +331,10 @@ class SQLiteStore(StatementCounter):
         _no_script_in_unit(self._unit)
         conn = self.connection()
         with self._guard:
-            conn.executescript(sql)
+            try:
+                conn.executescript(sql)
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite script failed: {exc}") from exc
 
     def close(self) -> None:
         self._threads.close()
@@ -398,9 +414,16 @@ class AsyncSQLiteStore:
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 
-def _translate(exc: psycopg.Error | UnicodeEncodeError) -> Exception:
+def _translate(exc: psycopg.Error | UnicodeEncodeError | RecursionError) -> Exception:
     if isinstance(exc, UnicodeEncodeError):  # e.g. a lone surrogate: never sent, nothing ran
         return ValidationError(f"a text value is not valid UTF-8: {exc}")
+    if isinstance(exc, RecursionError):
+        # psycopg decoding a jsonb value nested deeper than Python's recursion limit, which
+        # the engine never writes (docs/values.md) but another writer of the row may have.
+        # The rows came back: a write outside a transaction has landed (a run()'s release
+        # after it is refused by the fence, harmlessly)
+        return StoreError(f"a JSON value read is nested too deep to decode (a write may "
+                          f"have been applied): {exc}")
     if isinstance(exc, pg_errors.UniqueViolation):
         return InvariantViolation(str(exc), index=exc.diag.constraint_name)
     if isinstance(exc, pg_errors.DataError | pg_errors.InvalidTextRepresentation):
@@ -409,6 +432,11 @@ def _translate(exc: psycopg.Error | UnicodeEncodeError) -> Exception:
         # the SQL text is ours, its names checked: a type clash comes from a value's type
         # (e.g. an int key for a text column: "operator does not exist: text = bigint")
         return ValidationError(f"PostgreSQL refused a value of this type: {exc}")
+    if isinstance(exc, pg_errors.QueryCanceled | pg_errors.LockNotAvailable
+                  | pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+        # OperationalErrors too, but the server answered: the statement (and its
+        # transaction) rolled back, nothing landed; checked before the catch-all below
+        return StatementCancelled(f"the database cancelled the statement: {exc}")
     if isinstance(exc, psycopg.OperationalError | pg_errors.AdminShutdown):
         return ConnectionLostError(f"connection lost: {exc}")
     return StoreError(str(exc))
@@ -548,7 +576,7 @@ class PostgresStore(StatementCounter):
                  min_size: int = 1, max_size: int = 8, per_thread: bool = False) -> None:
         super().__init__()
         if per_thread and pool is not None:
-            raise ValueError("per_thread=True opens its own connections: pass no pool")
+            raise ValidationError("per_thread=True opens its own connections: pass no pool")
         self.own_pool = pool is None and not per_thread
         self.pool: ConnectionPool[Any] | None = pool  # None: per_thread
         if self.own_pool:
@@ -607,7 +635,7 @@ class PostgresStore(StatementCounter):
                 return self._run(conn, batch)
             finally:
                 pool.putconn(conn)  # a broken connection is replaced by the pool
-        except (psycopg.Error, UnicodeEncodeError) as exc:
+        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
             raise _translate(exc) from exc
 
     def _run(self, conn: psycopg.Connection[Any], batch: Batch) -> Rows:
@@ -630,11 +658,14 @@ class PostgresStore(StatementCounter):
 
     def execute_script(self, sql: str) -> None:
         _no_script_in_unit(self._unit)
-        if self.pool is None:
-            self._threads.get().execute(sql)
-            return
-        with self.pool.connection() as conn:
-            conn.execute(sql)
+        try:
+            if self.pool is None:
+                self._threads.get().execute(sql)
+                return
+            with self.pool.connection() as conn:
+                conn.execute(sql)
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
 
     def close(self) -> None:
         if self.own_pool and self.pool is not None:
@@ -715,7 +746,7 @@ class AsyncPostgresStore:
                 raise
             finally:
                 await self._checkin(conn)
-        except (psycopg.Error, UnicodeEncodeError) as exc:
+        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
             raise _translate(exc) from exc
 
     async def _checkout(self) -> psycopg.AsyncConnection[Any]:
@@ -780,9 +811,12 @@ class AsyncPostgresStore:
 
     async def execute_script(self, sql: str) -> None:
         _no_script_in_unit(self._unit)
-        await self._ensure_open()
-        async with self.pool.connection() as conn:
-            await conn.execute(sql)
+        try:
+            await self._ensure_open()
+            async with self.pool.connection() as conn:
+                await conn.execute(sql)
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
 
     async def close(self) -> None:
         if self.own_pool and self._opened:
@@ -802,7 +836,7 @@ def _sqlite_path(url: str) -> str | None:
     ``sqlite://`` and ``sqlite:///:memory:`` -> memory (None)."""
     if url in ("sqlite:", "sqlite://") or not url.startswith("sqlite:///"):
         if url not in ("sqlite:", "sqlite://"):
-            raise ValueError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
+            raise ValidationError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
         return None
     path = unquote(url[len("sqlite:///"):])
     return None if path in ("", ":memory:") else path
@@ -841,7 +875,7 @@ def connect(url: str, **options: Any) -> Store:
         return SQLiteStore(_sqlite_path(url), **options)
     if (pg := postgres_url(url)) is not None:
         return PostgresStore(pg, **options)
-    raise ValueError(f"unsupported database URL {url!r}")
+    raise ValidationError(f"unsupported database URL {url!r}")
 
 
 def connect_async(url: str, **options: Any) -> AsyncStore:
@@ -849,4 +883,4 @@ def connect_async(url: str, **options: Any) -> AsyncStore:
         return AsyncSQLiteStore(_sqlite_path(url), **options)
     if (pg := postgres_url(url)) is not None:
         return AsyncPostgresStore(pg, **options)
-    raise ValueError(f"unsupported database URL {url!r}")
+    raise ValidationError(f"unsupported database URL {url!r}")

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from .base import ActiveLease, Call, Op
-from .binding import TimedEdge
+from .binding import TimedEdge, check_scalar
 from .bulk import BulkOps
 from .compiler import Batch
 from .conditions import And, Check, Const, In, IsNull, Older, Or, Ref, Same, Slot
@@ -38,6 +38,7 @@ class TimerOps(LeaseOps, BulkOps):
         query skips rows no write could move now (a live lease; an act that failed within
         the timer's back-off), so failing rows cannot take the places of healthy ones.
         """
+        _check_fire_args(acts, notify, limit, holder)
         acts, notify = dict(acts or {}), dict(notify or {})
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"fire_due: limit is a positive int, got {limit!r}")
@@ -162,3 +163,19 @@ class TimerOps(LeaseOps, BulkOps):
             except Exception as exc:
                 out.append(Fired(key, n.name, False, None, f"{type(exc).__name__}: {exc}"))
         return out
+
+
+def _check_fire_args(acts: object, notify: object, limit: object, holder: object) -> None:
+    """fire_due's arguments, checked before any I/O: a bad one would otherwise escape as a
+    TypeError from ``dict()`` or ``int()``, or fail each due row on its own."""
+    for name, given in (("acts", acts), ("notify", notify)):
+        if given is None:
+            continue
+        if not isinstance(given, Mapping) or not all(callable(f) for f in given.values()):
+            raise ValidationError(f"{name} must map names to callables, got {given!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**63:
+        raise ValidationError(f"limit must be a non-negative int, got {limit!r}")
+    if holder is not None:
+        if not isinstance(holder, str) or not holder:
+            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
+        check_scalar(holder, "holder", ValidationError)

@@ -11,7 +11,7 @@ from typing import Any
 
 import icalendar
 import pytest
-from pub_fixtures import NOW, OPERATOR, WEEK, crew
+from pub_fixtures import NOW, OPERATOR, WEEK, crew, make_pub
 from smtp_server import SmtpTestServer
 
 from pubsched import submissions, tenders, v2, weeks
@@ -194,3 +194,25 @@ def _through_approve(pub: Pub) -> None:
 def _ready_to_send(pub: Pub) -> Any:
     crew(pub, ("ann", None), ("bob", None))
     _through_approve(pub)
+
+
+def test_rehearsal_mode_sends_everything_to_the_operator_only(
+        db_url: str, smtp: SmtpTestServer) -> None:
+    """The seed's dress rehearsal: a complete real lifecycle with sends going only to the
+    operator, the intended recipient named in the subject; delivery records as usual."""
+    from pubsched.flags import set_v2
+
+    rehearsing = make_pub(db_url, smtp, PUBSCHED_REHEARSAL="1")
+    try:
+        set_v2(rehearsing, True, now=NOW)
+        crew(rehearsing, ("ann", None), ("bob", None))
+        _through_approve(rehearsing)
+        assert v2.send(rehearsing, WEEK, now=NOW).applied
+        assert {tuple(m.rcpt_tos) for m in smtp.accepted} == {(OPERATOR,)}
+        subjects = sorted(str(m.message["Subject"]) for m in smtp.accepted)
+        assert len(subjects) == 2
+        assert "ann@pub.test" in subjects[0] and "bob@pub.test" in subjects[1]
+        statuses = {d["email"]: d["status"] for d in week_show(rehearsing, WEEK)["deliveries"]}
+        assert statuses == {"ann@pub.test": "sent", "bob@pub.test": "sent"}
+    finally:
+        rehearsing.close()
