@@ -79,7 +79,7 @@ HERE = Path(__file__).parent
 FLASH_COOKIE = "pubsched_flash"
 ADMIN_PATH = "/admin"
 
-# the button each edge of the machine is drawn as: (action, label, needs confirmation)
+# the button each edge of the machine is drawn as: (the action it performs, its label)
 BUTTONS: dict[str, tuple[str, str]] = {
     "open": ("open", "Open the form"),
     "extend": ("extend", "Extend the deadline"),
@@ -539,7 +539,8 @@ class Web:
 
 
 def diagram(state: str) -> str:
-    """The machine's own Mermaid diagram, the week's state highlighted."""
+    """The machine's own Mermaid diagram, the week's state highlighted (the spacing that
+    keeps the labels of opposite edges apart is set where it is drawn: static/app.js)."""
     return (RUN.mermaid() + "    classDef current fill:#ffd166,stroke:#b5651d,"
             "stroke-width:3px,color:#000,font-weight:bold\n"
             f"    class {state} current\n")

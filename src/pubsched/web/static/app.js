@@ -21,7 +21,12 @@ document.addEventListener("submit", function (event) {
 
 document.addEventListener("DOMContentLoaded", function () {
   if (window.mermaid && document.querySelector("pre.mermaid")) {
-    window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict", theme: "neutral" });
+    // the spacing keeps apart the labels of two opposite edges between the same states
+    // (close/reopen, approve/un-approve), which overlap at mermaid's defaults
+    window.mermaid.initialize({
+      startOnLoad: false, securityLevel: "strict", theme: "neutral",
+      state: { nodeSpacing: 160, rankSpacing: 100, padding: 12 }
+    });
     window.mermaid.run({ querySelector: "pre.mermaid" }).then(function () {
       document.body.dataset.diagram = "drawn";
     }, function (error) {
