@@ -550,3 +550,33 @@ def test_an_uncertain_delivery_is_marked_and_resent_on_request(tmp_path: Path) -
             assert len(smtp.accepted_for(team["Alice"].email)) == 1  # the resend's
         finally:
             pub.close()
+
+
+def test_a_failed_send_shows_last_error_and_stays_retryable(tmp_path: Path) -> None:
+    with SmtpTestServer() as smtp:
+        mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
+                                           PUBSCHED_SMTP_TIMEOUT="2"))
+        pub = make_pub(f"sqlite:///{tmp_path}/failed.db", mail)
+        try:
+            team = who(pub)
+            v2.open_form(pub, WEEK, now=NOW)
+            ids = [s.id for s in weeks.shifts(pub, WEEK)]
+            from pubsched.submissions import submit
+
+            submit(pub, WEEK, team["Alice"].email, ids, now=NOW)
+            for step in (v2.close, v2.generate, v2.approve):
+                assert step(pub, WEEK, now=NOW).applied
+            smtp.refuse_recipient(team["Alice"].email)
+            app = create_app(pub, web_settings(), clock=lambda: NOW)
+            with TestClient(app, base_url="https://testserver") as c:
+                login(c)
+                text = press(c, "send")
+                assert 'class="flash flash-failed"' in text and "failed" in text
+                assert "Last error:" in text and team["Alice"].email in text
+                assert "APPROVED" in text and buttons(text) == ["unapprove", "send"]
+                smtp.clear_faults()
+                text = press(c, "send")  # the retry sends to the one who failed
+                assert "SENT" in text and "Last error:" not in text
+            assert len(smtp.accepted_for(team["Alice"].email)) == 1
+        finally:
+            pub.close()
