@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             relay.run(env, settings, report)
     finally:
         env.close()
+    _bulk_against_django(results)
     elapsed = time.perf_counter() - started
     _write(args.output, results, settings, elapsed)
     failed = [r for r in results if r.passed is False]
@@ -102,6 +103,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r.passed is True for r in results)} PASS, {len(failed)} FAIL; "
           f"written to {args.output}")
     return 0
+
+
+def _bulk_against_django(results: list[Result]) -> None:
+    """The set-based move's per-row speed against django-fsm-2's one-row loop, measured in
+    the same run (the django case's baseline is django-fsm-2's transitions per second)."""
+    django = next((r for r in results if r.case == "django_fsm2"), None)
+    if django is None or not django.baseline_ops_s:
+        return
+    for r in results:
+        if r.case == "bulk_transition":
+            r.detail["django_fsm2_loop_rows_s"] = round(django.baseline_ops_s)
+            r.detail["library_over_django_loop"] = round(
+                r.library_ops_s / django.baseline_ops_s, 1)
 
 
 def _versions(env: Any) -> str:

@@ -383,3 +383,16 @@ def test_transition_many_on_a_derived_state_writes_the_entry_columns(backend: Ba
     assert approved.applied == (("2026-01-05",),)
     assert as_dict(runs.get("2026-01-05"))["status"] == "approved"
     assert [e.edge for e in runs.history("2026-01-05")][-1] == "approve"
+
+
+def test_transition_many_names_odd_keys_as_history_does(backend: Backend) -> None:
+    """The event's row_key is built in SQL for ASCII keys: it must be exactly the text the
+    one-row door writes (quotes, backslashes, control characters); other keys one by one."""
+    jobs = backend.make(JOBS)
+    keys = ['we"ird', "back\\slash", "tab\there", "ünï"]
+    for k in keys:
+        jobs.create(k)
+    moved = jobs.transition_many("READY", keys=keys, from_="NEW")
+    assert sorted(moved.applied) == sorted((k,) for k in keys)
+    for k in keys:
+        assert [(e.edge, e.to_state) for e in jobs.history(k)][-1] == ("prepare", "READY")

@@ -16,7 +16,7 @@ succeeded) and it reads our plain files, but
   locked" under a concurrent writer), and swaps the process-wide ``sqlite3`` datetime
   adapters while it runs, under every other thread of the application.
 
-What this runner guarantees, in about as many lines as the glue around yoyo would take:
+What this runner guarantees instead (one module, no new dependency):
 
 * **one transaction per migration**: a file's statements and the row recording it commit
   together or not at all (both databases have transactional DDL);
@@ -45,11 +45,12 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Protocol
-
-import psycopg
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .db import Dialect, dialect_of, sqlite_path
+
+if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL database is migrated
+    import psycopg
 
 TABLE = "pubsched_migrations"
 # pg_advisory_xact_lock key of the migrator ("pubschd" in ASCII); only migrators take it
@@ -139,6 +140,7 @@ def load(dialect: Dialect) -> tuple[Migration, ...]:
 
 class _Db(Protocol):
     dialect: Dialect
+    errors: tuple[type[Exception], ...]  # the driver's errors, wrapped by the runner
 
     def transaction(self) -> contextlib.AbstractContextManager[None]: ...
 
@@ -147,6 +149,7 @@ class _Db(Protocol):
 
 class _SQLite:
     dialect: Dialect = "sqlite"
+    errors: tuple[type[Exception], ...] = (sqlite3.Error,)
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         if conn.isolation_level is not None or conn.in_transaction:
@@ -178,6 +181,9 @@ class _Postgres:
     dialect: Dialect = "postgresql"
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        import psycopg
+
+        self.errors: tuple[type[Exception], ...] = (psycopg.Error,)
         if not conn.autocommit:
             raise MigrationError("migrate a psycopg connection in autocommit mode: "
                                  "the runner opens one transaction per migration itself")
@@ -200,6 +206,8 @@ class _Postgres:
 def _open(url: str) -> Iterator[_Db]:
     dialect = dialect_of(url)
     if dialect == "postgresql":
+        import psycopg
+
         with psycopg.connect(url, autocommit=True) as pg:
             yield _Postgres(pg)
         return
@@ -313,7 +321,7 @@ def _apply(db: _Db, m: Migration) -> None:
     for i, stmt in enumerate(m.statements(), 1):
         try:
             db.execute(stmt)
-        except (sqlite3.Error, psycopg.Error) as exc:
+        except db.errors as exc:
             raise MigrationError(f"migration {m.filename} failed at statement {i} "
                                  f"({stmt.splitlines()[0]!r}...): {exc}") from exc
     db.execute(f"INSERT INTO {TABLE} (version, name, checksum, applied_at) "
@@ -337,3 +345,47 @@ def _has_table(db: _Db) -> bool:
 
 def _applied(db: _Db) -> dict[str, str]:
     return {str(v): str(c) for v, c in db.execute(f"SELECT version, checksum FROM {TABLE}")}
+
+
+# -- the deployment step ------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m pubsched.migrate [--status] [--to VERSION] [URL]``: the step a deployment
+    runs before any instance starts (URL default: ``PUBSCHED_DB``). Exit 0 when done, 1
+    when a migration is refused or fails (the reason on stderr), 2 for a bad URL."""
+    import argparse
+    import sys
+
+    from .db import DatabaseURLError, database_url
+
+    parser = argparse.ArgumentParser(prog="python -m pubsched.migrate",
+                                     description="Apply pubsched's SQL migrations.")
+    parser.add_argument("url", nargs="?", help="database URL (default: $PUBSCHED_DB)")
+    parser.add_argument("--to", help="stop after this version")
+    parser.add_argument("--status", action="store_true", help="only list the versions")
+    args = parser.parse_args(argv)
+    try:
+        url = args.url or database_url()
+        dialect_of(url)
+    except DatabaseURLError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.status:
+            for version, applied in status(url):
+                print(f"{version} {'applied' if applied else 'pending'}")
+            return 0
+        done = migrate(url, to=args.to)
+    except MigrationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for version in done:
+        print(f"applied {version}")
+    if not done:
+        print("up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

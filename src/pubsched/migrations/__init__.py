@@ -3,7 +3,8 @@
 ``NNNN_name.sqlite.sql`` and ``NNNN_name.postgresql.sql`` hold the same version for each
 database (every version has both; :mod:`pubsched.migrate` refuses a package where one is
 missing). The numbers follow the seed's line: 0001 the base tables, then 0032-0035 as the
-seed names them, then 0036 for rowstate's engine columns and events table.
+seed names them, then 0036 for rowstate's engine columns and events table, and from 0037
+on the application's own additions (0037: ``pub_tenders.link_version``).
 
 Rules for a file, so that the runner's plain splitter reads it right:
 
