@@ -122,6 +122,12 @@ def page(browser: Any) -> Iterator[Any]:
         context.close()
 
 
+def phone_page(browser: Any) -> Any:
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
+                                  device_scale_factor=2)
+    return context.new_page()
+
+
 def log_in(page: Any, site: Site) -> None:
     page.goto(f"{site.url}/admin/")
     page.fill("#password", PASSWORD)
@@ -162,10 +168,8 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
     assert tender.locator("text=Saved.").is_visible()
     tender.close()
 
-    phone = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
-                                device_scale_factor=2)
+    bob_page = phone_page(browser)
     try:
-        bob_page = phone.new_page()
         bob_page.goto(site.url + bob.form(site.pub))
         width = bob_page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], f"the form scrolls sideways on a phone ({width} px)"
@@ -184,7 +188,7 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
         assert bob_page.locator("input[name=shift]:checked").count() == 2
         site.shot(bob_page, "tender-form-phone")
     finally:
-        phone.close()
+        bob_page.context.close()
 
     # the operator closes, generates, approves, and double-clicks send
     page.reload()
@@ -193,6 +197,14 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
         button(page, edge).click()
         page.wait_for_load_state()
         assert page.locator(".flash-ok").is_visible(), page.locator(".flash").inner_text()
+        if edge == "close":  # the tender's page now says so, and when the schedule comes
+            closed = phone_page(browser)
+            closed.goto(site.url + alice.form(site.pub))
+            assert closed.locator("text=is closed").is_visible()
+            assert closed.locator("text=The schedule is expected by").is_visible()
+            assert closed.locator("input[name=shift]").count() == 0
+            site.shot(closed, "tender-form-closed-phone")
+            closed.context.close()
     assert page.locator("#state").inner_text() == "APPROVED"
     button(page, "send").dblclick()
     page.wait_for_selector("#state:text('SENT')")
