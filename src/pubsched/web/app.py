@@ -342,9 +342,11 @@ class Web:
         return self.admin_page(request, "week.html", context)
 
     def _week_context(self, week: str) -> dict[str, Any]:
+        # the row the buttons' fingerprint is taken from is read FIRST: whatever the page
+        # then shows is that row or newer, so a click never acts on a state it did not see
+        row = self.pub.runs.get(_week_key(week)) or {}
         shown = view.week_show(self.pub, week)
         key = shown["week_of"]
-        row = self.pub.runs.get(key) or {}
         buttons = []
         for edge in view.legal_edges(self.pub, key):
             if edge in BUTTONS:
