@@ -31,7 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench $(if $(QUICK),--quick,)
 
 chaos: $(STAMP)
-	ROWSTATE_CHAOS_HISTORIES=$${ROWSTATE_CHAOS_HISTORIES:-200} $(BIN)/pytest -q -m slow tests/test_chaos.py tests/test_condition_differential.py -p no:randomly
+	ROWSTATE_CHAOS_HISTORIES=$${ROWSTATE_CHAOS_HISTORIES:-200} $(BIN)/pytest -q -m slow tests/rowstate/test_chaos.py tests/rowstate/test_condition_differential.py -p no:randomly
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

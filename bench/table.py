@@ -1,4 +1,4 @@
-"""Render bench/results.json as the Markdown table the README carries:
+"""Render bench/results.json as the Markdown table bench/README.md carries:
 ``python -m bench.table [results.json]``."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Shared pieces of the concurrency and crash proofs (test_races.py, test_crash.py).
+"""Shared pieces of the concurrency and crash proofs (``tests/rowstate/``: test_races.py,
+test_crash.py).
 
 * ``race_binding(ttl)``: a small machine ``A <-> B``, ``A -> C`` under a ``work`` lease and
   ``A -> D`` under an ``audit`` lease, on table ``race_rows`` with a version column, a fencing

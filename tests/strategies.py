@@ -1,10 +1,10 @@
 """Hypothesis strategies, kept in one module (as attrs does in ``tests/strategies.py``).
 
-They feed the bad-input proofs (test_bad_input.py) against the ``FUZZ`` binding below: a
-machine with pure and leased edges, an owner column, a version, a lease with a fencing token,
-a finalization claim, a JSON column named ``__DR`` (as the dataset lifecycle's), payload
-columns, an entry guard, a per-tenant invariant and an events table: every door a caller can
-knock on.
+They feed the bad-input proofs (tests/rowstate/test_bad_input.py) against the ``FUZZ``
+binding below: a machine with pure and leased edges, an owner column, a version, a lease with
+a fencing token, a finalization claim, a JSON column named ``__DR`` (as the dataset
+lifecycle's), payload columns, an entry guard, a per-tenant invariant and an events table:
+every door a caller can knock on.
 
 Each "bad" strategy draws input that can never move a row: either the engine must refuse it
 with a typed error (unknown state or field, wrong type, oversized, injection-shaped name) or

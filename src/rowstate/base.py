@@ -150,8 +150,9 @@ class CoreBase:
         self._read = self.c.read()
         self._event_table = tuple(binding.events.split(".")) if binding.events else None
         # several from-states are written as the fast single-state CAS (see _cas_guessing)
-        # where that CAS is one statement: PostgreSQL always, SQLite without an event row
-        self._fast_from_each = self.c.pg or not self._event_table
+        # where that CAS is one statement: with writable CTEs (PostgreSQL) always, else
+        # (SQLite) without an event row
+        self._fast_from_each = dialect.writable_ctes or not self._event_table
         self._last_from: dict[int, str] = {}  # id(multi-state plan) -> the state it last left
         # id(several-state plan) -> its one-state plans (plans live as long as the core)
         self._single_plans: dict[int, dict[str, CasPlan]] = {}
@@ -320,7 +321,7 @@ class CoreBase:
             if len(row) == n:  # zip's strict check done once, by len()
                 return Outcome(None, dict(zip(cols, row, strict=False)), None, None)
             return Outcome(None, dict(zip(cols, row[:n], strict=True)), row[n], None)
-        if self.c.pg:
+        if self.d.writable_ctes:
             # one row: the row before, the row after, event, now
             if not rows[0]:
                 return Outcome(None, None, None, None)

@@ -117,9 +117,9 @@ class Compiler:
         self.d = dialect
         self.columns: tuple[str, ...] = tuple(sorted(binding.known))
         self.table = dialect.table(binding.table_parts)
-        self.pg = isinstance(dialect, Postgres)
-        # the UPDATE's own alias: PostgreSQL joins ``cur``, so bare names would be ambiguous
-        self.target = "t" if self.pg else None
+        # the UPDATE's own alias: the one-statement CAS (writable CTEs) joins ``cur``, so
+        # bare names would be ambiguous
+        self.target = "t" if dialect.writable_ctes else None
 
     def incremented(self, column: str) -> Set:
         """``column = COALESCE(column, 0) + 1`` (versions, fencing tokens)."""
@@ -180,7 +180,7 @@ class Compiler:
     def cas(self, checks: Sequence[Check], sets: Sequence[Set], event: EventSpec | None,
             *, known_from: bool) -> CasPlan:
         d, b = self.d, self.b
-        if self.pg:
+        if d.writable_ctes:
             if known_from:
                 return self._cas_pg_known(tuple(checks), sets, event)
             return self._cas_pg(tuple(checks), sets, event)

@@ -69,6 +69,18 @@ class Dialect:
     json_type: ClassVar[str]
     serial_pk: ClassVar[str]
 
+    # What the databases can do, named where the engine's statements differ by it:
+    #: INSERT and UPDATE inside WITH ("writable CTEs"): one statement locks the row, moves
+    #: it and writes its event row, and reads the row before and after. Without them the
+    #: same write is several statements inside one ``BEGIN IMMEDIATE`` transaction.
+    writable_ctes: ClassVar[bool] = False
+    #: tables live in schemas: ``schema.table`` names one, and schema_sql creates the schema
+    #: (without them, :meth:`table` keeps the last part)
+    has_schemas: ClassVar[bool] = False
+    #: ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``: schema_sql creates the table with its
+    #: keys and adds every other column, so it also brings an older table up to date
+    add_column_if_not_exists: ClassVar[bool] = False
+
     def __init__(self, *, injected_clock: bool = False) -> None:
         self.injected_clock = injected_clock
 
@@ -138,6 +150,15 @@ class Dialect:
         return f"{col} IN ({', '.join(self.value(v, out) for v in values)})"
 
     def json_value(self, col: str, path: tuple[str, ...], out: SqlOut) -> str:
+        raise NotImplementedError
+
+    def in_list(self, column: str, param: str) -> str:
+        """``column`` equals one of the values of the list parameter ``param`` (bound as
+        :meth:`list_param` gives it): one statement text for any number of values."""
+        raise NotImplementedError
+
+    def list_param(self, values: list[Any]) -> Any:
+        """A list of values as the parameter :meth:`in_list` reads."""
         raise NotImplementedError
 
     def json_set(self, column: str, writes: Sequence[tuple[tuple[str, ...], Value]],
@@ -227,6 +248,12 @@ class Dialect:
         """Does a column of ``actual`` type hold what the engine writes as ``wanted``?"""
         return True
 
+    def identity_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        """One row of texts that tells this database, and the table ``parts`` in it, apart
+        from every other (the relay's namespace): a None among them while it cannot be told
+        yet; an empty first one for a database in memory, which nothing outlives."""
+        raise NotImplementedError
+
 
 class SQLite(Dialect):
     name = "sqlite"
@@ -241,6 +268,13 @@ class SQLite(Dialect):
 
     def json_value(self, col: str, path: tuple[str, ...], out: SqlOut) -> str:
         return f"json_extract({col}, {self.value(Const(_sqlite_path(path)), out)})"
+
+    def in_list(self, column: str, param: str) -> str:
+        # no array type: the list is bound as JSON text
+        return f"{column} IN (SELECT value FROM json_each({param}))"
+
+    def list_param(self, values: list[Any]) -> Any:
+        return json.dumps(values)
 
     def json_in(self, ref: Ref, values: tuple[Value, ...], alias: str | None,
                 out: SqlOut) -> str:
@@ -330,6 +364,11 @@ class SQLite(Dialect):
         return "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", [
             parts[-1]]
 
+    def identity_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        # the database's file ("" in memory) and the table's first event
+        return ("SELECT (SELECT file FROM pragma_database_list WHERE name = 'main'), "
+                f"(SELECT created_at FROM {self.table(parts)} ORDER BY id LIMIT 1)", [])
+
     # SQLite types are affinities: any declared type holds the engine's values
 
 
@@ -349,9 +388,18 @@ class Postgres(Dialect):
     time_type = "TIMESTAMPTZ"
     json_type = "JSONB"
     serial_pk = "BIGSERIAL PRIMARY KEY"
+    writable_ctes = True
+    has_schemas = True
+    add_column_if_not_exists = True
 
     def json_value(self, col: str, path: tuple[str, ...], out: SqlOut) -> str:
         return f"({col} #> {self.value(Const(list(path)), out)})"
+
+    def in_list(self, column: str, param: str) -> str:
+        return f"{column} = ANY({param})"  # psycopg binds a list as an array
+
+    def list_param(self, values: list[Any]) -> Any:
+        return values
 
     def is_null(self, ref: Ref, alias: str | None, out: SqlOut) -> str:
         if ref.path and ref.derived is None:
@@ -434,6 +482,12 @@ class Postgres(Dialect):
         schema = parts[0] if len(parts) == 2 else None
         return ("SELECT indexname FROM pg_indexes WHERE schemaname = "
                 "COALESCE(%s::text, current_schema()) AND tablename = %s", [schema, parts[-1]])
+
+    def identity_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
+        # the cluster, the database in it and the table's oid (None while it does not exist)
+        return ("SELECT (SELECT system_identifier FROM pg_control_system())::text, "
+                "(SELECT oid FROM pg_database WHERE datname = current_database())::text, "
+                f"to_regclass({self.placeholder})::oid::text", [self.table(parts)])
 
     def type_fits(self, wanted: str, actual: str) -> bool:
         family = _PG_FAMILIES.get(wanted.split()[0].upper())

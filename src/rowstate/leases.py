@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .base import ActiveLease, Call, CoreBase, Op, default_holder
+from .base import ActiveLease, Call, Op, default_holder
 from .binding import GuardSpec, check_scalar, safe_text
 from .compiler import Batch, CasPlan
 from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot, SqlOut
@@ -19,206 +19,220 @@ from .errors import ConnectionLostError, InvalidTransitionError, RowstateError, 
 from .machine import Edge
 from .results import ActFailed, LeaseClaim, Reason, ReleaseResult, RunResult, TransitionResult
 
+if TYPE_CHECKING:
+    from .core import Core
 
-class LeaseOps(CoreBase):
-    """claim, finalize, release and run for the edges a machine marks as side-effecting."""
 
-    # -- leases --------------------------------------------------------------------------
+# claim, finalize, release and run for the edges a machine marks as side-effecting.
+# Functions of a Core, bound as its methods in rowstate.core (no mixins).
 
-    def _leased_edge(self, name: str) -> Edge:
-        edge = self.m.edge(name)
-        if not edge.lease:
-            raise InvalidTransitionError(f"{self.m.name}: edge {name!r} has no side effect; "
-                                         "use transition()")
-        return edge
 
-    def claim(self, key: object, edge_name: str, *, holder: str | None = None,
-              owner: object = None, guards: GuardSpec | None = None,
-              due: str | None = None, due_at: Any = None) -> Op[LeaseClaim]:
-        """``due`` (a timer's deadline column) makes the claim also require ``now >= due``."""
-        edge = self._leased_edge(edge_name)
-        lease = self.b.lease
-        assert lease is not None and edge.lease is not None
-        kv, values = self.values(key)
-        if holder is not None:
-            if not isinstance(holder, str) or not holder:
-                raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
-            check_scalar(holder, "holder", ValidationError)
-        values["holder"] = holder or default_holder()
-        if due_at is not None:  # a timer judged by business time (see _due_check)
-            values["due_at"] = due_at
-        if owner is not None:
-            values["owner"] = self._owner(owner)
-        gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
-        # everything else follows from the shape: built, with its constant values, once
-        shape = ("claim", edge.name, owner is not None, gshape, due)
-        cached = self._plans.get(shape)
-        if cached is None:
-            cached = self._compile_claim(edge, owner is not None, gchecks, due)
-            self._plans[shape] = cached
-        plan, static = cached
-        values.update(static)
-        out = yield from self._cas(plan, values)
-        if out.new is None:
-            reason, reasons, state = self._explain(plan.checks, out, values)
-            return LeaseClaim(False, reason, reasons, edge.name, state=state, row=out.cur)
-        token = out.new.get(lease.token) if lease.token else None
-        fence = token if lease.token else out.new[lease.at]
-        return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
+# -- leases --------------------------------------------------------------------------
 
-    def _compile_claim(self, edge: Edge, has_owner: bool, gchecks: list[Check],
-                       due: str | None) -> tuple[CasPlan, dict[str, Any]]:
-        lease = self.b.lease
-        assert lease is not None and edge.lease is not None
-        static: dict[str, Any] = {"lease_kind": edge.lease, "lease_ttl": float(lease.ttl)}
-        _, echecks = self._guard_checks(self.b.enter_guards.get(edge.dst), "e", static)
-        owner_checks = self._owner_check(True if has_owner else None, {})
-        # the destination's finalization block, like its entry guards, is checked at the
-        # claim: no act runs for a move that its finalize would refuse
-        held_checks = self._held_checks(edge.dst, static)
-        at, kind = Ref(lease.at), Ref(lease.kind)
-        free = Or((IsNull(at), And((Same(kind, Slot("lease_kind")),
-                                    Older(at, Slot("lease_ttl"))))))
-        checks = [self._state_check((edge.src,)),
-                  Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD),
-                  *owner_checks, *held_checks, *echecks, *gchecks, *self._due_checks(due)]
+
+def _leased_edge(self: Core, name: str) -> Edge:
+    edge = self.m.edge(name)
+    if not edge.lease:
+        raise InvalidTransitionError(f"{self.m.name}: edge {name!r} has no side effect; "
+                                     "use transition()")
+    return edge
+
+
+def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
+          owner: object = None, guards: GuardSpec | None = None,
+          due: str | None = None, due_at: Any = None) -> Op[LeaseClaim]:
+    """``due`` (a timer's deadline column) makes the claim also require ``now >= due``."""
+    edge = self._leased_edge(edge_name)
+    lease = self.b.lease
+    assert lease is not None and edge.lease is not None
+    kv, values = self.values(key)
+    if holder is not None:
+        if not isinstance(holder, str) or not holder:
+            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
+        check_scalar(holder, "holder", ValidationError)
+    values["holder"] = holder or default_holder()
+    if due_at is not None:  # a timer judged by business time (see _due_check)
+        values["due_at"] = due_at
+    if owner is not None:
+        values["owner"] = self._owner(owner)
+    gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
+    # everything else follows from the shape: built, with its constant values, once
+    shape = ("claim", edge.name, owner is not None, gshape, due)
+    cached = self._plans.get(shape)
+    if cached is None:
+        cached = self._compile_claim(edge, owner is not None, gchecks, due)
+        self._plans[shape] = cached
+    plan, static = cached
+    values.update(static)
+    out = yield from self._cas(plan, values)
+    if out.new is None:
+        reason, reasons, state = self._explain(plan.checks, out, values)
+        return LeaseClaim(False, reason, reasons, edge.name, state=state, row=out.cur)
+    token = out.new.get(lease.token) if lease.token else None
+    fence = token if lease.token else out.new[lease.at]
+    return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
+
+
+def _compile_claim(self: Core, edge: Edge, has_owner: bool, gchecks: list[Check],
+                   due: str | None) -> tuple[CasPlan, dict[str, Any]]:
+    lease = self.b.lease
+    assert lease is not None and edge.lease is not None
+    static: dict[str, Any] = {"lease_kind": edge.lease, "lease_ttl": float(lease.ttl)}
+    _, echecks = self._guard_checks(self.b.enter_guards.get(edge.dst), "e", static)
+    owner_checks = self._owner_check(True if has_owner else None, {})
+    # the destination's finalization block, like its entry guards, is checked at the
+    # claim: no act runs for a move that its finalize would refuse
+    held_checks = self._held_checks(edge.dst, static)
+    at, kind = Ref(lease.at), Ref(lease.kind)
+    free = Or((IsNull(at), And((Same(kind, Slot("lease_kind")),
+                                Older(at, Slot("lease_ttl"))))))
+    checks = [self._state_check((edge.src,)),
+              Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD),
+              *owner_checks, *held_checks, *echecks, *gchecks, *self._due_checks(due)]
+    c = self.c
+    sets = [c.set_now(lease.at), c.set_value(lease.kind, Slot("lease_kind"))]
+    if lease.holder:
+        sets.append(c.set_value(lease.holder, Slot("holder")))
+    if lease.token:
+        sets.append(c.incremented(lease.token))
+    return c.cas(checks, sets, None, known_from=True), static
+
+
+def _claimed_edge(self: Core, claim: object, what: str) -> Edge:
+    """The edge of a claim a caller presents, checked before any I/O: a LeaseClaim that
+    was claimed, of a leased edge, with a fence of the type this lease issues."""
+    if not isinstance(claim, LeaseClaim) or not claim.claimed or claim.edge is None:
+        raise ValidationError(f"{what} needs a lease that was claimed, got {claim!r}")
+    edge = self._leased_edge(claim.edge)
+    lease = self.b.lease
+    assert lease is not None
+    fence = claim.fence
+    if lease.token:
+        ok = isinstance(fence, int) and not isinstance(fence, bool)
+    else:
+        ok = isinstance(fence, datetime | str)
+    if not ok:
+        raise ValidationError(f"{what}: {fence!r} is not a fence this lease issues")
+    check_scalar(fence if isinstance(fence, int | str) else 0, "fence", ValidationError)
+    return edge
+
+
+def _same_row(self: Core, key: object, claim: LeaseClaim, what: str) -> None:
+    """Tokens count per row: another row's claim could carry this row's token."""
+    if claim.key is not None and self.b.key_values(key) != tuple(claim.key):
+        raise ValidationError(f"{what}: the lease was claimed on row {claim.key!r}, "
+                              f"not on {key!r}")
+
+
+def finalize(self: Core, key: object, claim: LeaseClaim, *,
+             payload: Mapping[str, Any] | None = None, owner: object = None,
+             data: Any = None) -> Op[TransitionResult]:
+    edge = self._claimed_edge(claim, "finalize")
+    self._same_row(key, claim, "finalize")
+    return self._finalize(key, edge, claim.fence, payload, owner, data)
+
+
+def _finalize(self: Core, key: object, edge: Edge, fence: Any,
+              payload: Mapping[str, Any] | None, owner: object,
+              data: Any) -> Op[TransitionResult]:
+    if payload is None and data is None:
+        owner = self._owner(owner)
+        move = self._plain_move(edge.dst, edge.src, edge, owner is not None)
+        assert move is not None  # (to, from, edge) is hashable
+        return self._plain_transition(key, move, owner, fence)
+    return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
+                            edge, fence)
+
+
+def release(self: Core, key: object, claim: LeaseClaim, *,
+            error: str | None = None) -> Op[ReleaseResult]:
+    """Give the lease back without moving; stamps ``last_error`` when given."""
+    edge = self._claimed_edge(claim, "release")
+    self._same_row(key, claim, "release")
+    lease = self.b.lease
+    assert lease is not None
+    _, values = self.values(key)
+    values["lease_kind"] = edge.lease
+    values["fence"] = claim.fence
+    # an act's exception text may hold NUL: escaped, or the release itself would fail
+    values["error"] = None if error is None else safe_text(str(error)[:2000])
+    shape = ("release",)
+    stmt = self._plans.get(shape)
+    if stmt is None:
         c = self.c
-        sets = [c.set_now(lease.at), c.set_value(lease.kind, Slot("lease_kind"))]
+        sets = [c.set_null(lease.at), c.set_null(lease.kind)]
         if lease.holder:
-            sets.append(c.set_value(lease.holder, Slot("holder")))
-        if lease.token:
-            sets.append(c.incremented(lease.token))
-        return c.cas(checks, sets, None, known_from=True), static
+            sets.append(c.set_null(lease.holder))
+        if lease.error:
+            sets.append(c.set_value(lease.error, Slot("error")))
+        if lease.failed_at:  # now when an error is given, else NULL
+            out = SqlOut()
+            err = self.d.value(Slot("error"), out)
+            stamp = self.d.now(out)
+            sets.append((lease.failed_at,
+                         f"CASE WHEN CAST({err} AS TEXT) IS NULL THEN NULL ELSE {stamp} END",
+                         tuple(out.params)))
+        fence = Ref(lease.token or lease.at)
+        node = And((Same(Ref(lease.kind), Slot("lease_kind")), Same(fence, Slot("fence"))))
+        stmt = c.conditional_update([Check(node, Reason.LEASE_LOST, Reason.LEASE_LOST)],
+                                    sets)
+        self._plans[shape] = stmt
+    rows = yield Batch((stmt.bind(self.d, values),))
+    if rows[0]:
+        return ReleaseResult(True)
+    return ReleaseResult(False, Reason.LEASE_LOST)
 
-    def _claimed_edge(self, claim: object, what: str) -> Edge:
-        """The edge of a claim a caller presents, checked before any I/O: a LeaseClaim that
-        was claimed, of a leased edge, with a fence of the type this lease issues."""
-        if not isinstance(claim, LeaseClaim) or not claim.claimed or claim.edge is None:
-            raise ValidationError(f"{what} needs a lease that was claimed, got {claim!r}")
-        edge = self._leased_edge(claim.edge)
-        lease = self.b.lease
-        assert lease is not None
-        fence = claim.fence
-        if lease.token:
-            ok = isinstance(fence, int) and not isinstance(fence, bool)
-        else:
-            ok = isinstance(fence, datetime | str)
-        if not ok:
-            raise ValidationError(f"{what}: {fence!r} is not a fence this lease issues")
-        check_scalar(fence if isinstance(fence, int | str) else 0, "fence", ValidationError)
-        return edge
 
-    def _same_row(self, key: object, claim: LeaseClaim, what: str) -> None:
-        """Tokens count per row: another row's claim could carry this row's token."""
-        if claim.key is not None and self.b.key_values(key) != tuple(claim.key):
-            raise ValidationError(f"{what}: the lease was claimed on row {claim.key!r}, "
-                                  f"not on {key!r}")
+def run(self: Core, key: object, edge_name: str, act: Callable[[ActiveLease], Any], *,
+        holder: str | None = None, owner: object = None,
+        payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
+        data: Any = None, due: str | None = None, due_at: Any = None) -> Op[RunResult]:
+    """claim -> act -> finalize; if the act raises or returns :class:`ActFailed`,
+    release with the error (any other return value, falsy ones too, is a success).
 
-    def finalize(self, key: object, claim: LeaseClaim, *,
-                 payload: Mapping[str, Any] | None = None, owner: object = None,
-                 data: Any = None) -> Op[TransitionResult]:
-        edge = self._claimed_edge(claim, "finalize")
-        self._same_row(key, claim, "finalize")
-        return self._finalize(key, edge, claim.fence, payload, owner, data)
+    The act's exception propagates after the lease is released. If the lease was taken
+    over while the act ran, finalize is refused and the result says LEASE_LOST.
+    """
+    edge = self._leased_edge(edge_name)
+    if not callable(act):
+        raise ValidationError(f"the act must be callable, got {act!r}")
+    # all input is checked before the claim: no act for a doomed move
+    if payload is not None:
+        self.b.check_payload(payload)
+    if data is not None:
+        self._data(data)
+    claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
+                                  guards=guards, due=due, due_at=due_at)
+    if not claim.claimed:
+        return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
+    assert claim.row is not None
+    assert claim.key is not None
+    handle = ActiveLease(claim.key, edge, claim.token, claim.row, self.door)
+    try:
+        value = yield Call(act, handle)
+    except BaseException as exc:
+        yield from self.release(key, claim, error=f"{type(exc).__name__}: {exc}")
+        raise
+    if isinstance(value, ActFailed):
+        rel = yield from self.release(key, claim, error=value.reason)
+        reason = Reason.ACT_FAILED if rel.released else Reason.LEASE_LOST
+        return RunResult(False, reason, (reason,), edge.src, edge.src, value, True,
+                         value.reason)
+    try:
+        # the claim is this call's own, from this key: finalize without re-checking it
+        fin = yield from self._finalize(key, edge, claim.fence, payload, owner, data)
+    except ConnectionLostError:
+        raise  # the write may have landed: the lease stays (fenced) until its TTL
+    except RowstateError as exc:  # the database refused the write: nothing landed
+        yield from self.release(key, claim, error=f"finalize: {type(exc).__name__}: {exc}")
+        raise
+    if not fin.applied:
+        # a refused move (INVARIANT, a guard) must not hold the row for the whole TTL;
+        # after LEASE_LOST the lease is another's and a release would be refused anyway
+        error = f"finalize refused: {fin.reason}"
+        if fin.reason != Reason.LEASE_LOST:
+            yield from self.release(key, claim, error=error)
+        return RunResult(False, fin.reason, fin.reasons, edge.src, fin.state or edge.src,
+                         value, True, error)
+    return RunResult(True, None, (), fin.previous, fin.state, value, True, None, fin.event)
 
-    def _finalize(self, key: object, edge: Edge, fence: Any,
-                  payload: Mapping[str, Any] | None, owner: object,
-                  data: Any) -> Op[TransitionResult]:
-        if payload is None and data is None:
-            owner = self._owner(owner)
-            move = self._plain_move(edge.dst, edge.src, edge, owner is not None)
-            assert move is not None  # (to, from, edge) is hashable
-            return self._plain_transition(key, move, owner, fence)
-        return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
-                                edge, fence)
-
-    def release(self, key: object, claim: LeaseClaim, *,
-                error: str | None = None) -> Op[ReleaseResult]:
-        """Give the lease back without moving; stamps ``last_error`` when given."""
-        edge = self._claimed_edge(claim, "release")
-        self._same_row(key, claim, "release")
-        lease = self.b.lease
-        assert lease is not None
-        _, values = self.values(key)
-        values["lease_kind"] = edge.lease
-        values["fence"] = claim.fence
-        # an act's exception text may hold NUL: escaped, or the release itself would fail
-        values["error"] = None if error is None else safe_text(str(error)[:2000])
-        shape = ("release",)
-        stmt = self._plans.get(shape)
-        if stmt is None:
-            c = self.c
-            sets = [c.set_null(lease.at), c.set_null(lease.kind)]
-            if lease.holder:
-                sets.append(c.set_null(lease.holder))
-            if lease.error:
-                sets.append(c.set_value(lease.error, Slot("error")))
-            if lease.failed_at:  # now when an error is given, else NULL
-                out = SqlOut()
-                err = self.d.value(Slot("error"), out)
-                stamp = self.d.now(out)
-                sets.append((lease.failed_at,
-                             f"CASE WHEN CAST({err} AS TEXT) IS NULL THEN NULL ELSE {stamp} END",
-                             tuple(out.params)))
-            fence = Ref(lease.token or lease.at)
-            node = And((Same(Ref(lease.kind), Slot("lease_kind")), Same(fence, Slot("fence"))))
-            stmt = c.conditional_update([Check(node, Reason.LEASE_LOST, Reason.LEASE_LOST)],
-                                        sets)
-            self._plans[shape] = stmt
-        rows = yield Batch((stmt.bind(self.d, values),))
-        if rows[0]:
-            return ReleaseResult(True)
-        return ReleaseResult(False, Reason.LEASE_LOST)
-
-    def run(self, key: object, edge_name: str, act: Callable[[ActiveLease], Any], *,
-            holder: str | None = None, owner: object = None,
-            payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
-            data: Any = None, due: str | None = None, due_at: Any = None) -> Op[RunResult]:
-        """claim -> act -> finalize; if the act raises or returns :class:`ActFailed`,
-        release with the error (any other return value, falsy ones too, is a success).
-
-        The act's exception propagates after the lease is released. If the lease was taken
-        over while the act ran, finalize is refused and the result says LEASE_LOST.
-        """
-        edge = self._leased_edge(edge_name)
-        if not callable(act):
-            raise ValidationError(f"the act must be callable, got {act!r}")
-        # all input is checked before the claim: no act for a doomed move
-        if payload is not None:
-            self.b.check_payload(payload)
-        if data is not None:
-            self._data(data)
-        claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
-                                      guards=guards, due=due, due_at=due_at)
-        if not claim.claimed:
-            return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
-        assert claim.row is not None
-        assert claim.key is not None
-        handle = ActiveLease(claim.key, edge, claim.token, claim.row, self.door)
-        try:
-            value = yield Call(act, handle)
-        except BaseException as exc:
-            yield from self.release(key, claim, error=f"{type(exc).__name__}: {exc}")
-            raise
-        if isinstance(value, ActFailed):
-            rel = yield from self.release(key, claim, error=value.reason)
-            reason = Reason.ACT_FAILED if rel.released else Reason.LEASE_LOST
-            return RunResult(False, reason, (reason,), edge.src, edge.src, value, True,
-                             value.reason)
-        try:
-            # the claim is this call's own, from this key: finalize without re-checking it
-            fin = yield from self._finalize(key, edge, claim.fence, payload, owner, data)
-        except ConnectionLostError:
-            raise  # the write may have landed: the lease stays (fenced) until its TTL
-        except RowstateError as exc:  # the database refused the write: nothing landed
-            yield from self.release(key, claim, error=f"finalize: {type(exc).__name__}: {exc}")
-            raise
-        if not fin.applied:
-            # a refused move (INVARIANT, a guard) must not hold the row for the whole TTL;
-            # after LEASE_LOST the lease is another's and a release would be refused anyway
-            error = f"finalize refused: {fin.reason}"
-            if fin.reason != Reason.LEASE_LOST:
-                yield from self.release(key, claim, error=error)
-            return RunResult(False, fin.reason, fin.reasons, edge.src, fin.state or edge.src,
-                             value, True, error)
-        return RunResult(True, None, (), fin.previous, fin.state, value, True, None, fin.event)

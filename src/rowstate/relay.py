@@ -78,21 +78,9 @@ def _derive_namespace(d: Dialect, parts: tuple[str, ...]
     """The events table's identity (see the module docstring), hashed; None while it
     cannot be told yet (a PostgreSQL table that does not exist: the pass's own read then
     fails with the database's error; an SQLite table with no event yet)."""
-    if isinstance(d, Postgres):
-        rows = yield Batch(((
-            "SELECT (SELECT system_identifier FROM pg_control_system())::text, "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())::text, "
-            f"to_regclass({d.placeholder})::oid::text",
-            [d.table(parts)],
-        ),))
-    else:
-        rows = yield Batch(((
-            "SELECT (SELECT file FROM pragma_database_list WHERE name = 'main'), "
-            f"(SELECT created_at FROM {d.table(parts)} ORDER BY id LIMIT 1)",
-            [],
-        ),))
-        if rows[0] and rows[0][0][0] == "":  # in memory: nothing outlives this process
-            return uuid.uuid4().hex[:16]
+    rows = yield Batch((d.identity_query(parts),))
+    if rows[0] and rows[0][0][0] == "":  # in memory: nothing outlives this process
+        return uuid.uuid4().hex[:16]
     identity = rows[0][0] if rows[0] else (None,)
     if any(v is None for v in identity):
         return None
@@ -144,14 +132,8 @@ class _RelayBase:
                 done.append(r[0])
         finally:
             if done:
-                if isinstance(d, Postgres):
-                    mark = f"UPDATE {t} SET delivered_at = now() WHERE id = ANY({p})"
-                    arg: Any = done
-                else:
-                    mark = (f"UPDATE {t} SET delivered_at = {d.db_now()} "
-                            f"WHERE id IN (SELECT value FROM json_each({p}))")
-                    arg = json.dumps(done)
-                yield Batch(((mark, [arg]),))
+                mark = f"UPDATE {t} SET delivered_at = {d.db_now()} WHERE {d.in_list('id', p)}"
+                yield Batch(((mark, [d.list_param(done)]),))
         return len(done)
 
 

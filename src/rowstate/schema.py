@@ -9,7 +9,7 @@ whole table at once (the embedded case: the engine owns the file).
 from __future__ import annotations
 
 from .binding import NOW, Binding
-from .dialects import Dialect, Postgres
+from .dialects import Dialect
 from .outbox import EVENT_LAYOUT, index_names
 
 
@@ -112,10 +112,10 @@ def schema_sql(b: Binding, d: Dialect) -> str:
     types = _column_types(b, d)
     order = [*b.key, *sorted(c for c in types if c not in b.key)]
     stmts: list[str] = []
-    if isinstance(d, Postgres) and len(b.table_parts) == 2:
+    if d.has_schemas and len(b.table_parts) == 2:
         stmts.append(f"CREATE SCHEMA IF NOT EXISTS {d.quote(b.table_parts[0])}")
     pk = ", ".join(d.quote(k) for k in b.key)
-    if isinstance(d, Postgres):
+    if d.add_column_if_not_exists:
         keys = ", ".join(f"{d.quote(k)} {types[k]} NOT NULL" for k in b.key)
         stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({keys}, PRIMARY KEY ({pk}))")
         stmts.extend(
@@ -139,7 +139,7 @@ def events_sql(events: str, d: Dialect) -> list[str]:
     parts = tuple(events.split("."))
     table = d.table(parts)
     stmts = []
-    if isinstance(d, Postgres) and len(parts) == 2:
+    if d.has_schemas and len(parts) == 2:
         stmts.append(f"CREATE SCHEMA IF NOT EXISTS {d.quote(parts[0])}")
     cols = ", ".join(f"{name} {kind.format(serial=d.serial_pk, json=d.json_type, time=d.time_type)}"
                      for name, kind in EVENT_LAYOUT)

@@ -6,163 +6,170 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import ActiveLease, Call, Op
 from .binding import TimedEdge, check_scalar
-from .bulk import BulkOps
 from .compiler import Batch
 from .conditions import And, Check, Const, In, IsNull, Older, Or, Ref, Same, Slot
 from .errors import ValidationError
-from .leases import LeaseOps
 from .machine import Edge
 from .results import Fired, FireReport, Reason
 
+if TYPE_CHECKING:
+    from .core import Core
 
-class TimerOps(LeaseOps, BulkOps):
-    """fire_due: timed edges and notices."""
 
-    # -- durable timers ------------------------------------------------------------------
+# fire_due: timed edges and notices.
+# Functions of a Core, bound as its methods in rowstate.core (no mixins).
 
-    def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
-                 notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
-                 limit: int = 100, holder: str | None = None,
-                 now: datetime | None = None) -> Op[FireReport]:
-        """Move every due row through the normal door; one failing row does not stop the
-        others. Several tickers may run at once: the CAS lets exactly one move each row.
 
-        ``now`` is the business instant the due columns are judged by (a tick "as of" a
-        time); leases and claims still age by the database clock. A side-effecting timer
-        or a notice needs its callback only when a row is due for it: a missing one is
-        reported for that row (``Fired.error``), and the row is left as it was. The due
-        query skips rows no write could move now (a live lease; an act that failed within
-        the timer's back-off), so failing rows cannot take the places of healthy ones.
-        """
-        _check_fire_args(acts, notify, limit, holder)
-        acts, notify = dict(acts or {}), dict(notify or {})
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValidationError(f"fire_due: limit is a positive int, got {limit!r}")
-        values = self._clock_values()
-        if now is not None:
-            if not isinstance(now, datetime) or now.tzinfo is None:
-                raise ValidationError(f"fire_due: now is an aware datetime, got {now!r}")
-            values["due_at"] = self.d.db_time(now)
-        fired: list[Fired] = []
-        for t in self.b.timers:
-            edge = self.m.edge(t.edge)
-            due = t.due if now is None else "@" + t.due
-            vals = dict(values)
-            checks = [self._state_check((edge.src,)), self._due_check(due),
-                      *self._guard_checks(t.guards, "tg", vals)[1],
-                      *self._movable(edge, t, vals)]
-            stmt = self.c.select_due(checks, Ref(t.due), limit)
-            rows = yield Batch((stmt.bind(self.d, vals),))
-            keys = [tuple(row) for row in rows[0]]
-            if not keys:
-                continue
-            if not edge.lease and len(self.b.key) == 1:
-                fired.extend((yield from self._fire_many(keys, edge, t, due,
-                                                         values.get("due_at"))))
-                continue
-            for key in keys:
-                fired.append((yield from self._fire_edge(key, edge, t, acts, holder, due,
-                                                         values.get("due_at"))))
-        for n in self.b.notices:
-            fired.extend((yield from self._fire_notice(n, notify.get(n.name), limit, values,
-                                                       now is not None)))
-        return FireReport(tuple(fired))
+# -- durable timers ------------------------------------------------------------------
 
-    def _movable(self, edge: Edge, timer: TimedEdge, values: dict[str, Any]) -> list[Check]:
-        """What the due query adds so that it returns only rows a write could move now."""
-        lease = self.b.lease
-        if lease is None:
-            return []
-        if not edge.lease:
-            return self._lease_free(values)
-        values.update(lease_kind=edge.lease, lease_ttl=float(lease.ttl))
-        at, kind = Ref(lease.at), Ref(lease.kind)
-        free = Or((IsNull(at), And((Same(kind, Slot("lease_kind")),
-                                    Older(at, Slot("lease_ttl"))))))
-        checks = [Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD)]
-        if lease.failed_at:
-            values["backoff"] = float(timer.backoff)
-            failed = Ref(lease.failed_at)
-            checks.append(Check(Or((IsNull(failed), Older(failed, Slot("backoff")))),
-                                "BACKING_OFF", "BACKING_OFF"))
-        return checks
 
-    def _fire_many(self, keys: list[tuple[Any, ...]], edge: Edge, timer: TimedEdge,
-                   due: str, due_at: Any) -> Op[list[Fired]]:
-        """A pure timed edge: every due row in one set-based move."""
+def fire_due(self: Core, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
+             notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
+             limit: int = 100, holder: str | None = None,
+             now: datetime | None = None) -> Op[FireReport]:
+    """Move every due row through the normal door; one failing row does not stop the
+    others. Several tickers may run at once: the CAS lets exactly one move each row.
+
+    ``now`` is the business instant the due columns are judged by (a tick "as of" a
+    time); leases and claims still age by the database clock. A side-effecting timer
+    or a notice needs its callback only when a row is due for it: a missing one is
+    reported for that row (``Fired.error``), and the row is left as it was. The due
+    query skips rows no write could move now (a live lease; an act that failed within
+    the timer's back-off), so failing rows cannot take the places of healthy ones.
+    """
+    _check_fire_args(acts, notify, limit, holder)
+    acts, notify = dict(acts or {}), dict(notify or {})
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValidationError(f"fire_due: limit is a positive int, got {limit!r}")
+    values = self._clock_values()
+    if now is not None:
+        if not isinstance(now, datetime) or now.tzinfo is None:
+            raise ValidationError(f"fire_due: now is an aware datetime, got {now!r}")
+        values["due_at"] = self.d.db_time(now)
+    fired: list[Fired] = []
+    for t in self.b.timers:
+        edge = self.m.edge(t.edge)
+        due = t.due if now is None else "@" + t.due
+        vals = dict(values)
+        checks = [self._state_check((edge.src,)), self._due_check(due),
+                  *self._guard_checks(t.guards, "tg", vals)[1],
+                  *self._movable(edge, t, vals)]
+        stmt = self.c.select_due(checks, Ref(t.due), limit)
+        rows = yield Batch((stmt.bind(self.d, vals),))
+        keys = [tuple(row) for row in rows[0]]
+        if not keys:
+            continue
+        if not edge.lease and len(self.b.key) == 1:
+            fired.extend((yield from self._fire_many(keys, edge, t, due,
+                                                     values.get("due_at"))))
+            continue
+        for key in keys:
+            fired.append((yield from self._fire_edge(key, edge, t, acts, holder, due,
+                                                     values.get("due_at"))))
+    for n in self.b.notices:
+        fired.extend((yield from self._fire_notice(n, notify.get(n.name), limit, values,
+                                                   now is not None)))
+    return FireReport(tuple(fired))
+
+
+def _movable(self: Core, edge: Edge, timer: TimedEdge, values: dict[str, Any]) -> list[Check]:
+    """What the due query adds so that it returns only rows a write could move now."""
+    lease = self.b.lease
+    if lease is None:
+        return []
+    if not edge.lease:
+        return self._lease_free(values)
+    values.update(lease_kind=edge.lease, lease_ttl=float(lease.ttl))
+    at, kind = Ref(lease.at), Ref(lease.kind)
+    free = Or((IsNull(at), And((Same(kind, Slot("lease_kind")),
+                                Older(at, Slot("lease_ttl"))))))
+    checks = [Check(free, Reason.LEASE_HELD, Reason.LEASE_HELD)]
+    if lease.failed_at:
+        values["backoff"] = float(timer.backoff)
+        failed = Ref(lease.failed_at)
+        checks.append(Check(Or((IsNull(failed), Older(failed, Slot("backoff")))),
+                            "BACKING_OFF", "BACKING_OFF"))
+    return checks
+
+
+def _fire_many(self: Core, keys: list[tuple[Any, ...]], edge: Edge, timer: TimedEdge,
+               due: str, due_at: Any) -> Op[list[Fired]]:
+    """A pure timed edge: every due row in one set-based move."""
+    try:
+        got = yield from self._transition_many(edge.dst, [k[0] for k in keys], (edge.src,),
+                                               timer.guards or None, due, edge,
+                                               due_at=due_at)
+    except Exception as exc:  # one failing batch must not stop the tick
+        return [Fired(k, edge.name, False, None, f"{type(exc).__name__}: {exc}")
+                for k in keys]
+    out = [Fired(k, edge.name, True) for k in got.applied]
+    out += [Fired(k, edge.name, False, reason) for k, reason in got.refused]
+    return out
+
+
+def _fire_edge(self: Core, key: tuple[Any, ...], edge: Edge, timer: TimedEdge,
+               acts: Mapping[str, Callable[[ActiveLease], Any]],
+               holder: str | None, due: str, due_at: Any) -> Op[Fired]:
+    # the write re-checks the deadline and the timer's guards: between the tick's SELECT
+    # and this write, an operator may have extended the deadline or set autopilot off
+    try:
+        if edge.lease:
+            act = acts.get(edge.name)
+            if act is None:
+                return Fired(key, edge.name, False, None,
+                             f"ValidationError: timer {edge.name!r} is side-effecting: "
+                             f"pass acts[{edge.name!r}]")
+            res = yield from self.run(key, edge.name, act, holder=holder,
+                                      guards=timer.guards, due=due, due_at=due_at)
+            return Fired(key, edge.name, res.applied, res.reason, res.error)
+        tr = yield from self._transition(key, edge.dst, (edge.src,), None, None,
+                                         timer.guards, None, edge, None, due=due,
+                                         due_at=due_at)
+        return Fired(key, edge.name, tr.applied, tr.reason)
+    except Exception as exc:  # one failing row must not stop the tick
+        return Fired(key, edge.name, False, None, f"{type(exc).__name__}: {exc}")
+
+
+def _fire_notice(self: Core, n: Any, send: Callable[[Mapping[str, Any]], Any] | None,
+                 limit: int, values: dict[str, Any],
+                 business: bool) -> Generator[Batch | Call, Any, list[Fired]]:
+    values = dict(values)
+    checks = [Check(In(self.b.state_ref, tuple(Const(s) for s in n.states)),
+                    Reason.STATE_MISMATCH, Reason.STATE_MISMATCH),
+              Check(IsNull(Ref(n.claim)), "ALREADY_SENT", "ALREADY_SENT"),
+              self._due_check("@" + n.due if business else n.due),
+              *self._guard_checks(n.guards, "ng", values)[1]]
+    stmt = self.c.select_due(checks, Ref(n.due), limit)
+    rows = yield Batch((stmt.bind(self.d, values),))
+    out: list[Fired] = []
+    if send is None:  # reported per due row; nothing is claimed
+        return [Fired(tuple(row), n.name, False, None,
+                      f"ValidationError: notice {n.name!r} needs notify[{n.name!r}]")
+                for row in rows[0]]
+    shape = ("notice", n.name, business)
+    plan = self._plans.get(shape)
+    if plan is None:
+        plan = self.c.cas(checks, [self.c.set_now(n.claim)], None, known_from=True)
+        self._plans[shape] = plan
+    for row in rows[0]:
+        key = tuple(row)
         try:
-            got = yield from self._transition_many(edge.dst, [k[0] for k in keys], (edge.src,),
-                                                   timer.guards or None, due, edge,
-                                                   due_at=due_at)
-        except Exception as exc:  # one failing batch must not stop the tick
-            return [Fired(k, edge.name, False, None, f"{type(exc).__name__}: {exc}")
-                    for k in keys]
-        out = [Fired(k, edge.name, True) for k in got.applied]
-        out += [Fired(k, edge.name, False, reason) for k, reason in got.refused]
-        return out
-
-    def _fire_edge(self, key: tuple[Any, ...], edge: Edge, timer: TimedEdge,
-                   acts: Mapping[str, Callable[[ActiveLease], Any]],
-                   holder: str | None, due: str, due_at: Any) -> Op[Fired]:
-        # the write re-checks the deadline and the timer's guards: between the tick's SELECT
-        # and this write, an operator may have extended the deadline or set autopilot off
-        try:
-            if edge.lease:
-                act = acts.get(edge.name)
-                if act is None:
-                    return Fired(key, edge.name, False, None,
-                                 f"ValidationError: timer {edge.name!r} is side-effecting: "
-                                 f"pass acts[{edge.name!r}]")
-                res = yield from self.run(key, edge.name, act, holder=holder,
-                                          guards=timer.guards, due=due, due_at=due_at)
-                return Fired(key, edge.name, res.applied, res.reason, res.error)
-            tr = yield from self._transition(key, edge.dst, (edge.src,), None, None,
-                                             timer.guards, None, edge, None, due=due,
-                                             due_at=due_at)
-            return Fired(key, edge.name, tr.applied, tr.reason)
-        except Exception as exc:  # one failing row must not stop the tick
-            return Fired(key, edge.name, False, None, f"{type(exc).__name__}: {exc}")
-
-    def _fire_notice(self, n: Any, send: Callable[[Mapping[str, Any]], Any] | None,
-                     limit: int, values: dict[str, Any],
-                     business: bool) -> Generator[Batch | Call, Any, list[Fired]]:
-        values = dict(values)
-        checks = [Check(In(self.b.state_ref, tuple(Const(s) for s in n.states)),
-                        Reason.STATE_MISMATCH, Reason.STATE_MISMATCH),
-                  Check(IsNull(Ref(n.claim)), "ALREADY_SENT", "ALREADY_SENT"),
-                  self._due_check("@" + n.due if business else n.due),
-                  *self._guard_checks(n.guards, "ng", values)[1]]
-        stmt = self.c.select_due(checks, Ref(n.due), limit)
-        rows = yield Batch((stmt.bind(self.d, values),))
-        out: list[Fired] = []
-        if send is None:  # reported per due row; nothing is claimed
-            return [Fired(tuple(row), n.name, False, None,
-                          f"ValidationError: notice {n.name!r} needs notify[{n.name!r}]")
-                    for row in rows[0]]
-        shape = ("notice", n.name, business)
-        plan = self._plans.get(shape)
-        if plan is None:
-            plan = self.c.cas(checks, [self.c.set_now(n.claim)], None, known_from=True)
-            self._plans[shape] = plan
-        for row in rows[0]:
-            key = tuple(row)
-            try:
-                _, vals = self.values(key)
-                vals.update({k: v for k, v in values.items() if k not in vals})
-                got = yield from self._cas(plan, vals)
-                if got.new is None:
-                    out.append(Fired(key, n.name, False, "ALREADY_SENT"))
-                    continue
-                # claimed first, then sent: a crash or a failure here never sends twice
-                yield Call(send, got.new)
-                out.append(Fired(key, n.name, True))
-            except Exception as exc:
-                out.append(Fired(key, n.name, False, None, f"{type(exc).__name__}: {exc}"))
-        return out
+            _, vals = self.values(key)
+            vals.update({k: v for k, v in values.items() if k not in vals})
+            got = yield from self._cas(plan, vals)
+            if got.new is None:
+                out.append(Fired(key, n.name, False, "ALREADY_SENT"))
+                continue
+            # claimed first, then sent: a crash or a failure here never sends twice
+            yield Call(send, got.new)
+            out.append(Fired(key, n.name, True))
+        except Exception as exc:
+            out.append(Fired(key, n.name, False, None, f"{type(exc).__name__}: {exc}"))
+    return out
 
 
 def _check_fire_args(acts: object, notify: object, limit: object, holder: object) -> None:

@@ -2,8 +2,9 @@
 
 It is deliberately naive: plain Python objects, one method per engine operation, each
 spelling out the checks in the documented order (state, lease, owner, guards) and the writes
-an applied operation makes. The hypothesis state machine in ``tests/test_chaos.py`` runs the
-same operations on the engine and on this model and compares every result and every row.
+an applied operation makes. The hypothesis state machine in ``tests/rowstate/test_chaos.py``
+runs the same operations on the engine and on this model and compares every result and every
+row.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from engine_fixtures import JOBS
 from rowstate import Lifecycle, PostgresStore
 from rowstate.compiler import Batch
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]  # conftest.py and services.py
 
 # --------------------------------------------------------------------------------------
 # pg_dsn: a working, empty, distinct database per test

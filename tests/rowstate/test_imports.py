@@ -39,3 +39,28 @@ def test_every_exported_name_resolves() -> None:
 
     missing = [name for name in rowstate.__all__ if not hasattr(rowstate, name)]
     assert missing == []
+
+
+SQLITE_ONLY = """
+import asyncio
+import sys
+import rowstate
+import rowstate.stores.sqlite
+store = rowstate.connect("sqlite://")
+assert isinstance(store, rowstate.SQLiteStore), store
+assert store.run(rowstate.Batch((("SELECT 1", []),))) == [[(1,)]]
+store.close()
+astore = rowstate.connect_async("sqlite://")
+assert isinstance(astore, rowstate.AsyncSQLiteStore), astore
+asyncio.run(astore.close())
+loaded = sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)
+print(",".join(loaded))
+"""
+
+
+def test_a_sqlite_only_program_loads_no_postgres_driver() -> None:
+    """The stores are split by database: the SQLite ones (and ``connect("sqlite:...")``)
+    resolve without importing the PostgreSQL store, nor psycopg."""
+    out = subprocess.run([sys.executable, "-c", SQLITE_ONLY], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "", f"a SQLite-only program loaded {out.stdout.strip()}"

@@ -1,6 +1,6 @@
-"""The README's dataset_lifecycle section is runnable: its ```python blocks run, in order, in one
-namespace, against a fresh PostgreSQL database reached the turnkey way (the environment);
-its SQL is the seed's migration, character for character."""
+"""The dataset_lifecycle manual (docs/dataset_lifecycle.md) is runnable: its ```python blocks
+run, in order, in one namespace, against a fresh PostgreSQL database reached the turnkey way
+(the environment); its SQL is the seed's migration, character for character."""
 
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ from dataset_lifecycle import (
 )
 from dataset_lifecycle.testing import MockDatasetLifecycle
 
-ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "dataset_lifecycle.md"
 SEED = Path("/work/shared/seeds/dataset-lifecycle.md")
 
 
 def section() -> str:
-    """From the README's ``## dataset_lifecycle`` heading to the next level-2 heading."""
-    return DOC.read_text().split("\n## dataset_lifecycle\n", 1)[1].split("\n## ", 1)[0]
+    """The whole manual: every block of it is an example to run."""
+    return DOC.read_text()
 
 
 def blocks(language: str) -> list[str]:

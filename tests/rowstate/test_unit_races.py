@@ -55,7 +55,7 @@ def _wait_for_lock_waiter(admin_dsn: str, dbname: str, app: str, timeout: float 
 def test_a_close_in_another_process_waits_for_the_unit_holding_collecting(
         pg_dsn: str, pg_admin_dsn: str) -> None:
     store, runs = _setup(pg_dsn)
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).resolve().parents[1])  # the shared helpers
     script = CLOSE_IN_A_CHILD.format(tests=tests, root=str(Path(tests).parent), week=WEEK)
     child_dsn = race_helpers.with_app_name(pg_dsn, "closer")
     try:

@@ -173,7 +173,7 @@ def victim(pg_dsn: str) -> Iterator[rowstate.PostgresStore]:
 def unchecked_victim(pg_dsn: str) -> Iterator[rowstate.PostgresStore]:
     """The victim with its connection kept per thread instead of pooled: the pool checks a
     connection at checkout and replaces one killed while idle (so the next call does not
-    fail: tests/test_stores.py), which would hide the crash these tests are about."""
+    fail: tests/rowstate/test_stores.py), which would hide the crash these tests are about."""
     rh.create_rows(pg_dsn, rh.race_binding(TTL), ["job", "job2"])
     store = rowstate.PostgresStore(rh.with_app_name(pg_dsn, VICTIM), per_thread=True)
     try:
@@ -352,7 +352,7 @@ def test_a_finalize_the_database_refuses_releases_the_lease(pg_dsn: str) -> None
     """PostgreSQL refuses the payload only at finalize (text for a BIGINT column the binding
     does not declare, so the value rules cannot know it): the ValidationError reaches the
     caller, nothing is half written, the lease is released. (Declared, the same value is
-    refused before the claim: tests/test_values.py.)"""
+    refused before the claim: tests/rowstate/test_values.py.)"""
     fuzz_rows(pg_dsn)
     store = rh.open_store(pg_dsn)
     try:

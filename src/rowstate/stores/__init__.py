@@ -1,0 +1,57 @@
+"""Stores run statements; they decide nothing.
+
+One module per database, and what they share:
+
+* :mod:`.common`: the statement counter, per-thread connections, the unit of work's flow;
+* :mod:`.sqlite`: the SQLite stores (stdlib ``sqlite3``);
+* :mod:`.postgres`: the PostgreSQL stores (psycopg 3 + psycopg_pool);
+* :mod:`.urls`: :func:`connect` and :func:`connect_async`, by the URL's scheme.
+
+Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantViolation`
+(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError` (the write
+may have landed), a statement the server cancelled and rolled back
+:class:`StatementCancelled` (it did not land), a value the database (or the driver, e.g.
+text that is not valid UTF-8) refuses :class:`ValidationError`, any other
+:class:`StoreError`; the driver's error is kept as ``__cause__``. That holds for opening a
+connection and for scripts too: a caller only ever sees a :class:`RowstateError`.
+
+The PostgreSQL names are loaded on first use (PEP 562), so that a SQLite-only program
+(``SQLiteStore``, ``connect("sqlite:...")``) never imports psycopg.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .sqlite import AsyncSQLiteStore, SQLiteStore
+from .urls import connect, connect_async, postgres_url
+
+if TYPE_CHECKING:
+    from .postgres import AsyncPostgresStore, PostgresStore
+    from .postgres import _cursors as _cursors  # tests/test_stores.py reads it
+    from .urls import AsyncStore, Store
+
+# name -> the module that defines it, imported on first use
+_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "postgres",
+         "Store": "urls", "AsyncStore": "urls"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+__all__ = [
+    "AsyncPostgresStore",
+    "AsyncSQLiteStore",
+    "AsyncStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "Store",
+    "connect",
+    "connect_async",
+    "postgres_url",
+]

@@ -1,0 +1,89 @@
+"""Database URLs: :func:`connect` and :func:`connect_async` pick the store by the URL's
+scheme. A ``sqlite:`` URL opens a SQLite store without importing the PostgreSQL one (nor
+psycopg)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from ..errors import ValidationError
+from .sqlite import AsyncSQLiteStore, SQLiteStore
+
+if TYPE_CHECKING:
+    from .postgres import AsyncPostgresStore, PostgresStore
+
+    Store = SQLiteStore | PostgresStore
+    AsyncStore = AsyncSQLiteStore | AsyncPostgresStore
+
+
+def __getattr__(name: str) -> Any:
+    """``Store`` and ``AsyncStore`` at run time (PEP 562): they name the PostgreSQL stores,
+    so they are built on first use, and a SQLite-only program loads no PostgreSQL driver."""
+    if name in ("Store", "AsyncStore"):
+        from .postgres import AsyncPostgresStore, PostgresStore
+
+        aliases = {"Store": SQLiteStore | PostgresStore,
+                   "AsyncStore": AsyncSQLiteStore | AsyncPostgresStore}
+        globals().update(aliases)
+        return aliases[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _sqlite_path(url: str) -> str | None:
+    """``sqlite:///rel.db`` -> ``rel.db``; ``sqlite:////abs.db`` -> ``/abs.db``;
+    ``sqlite://`` and ``sqlite:///:memory:`` -> memory (None)."""
+    if url in ("sqlite:", "sqlite://") or not url.startswith("sqlite:///"):
+        if url not in ("sqlite:", "sqlite://"):
+            raise ValidationError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
+        return None
+    path = unquote(url[len("sqlite:///"):])
+    return None if path in ("", ":memory:") else path
+
+
+#: SQLAlchemy's driver names for psycopg 3, which is what the PostgreSQL stores use
+_PSYCOPG_DRIVERS = ("psycopg", "psycopg_async")
+
+
+def postgres_url(url: str) -> str | None:
+    """``url`` as libpq reads it when it is a PostgreSQL URL, else None.
+
+    SQLAlchemy users have ``postgresql+psycopg://``: the suffix names psycopg 3, which is
+    what we connect with, so it is dropped. Another driver suffix (``+asyncpg``,
+    ``+psycopg2``, ``+pg8000``) is refused by name: libpq does not read the form, and the
+    URL may carry options only that driver knows.
+    """
+    scheme, sep, rest = url.partition(":")
+    base, plus, driver = scheme.partition("+")
+    if not sep or base not in ("postgresql", "postgres"):  # libpq's prefixes, as spelt
+        return None
+    if not plus:
+        return url
+    if driver in _PSYCOPG_DRIVERS:
+        return f"{base}:{rest}"
+    raise ValidationError(
+        f"database URL {scheme}://...: the driver suffix '+{driver}' is SQLAlchemy's for "
+        "another driver; rowstate connects with psycopg 3: write postgresql:// (or "
+        "postgresql+psycopg://)")
+
+
+def connect(url: str, **options: Any) -> Store:
+    """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://`` (memory) or
+    ``postgresql://...`` (also ``postgresql+psycopg://``: see :func:`postgres_url`)."""
+    if url.startswith("sqlite:"):
+        return SQLiteStore(_sqlite_path(url), **options)
+    if (pg := postgres_url(url)) is not None:
+        from .postgres import PostgresStore  # on first use: see the module's docstring
+
+        return PostgresStore(pg, **options)
+    raise ValidationError(f"unsupported database URL {url!r}")
+
+
+def connect_async(url: str, **options: Any) -> AsyncStore:
+    if url.startswith("sqlite:"):
+        return AsyncSQLiteStore(_sqlite_path(url), **options)
+    if (pg := postgres_url(url)) is not None:
+        from .postgres import AsyncPostgresStore
+
+        return AsyncPostgresStore(pg, **options)
+    raise ValidationError(f"unsupported database URL {url!r}")
