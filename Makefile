@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/pubsched demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples

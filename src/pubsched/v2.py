@@ -30,7 +30,7 @@ from .app import BadInput, Pub, Verdict, utc
 from .generate import generate_body
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
 from .send import failure_text, send_body
-from .weeks import ensure_week, settings_override, times_of, week_key
+from .weeks import ensure_week, set_autopilot, settings_override, times_of, week_key
 
 
 class _Rollback(Exception):
@@ -206,6 +206,18 @@ def send(pub: Pub, week: str, *, now: datetime | None = None,
     got = verdict(result, f"{key} send")
     detail = {**got.detail, **outcome}
     return Verdict(got.applied, got.reason, got.failed, got.message, detail)
+
+
+def autopilot(pub: Pub, week: str, on: bool = True, *,
+              now: datetime | None = None) -> Verdict:
+    """Autopilot on or off for one run (the button of ``actions.perform``, beside the
+    legacy engine's refusal). A column, not a state (see :func:`weeks.set_autopilot`):
+    the tick then advances the run's timed steps and stops at ASSIGNED."""
+    key = week_key(week)
+    utc(now)
+    set_autopilot(pub, key, on)
+    return Verdict(True, message=f"{key} autopilot {'on' if on else 'off'}",
+                   detail={"autopilot": on})
 
 
 ACTIONS = {"open": open_form, "close": close, "generate": generate, "reopen": reopen,

@@ -38,11 +38,21 @@ def inferred_state(row: dict[str, Any]) -> str:
 
 
 def iso(value: Any) -> str | None:
+    """One spelling of an instant on both databases (SQLite hands back its stored text,
+    PostgreSQL a datetime): UTC with ``Z``, to the second, or the millisecond when the
+    instant has a fraction, so that ``--json`` output is the same whichever stores it."""
     if value is None:
         return None
     if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    return str(value)
+        moment = value
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value))
+        except ValueError:
+            return str(value)
+    moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    spec = "seconds" if moment.microsecond == 0 else "milliseconds"
+    return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 def state_of(pub: Pub, row: dict[str, Any], v2: bool | None = None) -> str:
