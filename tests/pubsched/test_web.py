@@ -311,7 +311,6 @@ def test_a_week_runs_through_its_buttons(operator: TestClient, pub: Pub) -> None
     assert 'class="mermaid"' in page and "class SENT current" in page
 
 
-@pytest.mark.skipif(not hasattr(v2, "autopilot"), reason="v2.autopilot lands with the CLI")
 def test_autopilot_is_switched_from_the_week_page(operator: TestClient, pub: Pub) -> None:
     operator.post("/admin/open", data={"week": WEEK})
     page = operator.get(f"/admin/weeks/{WEEK}").text

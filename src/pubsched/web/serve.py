@@ -100,6 +100,9 @@ def main(host: str, port: int, config: Config,
     import uvicorn
 
     env = os.environ if environ is None else environ
+    if not logging.getLogger().handlers:  # the tick's and the app's lines beside uvicorn's
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     web = WebSettings.from_env(env)
     check_exposure(host, config, web)
     if not web.password.configured:
