@@ -362,7 +362,7 @@ class DatasetLifecycleClient(_Base):
                    owner_job_id: str | None = None, payload: Mapping[str, Any] | None = None,
                    event_data: Any = None, guards: Mapping[str, Any] | None = None,
                    ) -> TransitionResult:
-        """Move the dataset to ``to`` in one conditional write; see the README.
+        """Move the dataset to ``to`` in one conditional write; see docs/dataset_lifecycle.md.
 
         ``from_`` omitted: read the current status, then move from exactly that status.
         A move to LOADING starts a load: ``owner_job_id`` is required and becomes the row's

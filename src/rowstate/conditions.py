@@ -4,7 +4,7 @@ Every check the engine makes (state, owner, guards, leases, claims) is built onc
 of these nodes. :func:`render` turns it into SQL for the write; :func:`evaluate` runs it in
 Python against a row for the dry run and for explaining a refused write. Because both read the
 same tree, "may I?" and "do it" cannot diverge; both follow one rule of equality (below), and
-tests/test_condition_differential.py holds the two readers and both databases to it.
+tests/rowstate/test_condition_differential.py holds the two readers and both databases to it.
 
 Values never appear in the tree: a node holds a :class:`Slot` naming a per-call value, so the
 rendered SQL of one statement shape is byte-identical across calls (cacheable, and prepared

@@ -29,7 +29,7 @@ from .urls import connect, connect_async, postgres_url
 
 if TYPE_CHECKING:
     from .postgres import AsyncPostgresStore, PostgresStore
-    from .postgres import _cursors as _cursors  # tests/test_stores.py reads it
+    from .postgres import _cursors as _cursors  # tests/rowstate/test_stores.py reads it
     from .urls import AsyncStore, Store
 
 # name -> the module that defines it, imported on first use
