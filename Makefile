@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/pubsched demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src

@@ -15,7 +15,8 @@ from typing import Literal
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from .app import Config
+from .app import Config, Pub
+from .tenders import Tender, by_id
 
 Purpose = Literal["form", "calendar"]
 SALTS: dict[str, str] = {"form": "pubsched.tender-form.v1",
@@ -58,3 +59,19 @@ def verify(config: Config, token: str, purpose: Purpose = "form") -> tuple[int, 
     if not isinstance(tender, int) or not isinstance(version, int):
         return None
     return tender, version
+
+
+
+def tender_for_link(pub: Pub, token: str, purpose: Purpose = "form") -> Tender | None:
+    """The active tender a link names, or None for every link that must do nothing: a bad
+    or tampered signature, a token of the other purpose, an unknown or deactivated tender,
+    a revoked link (a version other than the tender's current one). One answer for all of
+    them, so a page cannot tell a guesser which part was wrong."""
+    got = verify(pub.config, token, purpose)
+    if got is None:
+        return None
+    tender_id, version = got
+    tender = by_id(pub, tender_id)
+    if tender is None or not tender.active or tender.link_version != version:
+        return None
+    return tender

@@ -45,12 +45,24 @@ def shifts_calendar(
     ``stamp`` (DTSTAMP: when this version of the event was made) is passed in, never read
     from the clock, so the same input gives the same bytes.
     """
+    return feed_calendar(tender_email, ((week_of, *event) for event in events), stamp=stamp)
+
+
+def feed_calendar(
+    tender_email: str,
+    events: Iterable[tuple[date, int | str, str, datetime, datetime]],
+    *,
+    stamp: datetime,
+) -> bytes:
+    """The ``.ics`` bytes of shifts over several weeks, as (week, shift id, summary,
+    starts_at, ends_at): a tender's subscribed feed. Each event keeps the UID the schedule
+    email's attachment gave it, so a calendar holding both shows each shift once."""
     calendar = Calendar()
     calendar.add("prodid", PRODID)
     calendar.add("version", "2.0")
     calendar.add("method", "PUBLISH")
     calendar.add("calscale", "GREGORIAN")
-    for shift_id, summary, starts_at, ends_at in events:
+    for week_of, shift_id, summary, starts_at, ends_at in events:
         event = Event()
         event.add("uid", shift_uid(week_of, shift_id, tender_email))
         event.add("dtstamp", _utc(stamp, "stamp"))

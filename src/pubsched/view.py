@@ -8,15 +8,17 @@ legacy status while the column is still NULL).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from .app import BadInput, Pub
 from .flags import v2_enabled
 from .generate import assignments
-from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
+from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, RUN, SENT
 from .send import deliveries
+from .shiftcal import feed_calendar
 from .submissions import of_week
+from .tenders import Tender
 from .weeks import settings_override, shifts, times_of, week_key
 
 
@@ -112,9 +114,77 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     }
 
 
+def legal_edges(pub: Pub, week: str) -> list[str]:
+    """The edges an operator may take from here, in the machine's order: what the admin
+    draws a button for. With v2, the engine's enabled edges (state, lease, invariants: one
+    read); with the legacy engine, which has no such check, the machine's edges out of the
+    inferred state (the legacy action itself still refuses what its rules refuse)."""
+    key = week_key(week)
+    if v2_enabled(pub):
+        return [e.edge for e in pub.runs.enabled_edges(key) if e.allowed]
+    row = pub.runs.get(key)
+    if row is None:
+        return []
+    state = inferred_state(row)
+    return [e.name for e in RUN.edges if e.src == state]
+
+
 def weeks_list(pub: Pub) -> list[dict[str, Any]]:
     v2 = v2_enabled(pub)
     rows = pub.runs.find(order_by="week_of", limit=10_000)
     return [{"week_of": r["week_of"], "state": state_of(pub, r, v2),
              "legacy_status": r.get("status"), "autopilot": bool(r.get("autopilot")),
              "deadline_at": iso(_times(pub, r, v2)["deadline_at"])} for r in rows]
+
+
+def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
+    """What a tender's personal page shows: the open week (its shifts, what this tender
+    submitted), else the latest week past its form and not yet sent (closed, the schedule
+    expected by the end of its send window), else nothing to fill in.
+
+    ``status`` is ``open``, ``closed`` or ``none``; one global survey, so at most one week
+    is open (H3 with v2; the legacy rule otherwise)."""
+    v2 = v2_enabled(pub)
+    rows = pub.runs.find(order_by="week_of", limit=10_000)
+    states = [(r, state_of(pub, r, v2)) for r in rows]
+    shown = next((r for r, s in states if s == COLLECTING), None)
+    status = "open"
+    if shown is None:
+        status = "closed"
+        shown = next((r for r, s in reversed(states) if s in (CLOSED, ASSIGNED, APPROVED)),
+                     None)
+    if shown is None:
+        return {"status": "none", "tender": tender.as_json()}
+    key = str(shown["week_of"])
+    mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
+    times = _times(pub, shown, v2)
+    return {
+        "status": status,
+        "tender": tender.as_json(),
+        "week_of": key,
+        "deadline_at": times["deadline_at"],
+        "schedule_by": times["send_window_at"],
+        "shifts": [{"id": s.id, "label": s.label, "night": s.night, "starts_at": s.starts_at,
+                    "ends_at": s.ends_at} for s in shifts(pub, key)],
+        "submitted": None if mine is None else {
+            "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"]},
+    }
+
+
+def tender_calendar(pub: Pub, tender: Tender) -> bytes:
+    """The tender's feed: their assigned shifts in every sent week (a week is final once
+    sent; before that a regenerate may still move them). DTSTAMP is the week's send time,
+    so the feed's bytes change only when a new week is sent."""
+    rows = pub.query(
+        "SELECT r.week_of, r.sent_at, s.id, s.label, s.starts_at, s.ends_at "
+        "FROM pub_assignments a JOIN pub_shifts s ON s.id = a.shift_id "
+        "JOIN pub_schedule_runs r ON r.week_of = a.week_of "
+        "WHERE a.tender_id = %s AND r.status = 'sent' ORDER BY s.starts_at, s.id",
+        [tender.id])
+    sent = [r["sent_at"] for r in rows if isinstance(r["sent_at"], datetime)]
+    stamp = max(sent) if sent else datetime(2000, 1, 1, tzinfo=UTC)
+    return feed_calendar(
+        tender.email,
+        ((date.fromisoformat(str(r["week_of"])), int(r["id"]), f"Pub shift: {r['label']}",
+          r["starts_at"], r["ends_at"]) for r in rows),
+        stamp=stamp)

@@ -1,0 +1,178 @@
+"""Who may use the admin, and which requests may change anything.
+
+Three small pieces, each kept apart from the pages so it can be read and tested alone:
+
+* :class:`AdminPassword`: the operator's password (``PUBSCHED_ADMIN_PASSWORD``), hashed with
+  argon2 when the app starts, so the plain text is dropped at once and a memory dump or a
+  log of the settings shows only the hash. No password configured means no admin at all:
+  the login page says so and nobody gets in.
+* :class:`Sessions`: the operator's session, a cookie signed with itsdangerous. It holds
+  only a random session id; its age is checked against an absolute maximum counted from
+  the login (never refreshed by use: an unattended browser loses the admin after
+  ``max_age``). The signing salt folds in a digest of the password, so changing the
+  password logs every session out, on every instance. Logout deletes the cookie and
+  remembers the id as ended until it would have expired anyway (per process: another
+  instance still honours it until its max age, a limit we accept for a short max age).
+* :class:`LoginThrottle`: after a few failed logins from one client address, the next
+  attempt is refused unchecked until a delay has passed, doubling with every further
+  failure (capped); a success forgets the address. Refused attempts never reach the hash
+  check, so a guesser gains nothing by sending faster or in parallel.
+* :func:`cross_origin_refusal`: the CSRF check Datasette moved to and Go 1.25's
+  ``CrossOriginProtection`` does, read from the request's own headers instead of a token
+  in every form: a browser tells where a request came from (``Sec-Fetch-Site``, else
+  ``Origin``), and an unsafe request from another site is refused before any handler runs.
+  A request with neither header is not from a browser a forger could drive, and passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
+
+SESSION_COOKIE = "pubsched_admin"
+SESSION_MAX_AGE = 2 * 3600  # seconds from login; an operator's sitting, not a day
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class AdminPassword:
+    """The operator's password as an argon2 hash (``None``: the admin is closed)."""
+
+    def __init__(self, password: str | None, hasher: PasswordHasher | None = None) -> None:
+        self._hasher = hasher or PasswordHasher()
+        self.hash = self._hasher.hash(password) if password else None
+        # what the session signer folds in: changes with the password, reveals nothing
+        self.fingerprint = (hashlib.sha256(b"pubsched-admin:" + password.encode()).hexdigest()
+                            [:16] if password else "")
+
+    @property
+    def configured(self) -> bool:
+        return self.hash is not None
+
+    def check(self, attempt: str) -> bool:
+        """Whether ``attempt`` is the password (constant work either way: argon2)."""
+        if self.hash is None:
+            return False
+        try:
+            return bool(self._hasher.verify(self.hash, attempt))
+        except (VerificationError, InvalidHashError):
+            return False
+
+
+class Sessions:
+    """Signed operator sessions (see the module docstring)."""
+
+    def __init__(self, secret: str, password: AdminPassword, *,
+                 max_age: int = SESSION_MAX_AGE,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.max_age = max_age
+        self._clock = clock
+        self._signer = URLSafeTimedSerializer(
+            secret, salt=f"pubsched.admin-session.v1.{password.fingerprint}")
+        self._ended: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def issue(self) -> str:
+        """A fresh session's cookie value: a new id at every login, whatever came before."""
+        return str(self._signer.dumps({"sid": secrets.token_urlsafe(18)}))
+
+    def valid(self, cookie: str | None) -> str | None:
+        """The session id of a good, unexpired, not-ended cookie; else None."""
+        if not cookie:
+            return None
+        try:
+            data = self._signer.loads(cookie, max_age=self.max_age)
+        except (SignatureExpired, BadSignature):
+            return None
+        sid = data.get("sid") if isinstance(data, dict) else None
+        if not isinstance(sid, str):
+            return None
+        with self._lock:
+            if sid in self._ended:
+                return None
+        return sid
+
+    def end(self, sid: str) -> None:
+        now = self._clock()
+        with self._lock:
+            self._ended = {k: v for k, v in self._ended.items() if v > now}
+            self._ended[sid] = now + self.max_age
+
+
+@dataclass
+class _Failures:
+    count: int = 0
+    last: float = 0.0
+
+
+@dataclass
+class LoginThrottle:
+    """Failed logins per client address, and how long the next attempt must wait."""
+
+    free: int = 3  # failures before any waiting
+    base: float = 1.0  # the first wait, doubled by each further failure
+    cap: float = 60.0
+    clock: Callable[[], float] = time.monotonic
+    _seen: dict[str, _Failures] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self, client: str) -> float:
+        """Seconds until ``client`` may try again (0: now)."""
+        with self._lock:
+            seen = self._seen.get(client)
+            if seen is None or seen.count < self.free:
+                return 0.0
+            delay = min(self.cap, self.base * float(2 ** (seen.count - self.free)))
+            return max(0.0, seen.last + delay - self.clock())
+
+    def failed(self, client: str) -> None:
+        with self._lock:
+            seen = self._seen.setdefault(client, _Failures())
+            seen.count += 1
+            seen.last = self.clock()
+            if len(self._seen) > 10_000:  # bounded: forget the oldest addresses
+                for key in sorted(self._seen, key=lambda k: self._seen[k].last)[:5_000]:
+                    del self._seen[key]
+
+    def succeeded(self, client: str) -> None:
+        with self._lock:
+            self._seen.pop(client, None)
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def cross_origin_refusal(method: str, headers: Mapping[str, str], *,
+                         trusted: tuple[str, ...] = ()) -> str | None:
+    """Why an unsafe request must be refused as cross-site, or None to let it through.
+
+    ``headers`` are the request's (lower-case names); ``trusted`` are origins taken as our
+    own besides the request's Host (the configured base URL, when a proxy rewrites Host).
+    """
+    if method.upper() in SAFE_METHODS:
+        return None
+    site = headers.get("sec-fetch-site")
+    if site is not None:
+        if site in ("same-origin", "none"):
+            return None
+        return f"cross-origin request refused (Sec-Fetch-Site: {site})"
+    origin = headers.get("origin")
+    if origin is None:
+        return None  # no browser sent this: nobody's cookies are being borrowed
+    scheme, netloc = _origin(origin)
+    host = headers.get("host", "").lower()
+    if netloc and netloc == host and scheme in ("http", "https"):
+        return None
+    if any(_origin(t) == (scheme, netloc) for t in trusted):
+        return None
+    return f"cross-origin request refused (Origin: {origin})"

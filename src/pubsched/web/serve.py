@@ -1,0 +1,123 @@
+"""``pubsched serve``: the web app under uvicorn, and the every-minute tick in the same
+process (APScheduler 3.x: version 4 is still a pre-release).
+
+The tick is scheduled with an interval trigger, ``coalesce=True`` (after a stall, the
+missed runs become one run, not a burst), ``max_instances=1`` (a slow tick is never
+overlapped by the next one in this process) and a misfire grace time of 50 s (APScheduler's
+default of 1 s silently skips a run that starts a little late, as on a busy machine). Several
+instances each run their own scheduler; that is safe because the tick is (every due row
+moves once through the engine's door, each nudge is claimed before it is sent): the
+scheduler only decides when this process asks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from ..app import Config, Pub
+from .app import WebSettings, create_app
+
+log = logging.getLogger("pubsched.serve")
+
+TICK_SECONDS = 60
+MISFIRE_GRACE_SECONDS = 50  # under the interval: a run this late still beats skipping it
+DEV_SECRET = "pubsched-dev-secret"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, config: Config, web: WebSettings) -> None:
+    """Refuse to listen beyond this machine with the development secret (anyone could then
+    sign tender links and operator sessions) or with cookies allowed over plain http."""
+    if _loopback(host):
+        return
+    if config.secret == DEV_SECRET:
+        raise SystemExit(f"refusing to serve on {host} with the development secret: "
+                         "set PUBSCHED_SECRET to a long random value")
+    if web.insecure_cookies:
+        raise SystemExit(f"refusing to serve on {host} with PUBSCHED_INSECURE_COOKIES=1: "
+                         "cookies would travel in clear text")
+
+
+def tick_job(pub: Pub, clock: Callable[[], datetime] | None = None) -> None:
+    """One tick at the real time; an error is logged and the next minute tries again."""
+    from ..tick import tick
+
+    now = (clock or (lambda: datetime.now(UTC)))()
+    try:
+        for verdict in tick(pub, now):
+            log.info("tick: %s", verdict.message)
+    except Exception:
+        log.exception("tick failed at %s", now.isoformat())
+
+
+def scheduler_for(pub: Pub, *, seconds: int = TICK_SECONDS) -> BackgroundScheduler:
+    """The ticker, not started."""
+    scheduler = BackgroundScheduler(timezone=UTC)
+    scheduler.add_job(tick_job, IntervalTrigger(seconds=seconds, timezone=UTC), args=[pub],
+                      id="pubsched-tick", name="pubsched tick", coalesce=True,
+                      max_instances=1, misfire_grace_time=MISFIRE_GRACE_SECONDS,
+                      next_run_time=datetime.now(UTC))
+    return scheduler
+
+
+def open_pub(config: Config) -> Pub:
+    """The pub on the configured database. A database with migrations pending is refused
+    at start (``pubsched init`` applies them), rather than failing at the first request; an
+    in-memory one is migrated here, as it lives only inside this process's connection."""
+    from ..db import open_store
+    from ..migrate import status
+
+    memory = config.db_url in ("sqlite://", "sqlite:", "sqlite:///:memory:")
+    if not memory:
+        pending = [version for version, applied in status(config.db_url) if not applied]
+        if pending:
+            raise SystemExit(f"the database is not ready (migrations {', '.join(pending)} "
+                             "pending): run `pubsched init` first")
+    return Pub(open_store(config.db_url, migrate=memory), config)
+
+
+def main(host: str, port: int, config: Config,
+         environ: Mapping[str, str] | None = None) -> None:
+    """Serve the admin and the tender pages on ``host:port`` with the tick, until stopped
+    (Ctrl-C or SIGTERM: uvicorn stops taking requests, the app's lifespan ends, which stops
+    the ticker (waiting for a tick in progress) and closes the database)."""
+    import uvicorn
+
+    env = os.environ if environ is None else environ
+    web = WebSettings.from_env(env)
+    check_exposure(host, config, web)
+    if not web.password.configured:
+        log.warning("PUBSCHED_ADMIN_PASSWORD is not set: the admin is closed")
+    pub = open_pub(config)
+
+    @contextlib.contextmanager
+    def ticking() -> Iterator[None]:
+        scheduler = scheduler_for(pub)
+        scheduler.start()
+        try:
+            yield
+        finally:
+            scheduler.shutdown(wait=True)
+            pub.close()
+            print("pubsched: stopped (ticker and database closed)", flush=True)
+
+    app = create_app(pub, web, around=ticking)
+    print(f"pubsched: serving http://{host}:{port}/admin/ (tick every {TICK_SECONDS} s)",
+          flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=False)
