@@ -369,7 +369,7 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
-# -- rendering (shared with the demo) ------------------------------------------------------
+# -- rendering ----------------------------------------------------------------------------
 
 
 def roster_table(shown: Mapping[str, Any]) -> Any:
@@ -557,6 +557,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         code = EXIT_FAILED
+    except KeyboardInterrupt:  # Ctrl-C: a side effect in flight keeps its lease until TTL
+        print("pubsched: interrupted", file=sys.stderr)
+        code = 130
     raise SystemExit(code)
 
 

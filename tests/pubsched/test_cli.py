@@ -697,3 +697,22 @@ def test_a_printed_database_url_has_no_password() -> None:
     assert cli.redacted("postgresql://pub:s3cret@db.example:5432/pub") == (
         "postgresql://pub:***@db.example:5432/pub")
     assert cli.redacted("sqlite:///pubsched.db") == "sqlite:///pubsched.db"
+
+
+def test_two_sends_at_once_from_two_processes_mail_each_tender_once(
+        staffed: Cli, env: SmtpTestServer) -> None:
+    """A double-clicked send from two terminals (or two machines): one applies, the other
+    is refused (the send lease, or the week already SENT), and nobody is mailed twice."""
+    script = console_script()
+    to_approved(staffed)
+    environ = {**os.environ, "PUBSCHED_DB": staffed.url}
+    both = [subprocess.Popen([script, "week", "send", WEEK], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=environ)
+            for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in both]
+    results = [(p.returncode, out, err) for p, (out, err) in zip(both, outputs, strict=True)]
+    assert sorted(code for code, _, _ in results) == [0, 3], results
+    refused = next(err for code, _, err in results if code == 3)
+    assert len(refused.strip().splitlines()) == 1
+    assigned = {e for s in staffed.show()["shifts"] for e in s["assigned"]}
+    assert sorted(r for m in env.accepted for r in m.rcpt_tos) == sorted(assigned)
