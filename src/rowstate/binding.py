@@ -167,6 +167,8 @@ class Binding:
     state_ref: Ref = field(init=False)
     # per key column: "text", "int" or "any", from its declared type (see key_values)
     key_kinds: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    # one key column that takes text as given (the hottest path of key_values)
+    _one_text_key: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -210,6 +212,7 @@ class Binding:
         set_(self, "known", frozenset(known))
         set_(self, "key_kinds", tuple(_key_kind(self.column_types.get(k, "TEXT"))
                                       for k in self.key))
+        set_(self, "_one_text_key", len(self.key) == 1 and self.key_kinds[0] != "int")
         derived = None
         if self.derived:
             for old, new in self.derived.mapping.items():
@@ -322,6 +325,13 @@ class Binding:
         (``[1]`` and ``["1"]``) in its history and outbox.
         """
         kind = type(key)
+        if kind is str and self._one_text_key:  # the hottest path: one text key, as given
+            text = cast(str, key)
+            if len(text) > MAX_TEXT or "\x00" in text or (
+                    not text.isascii() and _surrogates(text)):
+                raise ValidationError(
+                    f"{self.table}: key string too long, holding NUL or not UTF-8")
+            return (text,)
         if kind is str or kind is int:  # the hot path: a scalar key
             values: tuple[Any, ...] = (key,)
         elif kind is tuple:
