@@ -1,24 +1,25 @@
 """Fixtures of the pubsched domain tests: a migrated database (a SQLite file, or a fresh
 real PostgreSQL database), a real SMTP server on loopback, and a ``Pub`` wired to both.
 
-Import the fixtures into a test module (``from pub_fixtures import db_url, pub, smtp``).
+tests/pubsched/conftest.py registers the fixtures; databases come from pub_setup's
+``migrated_url`` and pubs from its ``make_pub``, as the legacy and cutover tests make them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
 
+import pub_setup
 import pytest
+from pub_setup import migrated_url
 from smtp_server import SmtpTestServer
 
 from pubsched import tenders
-from pubsched.app import Config, Pub
-from pubsched.db import open_store
+from pubsched.app import Pub
 from pubsched.flags import set_v2
 from pubsched.mailconfig import load_mail_settings
-from pubsched.migrate import migrate
 
 WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York
 NOW = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)
@@ -26,13 +27,8 @@ OPERATOR = "boss@pub.test"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/pub.db"
-    else:
-        url = str(request.getfixturevalue("pg_dsn"))
-    migrate(url)
-    return url
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return migrated_url(request, tmp_path)
 
 
 @pytest.fixture
@@ -45,7 +41,7 @@ def make_pub(url: str, server: SmtpTestServer, **env: str) -> Pub:
     mail = load_mail_settings(server.env(PUBSCHED_MAIL_FROM="pub@pub.test",
                                          PUBSCHED_OPERATOR_EMAIL=OPERATOR,
                                          PUBSCHED_SMTP_TIMEOUT="5", **env))
-    return Pub(open_store(url), Config(db_url=url, mail=mail))
+    return pub_setup.make_pub(url, mail)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ after the other's, on SQLite and on a real PostgreSQL, with mail to a loopback S
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pub_setup import (
@@ -15,7 +14,6 @@ from pub_setup import (
     add_tenders,
     mail_settings,
     make_pub,
-    migrated_url,
     moment,
     row,
 )
@@ -30,20 +28,9 @@ from pubsched.view import state_of
 from pubsched.weeks import ensure_week, shifts
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return migrated_url(request, tmp_path)
-
-
 @pytest.fixture
-def smtp_server() -> Iterator[SmtpTestServer]:
-    with SmtpTestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def pub(db_url: str, smtp_server: SmtpTestServer) -> Iterator[Pub]:
-    p = make_pub(db_url, mail_settings(smtp_server))
+def pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
+    p = make_pub(db_url, mail_settings(smtp))
     add_tenders(p)
     yield p
     p.close()
@@ -146,12 +133,12 @@ def test_flipping_to_the_value_it_has_changes_nothing(pub: Pub) -> None:
 
 
 def test_rollback_after_a_v2_week_was_sent_lands_the_legacy_engine_on_coherent_rows(
-        pub: Pub, smtp_server: SmtpTestServer) -> None:
+        pub: Pub, smtp: SmtpTestServer) -> None:
     assert flip(pub, True)
     ensure_week(pub, NEXT)  # created while v2 ran, not opened: the legacy engine's to run
     run_v2_week(pub, WEEK)
     assert (row(pub, WEEK)["v2_state"], row(pub, WEEK)["status"]) == ("SENT", "sent")
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 1)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 1)
 
     assert cutover_check(pub).idle
     assert flip(pub, False)
@@ -161,7 +148,7 @@ def test_rollback_after_a_v2_week_was_sent_lands_the_legacy_engine_on_coherent_r
         assert action(pub, WEEK, now=moment(pub, NEXT, "opens_at")).reason == (
             "STATE_MISMATCH")
     run_legacy_week(pub, NEXT)
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 2)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 2)
     r = row(pub, NEXT)
     assert (r["status"], r["send_lease_at"]) == ("sent", None)
     # the v2 week counts as history for the legacy week's picker (its status is 'sent')
@@ -171,7 +158,7 @@ def test_rollback_after_a_v2_week_was_sent_lands_the_legacy_engine_on_coherent_r
 
 
 def test_turning_v2_on_after_a_legacy_week_was_sent_and_v2_runs_the_next(
-        pub: Pub, smtp_server: SmtpTestServer) -> None:
+        pub: Pub, smtp: SmtpTestServer) -> None:
     run_legacy_week(pub, WEEK)
     ensure_week(pub, NEXT)
     with pub.atomic() as tx:  # a legacy row from before 0035: no v2 due times, v2_state NULL
@@ -189,5 +176,5 @@ def test_turning_v2_on_after_a_legacy_week_was_sent_and_v2_runs_the_next(
     assert (fresh["v2_state"], fresh["deadline_at"]) == (None, moment(pub, NEXT, "deadline_at"))
     run_v2_week(pub, NEXT)  # v2_state NULL: seeded from status 'pending' (DRAFT)
     assert (row(pub, NEXT)["v2_state"], row(pub, NEXT)["status"]) == ("SENT", "sent")
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 2)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 2)
     assert legacy.crons(pub, moment(pub, NEXT, "opens_at")) == []  # stood down

@@ -23,7 +23,6 @@ from pub_setup import (
     fresh_url,
     mail_settings,
     make_pub,
-    migrated_url,
     moment,
     row,
 )
@@ -41,20 +40,10 @@ from pubsched.weektime import shifts_for_week
 KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
-@pytest.fixture(params=KINDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return migrated_url(request, tmp_path)
-
 
 @pytest.fixture
-def smtp_server() -> Iterator[SmtpTestServer]:
-    with SmtpTestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def pub(db_url: str, smtp_server: SmtpTestServer) -> Iterator[Pub]:
-    p = make_pub(db_url, mail_settings(smtp_server))
+def pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
+    p = make_pub(db_url, mail_settings(smtp))
     add_tenders(p)
     yield p
     p.close()
@@ -176,7 +165,7 @@ def test_a_bad_settings_override_is_reported_and_the_other_weeks_go_on(pub: Pub)
 # -- the operator's actions -------------------------------------------------------------------
 
 
-def test_the_rehearsal_lifecycle_by_hand(pub: Pub, smtp_server: SmtpTestServer) -> None:
+def test_the_rehearsal_lifecycle_by_hand(pub: Pub, smtp: SmtpTestServer) -> None:
     """open -> extend -> close -> generate -> reopen -> regenerate -> approve -> send, at
     times of the operator's choosing (actions are not time-gated)."""
     t = datetime(2026, 12, 1, 12, tzinfo=UTC)  # well before any of the week's times
@@ -208,7 +197,7 @@ def test_the_rehearsal_lifecycle_by_hand(pub: Pub, smtp_server: SmtpTestServer) 
                      "approved_at IS NULL", [WEEK])[0]["n"] == 0
     sent = legacy.send(pub, WEEK, now=t)
     assert sent and sent.detail["state"] == "SENT" and sent.detail["sent"] == 4
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 1)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 1)
     r = row(pub, WEEK)
     assert (r["status"], r["sent_at"], r["send_lease_at"], r["send_lease_holder"]) == (
         "sent", t, None, None)
@@ -221,7 +210,7 @@ def test_the_rehearsal_lifecycle_by_hand(pub: Pub, smtp_server: SmtpTestServer) 
     for action in (legacy.send, legacy.reopen, legacy.unapprove, legacy.generate,
                    legacy.close, legacy.open_form, legacy.approve):
         assert action(pub, WEEK, now=t).reason == "STATE_MISMATCH", action
-    assert len(smtp_server.accepted) == 4
+    assert len(smtp.accepted) == 4
 
 
 def test_actions_from_the_wrong_state_are_refused_with_nothing_written(pub: Pub) -> None:
@@ -267,35 +256,35 @@ def approved_week(pub: Pub, week: str = WEEK) -> datetime:
 
 
 def test_a_refused_recipient_fails_the_send_and_the_retry_sends_only_to_them(
-        pub: Pub, smtp_server: SmtpTestServer) -> None:
+        pub: Pub, smtp: SmtpTestServer) -> None:
     t = approved_week(pub)
-    smtp_server.refuse_recipient(EMAILS[1])
+    smtp.refuse_recipient(EMAILS[1])
     failed = legacy.send(pub, WEEK, now=t)
     assert (failed.applied, failed.reason) == (False, "ACT_FAILED")
     assert failed.failed and EMAILS[1] in failed.failed
     r = row(pub, WEEK)
     assert (r["status"], r["sent_at"], r["send_lease_at"]) == ("approved", None, None)
     assert EMAILS[1] in r["last_error"]
-    smtp_server.clear_faults()
+    smtp.clear_faults()
     assert legacy.send(pub, WEEK, now=t)
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 1)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 1)
     assert row(pub, WEEK)["last_error"] is None
 
 
 def test_smtp_down_fails_the_send_and_the_retry_sends_once(
-        pub: Pub, smtp_server: SmtpTestServer) -> None:
+        pub: Pub, smtp: SmtpTestServer) -> None:
     t = approved_week(pub)
-    smtp_server.stop()
+    smtp.stop()
     failed = legacy.send(pub, WEEK, now=t)
     assert failed.failed and row(pub, WEEK)["status"] == "approved"
     assert row(pub, WEEK)["last_error"]
-    smtp_server.start()
+    smtp.start()
     assert legacy.send(pub, WEEK, now=t)
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 1)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 1)
 
 
 def test_a_live_send_lease_blocks_unapprove_and_a_second_send_until_its_ttl(
-        pub: Pub, smtp_server: SmtpTestServer) -> None:
+        pub: Pub, smtp: SmtpTestServer) -> None:
     t = approved_week(pub)
     claim = legacy.claim_send(pub, WEEK, holder="worker-1")
     assert isinstance(claim, legacy.SendClaim)
@@ -304,11 +293,11 @@ def test_a_live_send_lease_blocks_unapprove_and_a_second_send_until_its_ttl(
     assert busy.reason == "LEASE_HELD" and "worker-1" in busy.message
     backdate_send_lease(pub, WEEK, legacy.SEND_LEASE_TTL + 1)  # worker-1 died long ago
     assert legacy.send(pub, WEEK, now=t)
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, 1)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 1)
 
 
 def test_a_zombie_sender_hands_nothing_over_once_its_lease_was_taken(
-        pub: Pub, smtp_server: SmtpTestServer) -> None:
+        pub: Pub, smtp: SmtpTestServer) -> None:
     approved_week(pub)
     zombie = legacy.claim_send(pub, WEEK, holder="zombie")
     assert isinstance(zombie, legacy.SendClaim)
@@ -321,13 +310,13 @@ def test_a_zombie_sender_hands_nothing_over_once_its_lease_was_taken(
         tx.execute("UPDATE pub_schedule_runs SET last_error = 'zombie' WHERE week_of = %s",
                    [WEEK])
     assert lost.value.reason == "LEASE_LOST"
-    assert row(pub, WEEK)["last_error"] is None and smtp_server.accepted == []
+    assert row(pub, WEEK)["last_error"] is None and smtp.accepted == []
     with legacy.fenced_by(pub, taker) as tx:  # the taker's units still commit
         tx.execute("SELECT 1")
 
 
 def test_a_send_that_died_midway_is_taken_over_after_the_ttl_and_mails_no_one_twice(
-        pub: Pub, smtp_server: SmtpTestServer) -> None:
+        pub: Pub, smtp: SmtpTestServer) -> None:
     """The dead sender had marked one recipient in flight (its message's fate unknown):
     after the TTL a new send takes the lease, mails the others once, and leaves that one
     uncertain for the operator (never re-sent on its own)."""
@@ -342,7 +331,7 @@ def test_a_send_that_died_midway_is_taken_over_after_the_ttl_and_mails_no_one_tw
     backdate_send_lease(pub, WEEK, legacy.SEND_LEASE_TTL + 1)
     got = legacy.send(pub, WEEK, now=t)
     assert got and got.detail["uncertain"] == [EMAILS[0]] and got.detail["sent"] == 3
-    assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS[1:], 1)
+    assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS[1:], 1)
     assert legacy.send(pub, WEEK, now=t).reason == "STATE_MISMATCH"
 
 
@@ -494,10 +483,10 @@ def at_once(pubs: list[Pub], call: Callable[[Pub], Any]) -> list[Any]:
 
 
 @pytest.fixture
-def instances(pg_dsn: str, smtp_server: SmtpTestServer) -> Iterator[list[Pub]]:
+def instances(pg_dsn: str, smtp: SmtpTestServer) -> Iterator[list[Pub]]:
     """Two app instances on one PostgreSQL database, each with its own store."""
     migrate(pg_dsn)
-    pubs = [make_pub(pg_dsn, mail_settings(smtp_server)) for _ in range(2)]
+    pubs = [make_pub(pg_dsn, mail_settings(smtp)) for _ in range(2)]
     add_tenders(pubs[0])
     yield pubs
     for p in pubs:
@@ -529,7 +518,7 @@ def test_two_instances_running_the_crons_at_once_act_once(instances: list[Pub]) 
 
 
 def test_two_concurrent_legacy_sends_send_one_email_per_tender(
-        instances: list[Pub], smtp_server: SmtpTestServer) -> None:
+        instances: list[Pub], smtp: SmtpTestServer) -> None:
     pub = instances[0]
     for n, week in enumerate(WEEKS, 1):
         approved_week(pub, week)
@@ -537,7 +526,7 @@ def test_two_concurrent_legacy_sends_send_one_email_per_tender(
         assert sorted(v.applied for v in got) == [False, True], got
         [lost] = [v for v in got if not v.applied]
         assert lost.reason in ("LEASE_HELD", "STATE_MISMATCH")
-        assert accepted_by_recipient(smtp_server) == dict.fromkeys(EMAILS, n)
+        assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, n)
         assert row(pub, week)["status"] == "sent"
 
 
