@@ -23,7 +23,10 @@ from .env import Env
 from .harness import Result, Settings, Team, compare_sync
 
 ROWS = 64
-TARGET = 5.0
+# library / django-fsm-2 >= CEILING_SHARE x (hand-written UPDATE / django-fsm-2): a one-row
+# loop cannot beat the statement it sends, and both sides pay one commit per move; the old
+# "5x" goal belongs to set-based moves (bench/bulk.py)
+CEILING_SHARE = 0.90
 
 
 def _setup_django(dsn: str) -> Any:
@@ -122,8 +125,11 @@ def run(env: Env, settings: Settings, report: Callable[[Result], None]) -> None:
     detail["note"] = (f"ratio = library / django-fsm-2; hand-written UPDATE / django-fsm-2 = "
                       f"{hand_detail['median_round_ratio']:.2f} in the same run; "
                       f"django rows moved {versions} times")
-    report(Result("django_fsm2", "postgresql", "sync", 1, lib_s, dj_s, f">= {TARGET:.1f}",
-                  TARGET, detail=detail))
+    # the target (issue 10): judged against the ceiling measured in the same run
+    threshold = CEILING_SHARE * hand_detail["median_round_ratio"]
+    report(Result("django_fsm2", "postgresql", "sync", 1, lib_s, dj_s,
+                  f">= {threshold:.2f} ({CEILING_SHARE:.2f} x hand-written)", threshold,
+                  detail=detail))
 
 
 class _MainThread(Team):

@@ -44,6 +44,7 @@ from .errors import (
     InvariantViolation,
     ValidationError,
 )
+from .lanes import Lane, LaneCall, row_key
 from .machine import Edge
 from .outbox import EVENT_READ_COLUMNS
 from .results import (
@@ -90,6 +91,7 @@ class PlainMove(NamedTuple):
     static: dict[str, Any]  # the values the plans name but the key, now, owner, fence...
     edge: Edge | None  # a leased edge being finalized
     plan_from: Callable[[str], CasPlan] | None  # several from-states: each one's own plan
+    lanes: dict[str, Lane]  # from-state -> its lane (:mod:`rowstate.lanes`); {}: none
 
 
 class ActiveLease(NamedTuple):
@@ -157,6 +159,7 @@ class CoreBase:
         # id(several-state plan) -> its one-state plans (plans live as long as the core)
         self._single_plans: dict[int, dict[str, CasPlan]] = {}
         self._plain_moves: dict[tuple[Any, ...], PlainMove] = {}
+        self._direct_lanes: dict[tuple[str, Any], Lane | None] = {}
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
         self._edge_names: dict[tuple[str, str], str] = {}
@@ -340,7 +343,9 @@ class CoreBase:
                        dict(zip(cols, new, strict=True)) if new else None, event_id, before[n])
 
     def _cas_guessing(self, plan: CasPlan, plan_from: Callable[[str], CasPlan],
-                      froms: tuple[str, ...], values: dict[str, Any]) -> Op[tuple[Outcome, str]]:
+                      froms: tuple[str, ...], values: dict[str, Any],
+                      missed: tuple[str, Outcome] | None = None,
+                      ) -> Op[tuple[Outcome, str]]:
         """A move from one of several states, written as the fast single-state CAS from the
         likeliest one (the state this move last left; else the first listed).
 
@@ -350,10 +355,15 @@ class CoreBase:
         under a lock (PostgreSQL) or in one transaction (SQLite) and so always settles.
         Every attempt is a complete compare-and-set, so a wrong guess costs round trips,
         never correctness; the state left is the one the applied write was conditioned on.
+        ``missed``: the first guess was already written (by a lane) and refused, and this
+        is the state it guessed and the row read after it.
         """
         guess = self._last_from.get(id(plan), froms[0])
-        for _ in range(2):
-            out = yield from self._cas(plan_from(guess), values)
+        for attempt in range(2):
+            if attempt == 0 and missed is not None:
+                guess, out = missed
+            else:
+                out = yield from self._cas(plan_from(guess), values)
             if out.new is not None:
                 self._last_from[id(plan)] = guess
                 return out, guess
@@ -487,6 +497,25 @@ class CoreBase:
         froms = self._froms(to, from_)
         return self._transition(key, to, froms, owner, payload, guards, data, None, None)
 
+    def transition_lane(self, key: object, to: str, from_: Iterable[str] | str | None,
+                        owner: object) -> LaneCall | None:
+        """A plain move's lane call (the front ends run it without a generator,
+        :func:`rowstate.drive.drive_lane`), or None: use :meth:`transition`. The same
+        checks as :meth:`transition`, in the same order, before any I/O."""
+        if owner is None:  # the commonest call: a key, a target, perhaps one from-state
+            try:
+                lane = self._direct_lanes[(to, from_)]
+            except (KeyError, TypeError):  # not seen yet, or an unhashable from_
+                lane = self._direct_lane(to, from_)
+            if lane is not None:
+                return lane.call(self.b.key_values(key), None, None)
+        if from_ is None or type(from_) is str or type(from_) is tuple:
+            owner = self._owner(owner)
+            move = self._plain_move(to, from_, None, owner is not None)
+            if move is not None and move.lanes:
+                return self._lane_call(key, move, owner, None)
+        return None
+
     def _transition(self, key: object, to: str, froms: tuple[str, ...], owner: object,
                     payload: Mapping[str, Any] | None, guards: GuardSpec | None, data: Any,
                     edge: Edge | None, fence: Any,
@@ -525,21 +554,23 @@ class CoreBase:
     def _write_move(self, kv: tuple[Any, ...], values: dict[str, Any], plan: CasPlan,
                     plan_from: Callable[[str], CasPlan] | None, froms: tuple[str, ...],
                     to: str, edge: Edge | None, fence: Any, owner: Any,
-                    data: Any) -> Op[TransitionResult]:
+                    data: Any, missed: tuple[str, Outcome] | None = None,
+                    ) -> Op[TransitionResult]:
         """A move's write and its verdict, shared by plain moves and the general path:
         ``values`` hold all but the fence and the event row's key and owner."""
         leased = edge is not None and edge.lease
         if leased:
             values["fence"] = fence
         if self._event_table:
-            values["row_key"] = json.dumps(list(kv))
+            values["row_key"] = row_key(kv)
             if owner is not None:
                 values["ev_owner"] = str(owner)
         if plan_from is None:
             out = yield from self._cas(plan, values)
             previous = froms[0] if out.cur is None else self._state_left(out, froms[0])
         else:
-            out, previous = yield from self._cas_guessing(plan, plan_from, froms, values)
+            out, previous = yield from self._cas_guessing(plan, plan_from, froms, values,
+                                                          missed)
         if out.new is None:
             return self._refused(plan, out, values, edge)
         name = edge.name if edge is not None else self._edge_name(previous, to)
@@ -586,14 +617,69 @@ class CoreBase:
             static.pop("owner", None)
             if self._event_table:  # the event row's constant columns
                 static.update(to=to, ev_owner=None, ev_data=None)
-            move = PlainMove(to, froms, plan, static, edge, plan_from)
+            move = PlainMove(to, froms, plan, static, edge, plan_from, {})
+            lanes = {s: Lane.build(self, move, plan_from(s) if plan_from else plan, s)
+                     for s in froms} if plan_from or len(froms) == 1 else {}
+            if all(lanes.values()):  # every from-state has one, or the move has none
+                move.lanes.update(lanes)  # type: ignore[arg-type]
             self._plain_moves[memo] = move
         return move
+
+    def _direct_lane(self, to: str, from_: Iterable[str] | str | None) -> Lane | None:
+        """The lane of a one-state move without an owner, remembered per (to, from_)."""
+        if not (from_ is None or type(from_) is str or type(from_) is tuple):
+            return None
+        move = self._plain_move(to, from_, None, False)
+        if move is None:  # an unhashable state inside from_: the general path checks it
+            return None
+        lane = move.lanes.get(move.froms[0]) if len(move.froms) == 1 else None
+        self._direct_lanes[(to, from_)] = lane
+        return lane
+
+    def _lane_call(self, key: object, move: PlainMove, owner: Any, fence: Any) -> LaneCall:
+        """The lane of the state a several-state move likely leaves (see _cas_guessing)."""
+        kv = self.b.key_values(key)
+        src = move.froms[0] if len(move.froms) == 1 else self._last_from.get(
+            id(move.plan), move.froms[0])
+        return move.lanes[src].call(kv, owner, fence)
+
+    def _lane_op(self, call: LaneCall) -> Op[TransitionResult]:
+        """A lane call inside an operation (a finalize in run())."""
+        try:
+            rows = yield call.batch
+        except InvariantViolation:
+            return (yield from self._lane_refused(call, invariant=True))
+        result = call.lane.applied(call, rows)
+        if result is None:
+            result = yield from self._lane_refused(call, invariant=False)
+        return result
+
+    def _lane_refused(self, call: LaneCall, invariant: bool) -> Op[TransitionResult]:
+        """A lane's write was refused: the general path's explanation, from the row read
+        after it. A several-state move whose guess missed goes on guessing from that row
+        (see _cas_guessing), as the general path would have."""
+        move = call.lane.move
+        kv, values = self.values(call.kv)
+        values.update(move.static)
+        if call.owner is not None:
+            values["owner"] = call.owner
+        if move.edge is not None and move.edge.lease:
+            values["fence"] = call.fence
+        out = yield from self._read_refused(values)
+        if invariant:
+            out = out._replace(invariant=True)
+        if len(move.froms) == 1:
+            return self._refused(call.lane.plan, out, values, move.edge)
+        return (yield from self._write_move(kv, values, move.plan, move.plan_from, move.froms,
+                                            move.to, move.edge, call.fence, call.owner, None,
+                                            (call.lane.src, out)))
 
     def _plain_transition(self, key: object, move: PlainMove, owner: Any,
                           fence: Any) -> Op[TransitionResult]:
         """Not a generator itself (one frame less per round trip): the key is checked here,
         before the write's generator is returned, so a bad key still raises before I/O."""
+        if move.lanes:
+            return self._lane_op(self._lane_call(key, move, owner, fence))
         kv, values = self.values(key)
         values.update(move.static)
         if owner is not None:  # checked by the caller, before compiling the move

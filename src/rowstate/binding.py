@@ -169,6 +169,7 @@ class Binding:
     key_kinds: tuple[str, ...] = field(init=False, repr=False, compare=False)
     # one key column that takes text as given (the hottest path of key_values)
     _one_text_key: bool = field(init=False, repr=False, compare=False)
+    _one_int_key: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -213,6 +214,7 @@ class Binding:
         set_(self, "key_kinds", tuple(_key_kind(self.column_types.get(k, "TEXT"))
                                       for k in self.key))
         set_(self, "_one_text_key", len(self.key) == 1 and self.key_kinds[0] != "int")
+        set_(self, "_one_int_key", len(self.key) == 1 and self.key_kinds[0] == "int")
         derived = None
         if self.derived:
             for old, new in self.derived.mapping.items():
@@ -326,12 +328,16 @@ class Binding:
         """
         kind = type(key)
         if kind is str and self._one_text_key:  # the hottest path: one text key, as given
-            text = cast(str, key)
+            text: str = key  # type: ignore[assignment]  # (no cast(): a call per key)
             if len(text) > MAX_TEXT or "\x00" in text or (
                     not text.isascii() and _surrogates(text)):
                 raise ValidationError(
                     f"{self.table}: key string too long, holding NUL or not UTF-8")
             return (text,)
+        if kind is int and self._one_int_key:  # one integer key, as given
+            if not INT64_MIN <= key <= INT64_MAX:  # type: ignore[operator]
+                raise ValidationError(f"{self.table}: key integer out of 64-bit range")
+            return (key,)
         if kind is str or kind is int:  # the hot path: a scalar key
             values: tuple[Any, ...] = (key,)
         elif kind is tuple:

@@ -38,8 +38,8 @@ def canonical_time(at: datetime) -> str:
     """The one text form SQLite stores: UTC, millisecond precision, ``Z`` suffix."""
     if at.tzinfo is None:
         raise ValidationError("times must be timezone-aware")
-    at = at.astimezone(UTC)
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+    # isoformat: C, four-digit years (strftime's %Y drops the zeros of years before 1000)
+    return at.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 class _StoreNow:

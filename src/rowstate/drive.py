@@ -12,8 +12,10 @@ import inspect
 from typing import Any, Protocol, TypeVar
 
 from .compiler import Batch
-from .core import Call, Op
-from .errors import UsageError
+from .core import Call, Core, Op
+from .errors import InvariantViolation, UsageError
+from .lanes import LaneCall
+from .results import TransitionResult
 
 R = TypeVar("R")
 
@@ -45,6 +47,30 @@ def drive(store: SyncRunner, op: Op[R]) -> R:
                 step = op.send(got)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+def drive_lane(store: SyncRunner, core: Core, call: LaneCall) -> TransitionResult:
+    """A plain move's one statement (:mod:`rowstate.lanes`); a refusal is explained by
+    the general path."""
+    try:
+        rows = store.run(call.batch)
+    except InvariantViolation:
+        return drive(store, core._lane_refused(call, invariant=True))
+    result = call.lane.applied(call, rows)
+    if result is None:
+        return drive(store, core._lane_refused(call, invariant=False))
+    return result
+
+
+async def adrive_lane(store: AsyncRunner, core: Core, call: LaneCall) -> TransitionResult:
+    try:
+        rows = await store.run(call.batch)
+    except InvariantViolation:
+        return await adrive(store, core._lane_refused(call, invariant=True))
+    result = call.lane.applied(call, rows)
+    if result is None:
+        return await adrive(store, core._lane_refused(call, invariant=False))
+    return result
 
 
 def _discard(awaitable: object) -> None:

@@ -12,12 +12,14 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from inspect import CO_COROUTINE
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .binding import Binding, GuardSpec
 from .core import ActiveLease, Core, Op
 from .dialects import Dialect, Postgres, SQLite
-from .drive import adrive, drive
+from .drive import adrive, adrive_lane, drive, drive_lane
 from .errors import UsageError
 from .results import (
     BulkResult,
@@ -40,6 +42,14 @@ if TYPE_CHECKING:  # types only: importing the front ends loads no driver
 log = logging.getLogger("rowstate")
 Publisher = Callable[[Event], Any]
 R = TypeVar("R")
+
+
+def _async_function(fn: object) -> bool:
+    """``inspect.iscoroutinefunction``, with a plain function's flag read directly (the
+    inspect call unwraps partials and methods first: a microsecond per run())."""
+    if type(fn) is FunctionType:
+        return bool(fn.__code__.co_flags & CO_COROUTINE)
+    return inspect.iscoroutinefunction(fn)
 
 
 def _dialect(name: str, clock: Callable[[], datetime] | None) -> Dialect:
@@ -102,8 +112,13 @@ class Lifecycle(_Base):
     def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
                    owner: object = None, payload: Mapping[str, Any] | None = None,
                    guards: GuardSpec | None = None, data: Any = None) -> TransitionResult:
-        result = drive(self.store, self.core.transition(
-            key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
+        call = (self.core.transition_lane(key, to, from_, owner)
+                if payload is None and guards is None and data is None else None)
+        if call is not None:
+            result = drive_lane(self.store, self.core, call)
+        else:
+            result = drive(self.store, self.core.transition(
+                key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
         if self.publishers:  # no coroutine or call per write without one
             self._published(result.event)
         return result
@@ -136,7 +151,7 @@ class Lifecycle(_Base):
             holder: str | None = None, owner: object = None,
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
             data: Any = None) -> RunResult:
-        if inspect.iscoroutinefunction(act):
+        if _async_function(act):
             raise UsageError("an async act needs AsyncLifecycle.run")
         result = drive(self.store, self.core.run(key, edge, act, holder=holder, owner=owner,
                                                  payload=payload, guards=guards, data=data))
@@ -262,8 +277,13 @@ class AsyncLifecycle(_Base):
                          payload: Mapping[str, Any] | None = None,
                          guards: GuardSpec | None = None, data: Any = None,
                          ) -> TransitionResult:
-        result = await adrive(self.store, self.core.transition(
-            key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
+        call = (self.core.transition_lane(key, to, from_, owner)
+                if payload is None and guards is None and data is None else None)
+        if call is not None:
+            result = await adrive_lane(self.store, self.core, call)
+        else:
+            result = await adrive(self.store, self.core.transition(
+                key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result

@@ -110,7 +110,18 @@ class SQLiteStore(StatementCounter):
         if self._shared is not None:
             with self._guard:
                 return self._run(self._shared, batch)
-        return self._run(self._threads.get(), batch)
+        conn = getattr(self._threads._local, "conn", None) or self._threads.get()
+        statements = batch.statements
+        if len(statements) == 1 and not batch.transaction:  # most calls: one statement
+            sql, params = statements[0]
+            try:
+                rows = conn.execute(sql, _with_now(params) if STORE_NOW in params
+                                    else params).fetchall()
+            except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
+                raise _sqlite_error(exc) from exc
+            self.statements += 1
+            return [rows]
+        return self._run(conn, batch)
 
     @contextlib.contextmanager
     def unit_connection(self, *, dedicated: bool = False) -> Iterator[sqlite3.Connection]:

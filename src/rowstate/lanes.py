@@ -1,0 +1,157 @@
+"""Lanes: a plain move's one statement, bound and judged without a generator.
+
+Most calls name only a key, a target, the one state they expect the row in and perhaps an
+owner (a leased edge's finalize: the key and the fence). Such a move is the hand-written
+``UPDATE ... RETURNING`` (on PostgreSQL with its event row, the hand-written CTE), and all
+its parameters but a handful are constants of the move. A :class:`Lane` holds that
+statement with its constants already in place, so a call costs a key check, one list copy
+with the key (and owner, fence, clock) written in, the round trip and the result.
+
+The front ends run a lane without driving a generator (:func:`rowstate.drive.drive_lane`):
+at SQLite's 12 us per statement, the generator frames, the batch and the values dict of
+the general path are a fifth of a call. A refused or failed lane falls back to the general
+path's explanation (:meth:`CoreBase._lane_refused`): the lane only answers "applied", so it
+cannot disagree with the explained path on a refusal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .compiler import Batch, CasPlan
+from .conditions import Const, Slot
+from .results import Event, TransitionResult
+
+if TYPE_CHECKING:
+    from .base import CoreBase, PlainMove
+
+# what a dynamic parameter of a lane reads (a key column's index is >= 0)
+_NOW, _OWNER, _FENCE, _ROW_KEY, _EV_OWNER = -1, -2, -3, -4, -5
+_DYNAMIC = {"now": _NOW, "owner": _OWNER, "fence": _FENCE, "row_key": _ROW_KEY,
+            "ev_owner": _EV_OWNER}
+
+
+class LaneCall(NamedTuple):
+    """One call on a lane: what the general path needs to explain a refusal."""
+
+    lane: Lane
+    kv: tuple[Any, ...]
+    owner: Any
+    fence: Any
+    batch: Batch
+
+
+class Lane:
+    """A plain move from one state, compiled to its statement and parameter template."""
+
+    __slots__ = (
+        "clock",
+        "columns",
+        "dynamic",
+        "edge_name",
+        "machine",
+        "move",
+        "ncols",
+        "now_value",
+        "plan",
+        "sql",
+        "src",
+        "template",
+        "to",
+        "version",
+    )
+
+    def __init__(self, core: CoreBase, move: PlainMove, plan: CasPlan, src: str,
+                 template: list[Any], dynamic: tuple[tuple[int, int], ...]) -> None:
+        self.move = move
+        self.plan = plan
+        self.src = src
+        self.to = move.to
+        self.edge_name = move.edge.name if move.edge is not None else core._edge_name(
+            src, move.to)
+        self.sql = plan.main.sql
+        self.template = template
+        self.dynamic = dynamic
+        self.columns = core.columns
+        self.ncols = len(core.columns)
+        self.version = core.b.version
+        self.machine = core.m.name
+        self.now_value: Callable[[], Any] = core._now_value
+        self.clock: Callable[[], datetime] | None = core.clock
+
+    @classmethod
+    def build(cls, core: CoreBase, move: PlainMove, plan: CasPlan, src: str) -> Lane | None:
+        """The lane of ``plan`` (a one-state move), or None when its statement is not the
+        one-statement fast CAS or names a value a lane does not fill (the general path)."""
+        if not plan.fast or any(isinstance(p, Slot) and p.json for p in plan.main.params):
+            return None
+        template: list[Any] = []
+        dynamic: list[tuple[int, int]] = []
+        for pos, p in enumerate(plan.main.params):
+            if isinstance(p, Const):
+                template.append(p.value)
+            elif p.name in _DYNAMIC:  # before the constants: ev_owner's is a default
+                template.append(None)
+                dynamic.append((pos, _DYNAMIC[p.name]))
+            elif p.name in move.static:
+                template.append(move.static[p.name])
+            elif p.name.startswith("k") and p.name[1:].isdigit():
+                template.append(None)
+                dynamic.append((pos, int(p.name[1:])))
+            else:
+                return None
+        return cls(core, move, plan, src, template, tuple(dynamic))
+
+    def call(self, kv: tuple[Any, ...], owner: Any, fence: Any) -> LaneCall:
+        params = self.template.copy()
+        for pos, what in self.dynamic:
+            if what >= 0:
+                params[pos] = kv[what]
+            elif what == _NOW:
+                params[pos] = self.now_value()
+            elif what == _OWNER:
+                params[pos] = owner
+            elif what == _FENCE:
+                params[pos] = fence
+            elif what == _ROW_KEY:
+                params[pos] = row_key(kv)
+            else:
+                params[pos] = None if owner is None else str(owner)
+        # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per call
+        return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (((self.sql, params),),
+                                                                   False))))
+
+    def applied(self, call: LaneCall, rows: list[list[tuple[Any, ...]]],
+                ) -> TransitionResult | None:
+        """The result of an applied write; None when the write was refused."""
+        got = rows[0]
+        if not got:
+            return None
+        row = got[0]
+        n = self.ncols
+        if len(row) == n:
+            new = dict(zip(self.columns, row, strict=False))
+            event_id = None
+        else:
+            new = dict(zip(self.columns, row[:n], strict=True))
+            event_id = row[n]
+        owner = call.owner
+        clock = self.clock
+        event = _new(Event, (self.machine, call.kv, self.edge_name, self.src, self.to,
+                             None if owner is None else str(owner), None,
+                             new.get(self.version) if self.version else None,
+                             datetime.now(UTC) if clock is None else clock(), event_id, None))
+        return _new(TransitionResult, (True, None, (), self.src, self.to, new, event))
+
+
+_new = tuple.__new__
+
+
+def row_key(kv: tuple[Any, ...]) -> str:
+    """The event row's key: the key's JSON text (one int key without the encoder)."""
+    if len(kv) == 1 and type(kv[0]) is int:
+        return f"[{kv[0]}]"
+    return json.dumps(list(kv))

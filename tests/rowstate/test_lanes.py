@@ -1,0 +1,128 @@
+"""Lanes (rowstate.lanes) against the general path: the same moves, the same answers.
+
+A plain move (a key, a target, from-states, perhaps an owner) runs on its lane; the same
+move with ``payload={}`` takes the general path (values dict, generator, explained CAS).
+Two rows get the same random history, one through each, on every backend: every result
+(applied or refused, reasons, states, the row as written, the event) must match, with and
+without an events table. Refusals cover STATE_MISMATCH, RECORD_NOT_FOUND, NOT_OWNER, a
+several-state move whose guess misses, and a leased edge's finalize inside run().
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine_fixtures import JOBS, Backend, Clock, on
+from rowstate import ActiveLease, Binding, RowstateError
+
+JOBS_EV = dataclasses.replace(JOBS, table="jobs_lanes_ev", events="jobs_lanes_ev_events")
+JOBS_PLAIN = dataclasses.replace(JOBS, table="jobs_lanes", events=None)
+STATES = ("NEW", "READY", "RUNNING", "DONE", "FAILED")
+TARGETS = ("READY", "DONE", "FAILED")  # the pure targets (RUNNING is leased)
+FROMS: tuple[Any, ...] = (None, "NEW", "READY", "RUNNING", "FAILED", ("READY", "RUNNING"),
+                          ("RUNNING", "READY"))
+_ids = itertools.count()
+
+move = st.tuples(st.sampled_from(TARGETS), st.sampled_from(FROMS),
+                 st.sampled_from((None, "alice", "bob")), st.booleans())
+history = st.lists(move, min_size=1, max_size=12)
+
+# columns that differ between the twin rows by construction
+_OWN = ("id", "finished_at")
+
+
+def _answer(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """The result, or the error a move the machine lacks raises (before any I/O)."""
+    try:
+        return call(*args, **kwargs)
+    except RowstateError as exc:
+        return exc
+
+
+def _same(result: Any) -> tuple[Any, ...]:
+    if isinstance(result, Exception):
+        return (type(result), str(result))
+    row = None if result.row is None else {k: v for k, v in result.row.items()
+                                           if k not in _OWN}
+    event = None
+    if result.event is not None:
+        e = result.event
+        event = (e.machine, e.edge, e.from_state, e.to_state, e.owner, e.data, e.version,
+                 e.id is None)
+    return (result.applied, result.reason, tuple(result.reasons), result.previous,
+            result.state, row, event)
+
+
+def _twins(backend: Backend, binding: Binding, owner: str | None) -> tuple[Any, str, str]:
+    lc = backend.make(binding)
+    n = next(_ids)
+    lane_key, general_key = f"lane-{n}", f"general-{n}"
+    for key in (lane_key, general_key):
+        backend.seed(binding, id=key, state="NEW", owner=owner)
+    return lc, lane_key, general_key
+
+
+@on()
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(moves=history, events=st.booleans(), row_owner=st.sampled_from((None, "alice")))
+def test_a_lane_answers_as_the_general_path(backend: Backend, moves: list[Any],
+                                            events: bool, row_owner: str | None) -> None:
+    lc, lane_key, general_key = _twins(backend, JOBS_EV if events else JOBS_PLAIN,
+                                       row_owner)
+    for to, from_, owner, missing in moves:
+        keys = ("nobody", "nobody") if missing else (lane_key, general_key)
+        on_lane = _answer(lc.transition, keys[0], to, from_=from_, owner=owner)
+        general = _answer(lc.transition, keys[1], to, from_=from_, owner=owner, payload={})
+        assert _same(on_lane) == _same(general), (to, from_, owner)
+        if isinstance(on_lane, Exception) or not on_lane.applied or missing:
+            continue
+        assert on_lane.event is not None and on_lane.event.key == (lane_key,)
+    assert lc.get(lane_key)["version"] == lc.get(general_key)["version"]
+    if events:
+        lane_edges = [(e.edge, e.from_state, e.to_state) for e in lc.history(lane_key)]
+        general_edges = [(e.edge, e.from_state, e.to_state) for e in lc.history(general_key)]
+        assert lane_edges == general_edges
+
+
+@on()
+def test_a_guess_that_misses_settles_from_the_row_it_read(backend: Backend) -> None:
+    """READY|RUNNING -> FAILED is guessed from the state it last left; a row in the other
+    state costs the refused guess and the read, then lands from the state the read saw."""
+    lc, key, other = _twins(backend, JOBS_PLAIN, None)
+    assert lc.transition(key, "READY", from_="NEW").applied
+    assert lc.transition(key, "FAILED", from_=("READY", "RUNNING")).applied  # guess: READY
+    assert lc.transition(other, "READY", from_="NEW").applied
+
+    def to_running(lease: ActiveLease) -> None:
+        return None
+
+    assert lc.run(other, "start", to_running).applied
+    before = backend.statements
+    moved = lc.transition(other, "FAILED", from_=("READY", "RUNNING"))
+    assert (moved.applied, moved.previous, moved.state) == (True, "RUNNING", "FAILED")
+    assert moved.event is not None and moved.event.edge == "crash"
+    assert backend.statements - before == 3  # the missed guess, the read, the write
+
+
+@on()
+def test_a_finalize_on_its_lane_is_fenced(backend: Backend) -> None:
+    """A finalize is a lane: a zombie's finalize (its lease taken over) is refused as
+    LEASE_LOST, and the second holder's lands."""
+    clock = Clock()
+    lc = backend.make(JOBS_PLAIN, clock=clock)  # lease ttl: 60 s
+    key = f"fenced-{next(_ids)}"
+    backend.seed(JOBS_PLAIN, id=key, state="READY")
+    first = lc.claim(key, "start", holder="zombie")
+    clock.advance(61)
+    second = lc.claim(key, "start", holder="second")
+    assert second.claimed and second.token != first.token
+    zombie = lc.finalize(key, first)
+    assert (zombie.applied, zombie.reason) == (False, "LEASE_LOST")
+    landed = lc.finalize(key, second)
+    assert (landed.applied, landed.previous, landed.state) == (True, "READY", "RUNNING")
