@@ -387,9 +387,12 @@ class CoreBase:
     def _read_refused(self, values: dict[str, Any]) -> Op[Outcome]:
         """The row as it is now, read after a refused write to explain the refusal."""
         read = yield Batch((self._read.bind(self.d, values),))
-        if not read[0]:
+        return self._outcome_of_read(read[0])
+
+    def _outcome_of_read(self, rows: list[tuple[Any, ...]]) -> Outcome:
+        if not rows:
             return Outcome(None, None, None, None)
-        row = read[0][0]
+        row = rows[0]
         n = len(self.columns)
         return Outcome(dict(zip(self.columns, row[:n], strict=True)), None, None, row[n])
 
@@ -410,6 +413,10 @@ class CoreBase:
         if out.cur is None:
             return Reason.RECORD_NOT_FOUND, (Reason.RECORD_NOT_FOUND,), None
         state = self.state_of(out.cur)
+        if len(checks) == 1 and checks[0].category == Reason.STATE_MISMATCH:
+            # a move checked for its state only: the row is in another state, or it
+            # changed between the refused write and this read; both say STATE_MISMATCH
+            return Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,), state
         bad = failing(checks, RowView(out.cur, values, self._now(out.now), self.d.parse_time,
                                       self.d.load_json))
         if not bad:
@@ -649,12 +656,14 @@ class CoreBase:
             rows = yield call.batch
         except InvariantViolation:
             return (yield from self._lane_refused(call, invariant=True))
-        result = call.lane.applied(call, rows)
+        result = call.lane.applied(call, rows) or call.lane.refused(rows)
         if result is None:
-            result = yield from self._lane_refused(call, invariant=False)
+            result = yield from self._lane_refused(call, False, rows)
         return result
 
-    def _lane_refused(self, call: LaneCall, invariant: bool) -> Op[TransitionResult]:
+    def _lane_refused(self, call: LaneCall, invariant: bool,
+                      rows: list[list[tuple[Any, ...]]] | None = None,
+                      ) -> Op[TransitionResult]:
         """A lane's write was refused: the general path's explanation, from the row read
         after it. A several-state move whose guess missed goes on guessing from that row
         (see _cas_guessing), as the general path would have."""
@@ -665,7 +674,10 @@ class CoreBase:
             values["owner"] = call.owner
         if move.edge is not None and move.edge.lease:
             values["fence"] = call.fence
-        out = yield from self._read_refused(values)
+        if rows is not None and len(rows) > 1:  # the read sent with the write
+            out = self._outcome_of_read(rows[1])
+        else:
+            out = yield from self._read_refused(values)
         if invariant:
             out = out._replace(invariant=True)
         if len(move.froms) == 1:

@@ -80,6 +80,10 @@ class Batch(NamedTuple):
 
     statements: tuple[tuple[str, Sequence[Any]], ...]
     transaction: bool = False
+    # run after the last statement when it returned no rows, on the same connection (a
+    # lane's refused write and the read explaining it: one checkout, one store call);
+    # its rows are appended to the batch's
+    otherwise: tuple[str, Sequence[Any]] | None = None
 
 
 Set = tuple[str, str, tuple[Value, ...]]  # column, SQL expression, its parameters
@@ -317,12 +321,13 @@ class Compiler:
 
     # -- simple statements -------------------------------------------------------------
 
-    def read(self) -> Statement:
+    def read(self, *, clock: bool = True) -> Statement:
+        """The row by its key, and (``clock``) the database's time to judge it by."""
         out = SqlOut()
-        now = self.d.now(out)
+        now = f", {self.d.now(out)}" if clock else ""
         where = self.key_where(None, out)
         return Statement(
-            f"SELECT {self.cols(None)}, {now} FROM {self.table} WHERE {where}",
+            f"SELECT {self.cols(None)}{now} FROM {self.table} WHERE {where}",
             tuple(out.params),
         )
 

@@ -56,9 +56,9 @@ def drive_lane(store: SyncRunner, core: Core, call: LaneCall) -> TransitionResul
         rows = store.run(call.batch)
     except InvariantViolation:
         return drive(store, core._lane_refused(call, invariant=True))
-    result = call.lane.applied(call, rows)
+    result = call.lane.applied(call, rows) or call.lane.refused(rows)
     if result is None:
-        return drive(store, core._lane_refused(call, invariant=False))
+        return drive(store, core._lane_refused(call, False, rows))
     return result
 
 
@@ -67,9 +67,9 @@ async def adrive_lane(store: AsyncRunner, core: Core, call: LaneCall) -> Transit
         rows = await store.run(call.batch)
     except InvariantViolation:
         return await adrive(store, core._lane_refused(call, invariant=True))
-    result = call.lane.applied(call, rows)
+    result = call.lane.applied(call, rows) or call.lane.refused(rows)
     if result is None:
-        return await adrive(store, core._lane_refused(call, invariant=False))
+        return await adrive(store, core._lane_refused(call, False, rows))
     return result
 
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .compiler import Batch, CasPlan
-from .conditions import Const, Slot
-from .results import Event, TransitionResult
+from .compiler import Batch, CasPlan, Statement
+from .conditions import Const
+from .results import Event, Reason, TransitionResult
 
 if TYPE_CHECKING:
     from .base import CoreBase, PlainMove
@@ -57,15 +57,22 @@ class Lane:
         "ncols",
         "now_value",
         "plan",
+        "read_dynamic",
+        "read_sql",
+        "read_template",
         "sql",
         "src",
+        "state_of",
+        "state_only",
         "template",
         "to",
         "version",
     )
 
     def __init__(self, core: CoreBase, move: PlainMove, plan: CasPlan, src: str,
-                 template: list[Any], dynamic: tuple[tuple[int, int], ...]) -> None:
+                 template: list[Any], dynamic: tuple[tuple[int, int], ...],
+                 read: tuple[str, list[Any], tuple[tuple[int, int], ...]],
+                 state_only: bool) -> None:
         self.move = move
         self.plan = plan
         self.src = src
@@ -75,6 +82,10 @@ class Lane:
         self.sql = plan.main.sql
         self.template = template
         self.dynamic = dynamic
+        # the read that explains a refusal, sent with the write (Batch.otherwise)
+        self.read_sql, self.read_template, self.read_dynamic = read
+        self.state_only = state_only
+        self.state_of: Callable[[Any], str | None] = core.state_of
         self.columns = core.columns
         self.ncols = len(core.columns)
         self.version = core.b.version
@@ -86,28 +97,29 @@ class Lane:
     def build(cls, core: CoreBase, move: PlainMove, plan: CasPlan, src: str) -> Lane | None:
         """The lane of ``plan`` (a one-state move), or None when its statement is not the
         one-statement fast CAS or names a value a lane does not fill (the general path)."""
-        if not plan.fast or any(isinstance(p, Slot) and p.json for p in plan.main.params):
+        if not plan.fast:
             return None
-        template: list[Any] = []
-        dynamic: list[tuple[int, int]] = []
-        for pos, p in enumerate(plan.main.params):
-            if isinstance(p, Const):
-                template.append(p.value)
-            elif p.name in _DYNAMIC:  # before the constants: ev_owner's is a default
-                template.append(None)
-                dynamic.append((pos, _DYNAMIC[p.name]))
-            elif p.name in move.static:
-                template.append(move.static[p.name])
-            elif p.name.startswith("k") and p.name[1:].isdigit():
-                template.append(None)
-                dynamic.append((pos, int(p.name[1:])))
-            else:
-                return None
-        return cls(core, move, plan, src, template, tuple(dynamic))
+        write = _template(plan.main, move.static)
+        # a move checked for its state only is explained without a clock (see refused)
+        state_only = (len(plan.checks) == 1 and len(move.froms) == 1
+                      and plan.checks[0].category == Reason.STATE_MISMATCH)
+        reader = core.c.read(clock=False) if state_only else core._read
+        read = _template(reader, {})
+        if write is None or read is None:
+            return None
+        return cls(core, move, plan, src, *write, (reader.sql, *read), state_only)
 
     def call(self, kv: tuple[Any, ...], owner: Any, fence: Any) -> LaneCall:
-        params = self.template.copy()
-        for pos, what in self.dynamic:
+        params = self._params(self.template, self.dynamic, kv, owner, fence)
+        read = self._params(self.read_template, self.read_dynamic, kv, owner, fence)
+        # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per call
+        return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (
+            ((self.sql, params),), False, (self.read_sql, read)))))
+
+    def _params(self, template: list[Any], dynamic: tuple[tuple[int, int], ...],
+                kv: tuple[Any, ...], owner: Any, fence: Any) -> list[Any]:
+        params = template.copy()
+        for pos, what in dynamic:
             if what >= 0:
                 params[pos] = kv[what]
             elif what == _NOW:
@@ -120,9 +132,7 @@ class Lane:
                 params[pos] = row_key(kv)
             else:
                 params[pos] = None if owner is None else str(owner)
-        # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per call
-        return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (((self.sql, params),),
-                                                                   False))))
+        return params
 
     def applied(self, call: LaneCall, rows: list[list[tuple[Any, ...]]],
                 ) -> TransitionResult | None:
@@ -146,8 +156,48 @@ class Lane:
                              datetime.now(UTC) if clock is None else clock(), event_id, None))
         return _new(TransitionResult, (True, None, (), self.src, self.to, new, event))
 
+    def refused(self, rows: list[list[tuple[Any, ...]]]) -> TransitionResult | None:
+        """A refusal of a move checked for its state only, from the read sent with the
+        write: no row is RECORD_NOT_FOUND; a row is STATE_MISMATCH, in the state it is in
+        now (another state, or it changed between the write and the read), as the general
+        path explains it. None: any other lane takes the general path."""
+        if not self.state_only or len(rows) < 2:
+            return None
+        if not rows[1]:
+            return _new(TransitionResult, (False, Reason.RECORD_NOT_FOUND,
+                                           (Reason.RECORD_NOT_FOUND,), None, None, None, None))
+        cur = dict(zip(self.columns, rows[1][0], strict=True))
+        state = self.state_of(cur)
+        return _new(TransitionResult, (False, Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,),
+                                       state, state, cur, None))
+
 
 _new = tuple.__new__
+
+
+def _template(stmt: Statement, static: dict[str, Any],
+              ) -> tuple[list[Any], tuple[tuple[int, int], ...]] | None:
+    """A statement's parameters with its constants in place, and where each call's own
+    values go; None when it names a value a lane does not fill (or a JSON slot, which the
+    dialects adapt): the general path."""
+    template: list[Any] = []
+    dynamic: list[tuple[int, int]] = []
+    for pos, p in enumerate(stmt.params):
+        if isinstance(p, Const):
+            template.append(p.value)
+        elif p.json:
+            return None
+        elif p.name in _DYNAMIC:  # before the constants: ev_owner's is a default
+            template.append(None)
+            dynamic.append((pos, _DYNAMIC[p.name]))
+        elif p.name in static:
+            template.append(static[p.name])
+        elif p.name.startswith("k") and p.name[1:].isdigit():
+            template.append(None)
+            dynamic.append((pos, int(p.name[1:])))
+        else:
+            return None
+    return template, tuple(dynamic)
 
 
 def row_key(kv: tuple[Any, ...]) -> str:

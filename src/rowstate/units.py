@@ -189,9 +189,13 @@ class Unit(UnitBase):
         self._usable()
         statements = batch.statements
         if not self._isolated(statements, batch.transaction):
-            return [self._raw(sql, params)[0] for sql, params in statements]
-        with self._savepoint():
-            return [self._raw(sql, params)[0] for sql, params in statements]
+            out = [self._raw(sql, params)[0] for sql, params in statements]
+        else:
+            with self._savepoint():
+                out = [self._raw(sql, params)[0] for sql, params in statements]
+        if batch.otherwise is not None and not out[-1]:  # the read explaining a refusal
+            out.append(self._raw(*batch.otherwise)[0])
+        return out
 
     def execute(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
         """Run the application's own statement; its rows (if any) as dicts."""
@@ -257,14 +261,17 @@ class AsyncUnit(UnitBase):
         self._usable()
         statements = batch.statements
         if not self._isolated(statements, batch.transaction):
-            return [(await self._raw(sql, params))[0] for sql, params in statements]
-        name = await self._begin_savepoint()
-        try:
             out = [(await self._raw(sql, params))[0] for sql, params in statements]
-        except BaseException:
-            await self._rollback_savepoint(name)
-            raise
-        await self._raw(f"RELEASE SAVEPOINT {name}", ())
+        else:
+            name = await self._begin_savepoint()
+            try:
+                out = [(await self._raw(sql, params))[0] for sql, params in statements]
+            except BaseException:
+                await self._rollback_savepoint(name)
+                raise
+            await self._raw(f"RELEASE SAVEPOINT {name}", ())
+        if batch.otherwise is not None and not out[-1]:  # the read explaining a refusal
+            out.append((await self._raw(*batch.otherwise))[0])
         return out
 
     async def execute(self, sql: str, params: Params = None) -> list[dict[str, Any]]:

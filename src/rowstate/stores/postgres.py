@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import select
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextvars import ContextVar
 from typing import Any, overload
 
@@ -97,22 +97,26 @@ def _cursor(conn: Any) -> Any:
     return cur
 
 
-def _execute(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequence[Any]]],
-             ) -> Rows:
+def _execute(conn: psycopg.Connection[Any], batch: Batch) -> Rows:
     cur = _cursor(conn)
     out: Rows = []
-    for sql, params in statements:
+    for sql, params in batch.statements:
         cur.execute(sql, params)
+        out.append(cur.fetchall() if _has_rows(cur) else [])
+    if batch.otherwise is not None and not out[-1]:
+        cur.execute(*batch.otherwise)
         out.append(cur.fetchall() if _has_rows(cur) else [])
     return out
 
 
-async def _aexecute(conn: psycopg.AsyncConnection[Any],
-                    statements: Sequence[tuple[str, Sequence[Any]]]) -> Rows:
+async def _aexecute(conn: psycopg.AsyncConnection[Any], batch: Batch) -> Rows:
     cur = _cursor(conn)
     out: Rows = []
-    for sql, params in statements:
+    for sql, params in batch.statements:
         await cur.execute(sql, params)
+        out.append(await cur.fetchall() if _has_rows(cur) else [])
+    if batch.otherwise is not None and not out[-1]:
+        await cur.execute(*batch.otherwise)
         out.append(await cur.fetchall() if _has_rows(cur) else [])
     return out
 
@@ -273,11 +277,12 @@ class PostgresStore(StatementCounter):
         try:
             if batch.transaction:
                 with conn.transaction():
-                    out = _execute(conn, batch.statements)
-                self.statements += len(batch.statements) + 2
+                    out = _execute(conn, batch)
+                self.statements += len(out) + 2
             else:
                 self.statements += len(batch.statements)
-                out = _execute(conn, batch.statements)
+                out = _execute(conn, batch)
+                self.statements += len(out) - len(batch.statements)  # an ``otherwise``
             if not conn.autocommit:  # a caller's pool may not be in autocommit
                 conn.commit()
             return out
@@ -360,13 +365,14 @@ class AsyncPostgresStore:
             try:
                 if batch.transaction:
                     async with conn.transaction():
-                        out = await _aexecute(conn, batch.statements)
-                    self.statements += len(batch.statements) + 2
+                        out = await _aexecute(conn, batch)
+                    self.statements += len(out) + 2
                 else:
                     # counted before running, as the sync twin does: a statement the
                     # database refuses (a UNIQUE invariant) was still a round trip
                     self.statements += len(batch.statements)
-                    out = await _aexecute(conn, batch.statements)
+                    out = await _aexecute(conn, batch)
+                    self.statements += len(out) - len(batch.statements)  # an ``otherwise``
                 if not conn.autocommit:  # a caller's pool may not be in autocommit
                     await conn.commit()
                 return out

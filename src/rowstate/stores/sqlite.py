@@ -117,10 +117,15 @@ class SQLiteStore(StatementCounter):
             try:
                 rows = conn.execute(sql, _with_now(params) if STORE_NOW in params
                                     else params).fetchall()
+                self.statements += 1
+                if rows or batch.otherwise is None:
+                    return [rows]
+                sql, params = batch.otherwise
+                read = conn.execute(sql, _with_now(params)).fetchall()
+                self.statements += 1
+                return [rows, read]
             except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
                 raise _sqlite_error(exc) from exc
-            self.statements += 1
-            return [rows]
         return self._run(conn, batch)
 
     @contextlib.contextmanager
@@ -156,20 +161,28 @@ class SQLiteStore(StatementCounter):
         try:
             if not batch.transaction:
                 self.statements += len(batch.statements)
-                return [conn.execute(sql, _with_now(params)).fetchall()
-                        for sql, params in batch.statements]
+                out = [conn.execute(sql, _with_now(params)).fetchall()
+                       for sql, params in batch.statements]
+                if batch.otherwise is not None and not out[-1]:
+                    sql, params = batch.otherwise
+                    out.append(conn.execute(sql, _with_now(params)).fetchall())
+                    self.statements += 1
+                return out
             conn.execute("BEGIN IMMEDIATE")
             try:
                 # one clock reading for the whole write, taken once the write lock is held
                 now = canonical_time(datetime.now(UTC))
                 out = [conn.execute(sql, _with_now(params, now)).fetchall()
                        for sql, params in batch.statements]
+                if batch.otherwise is not None and not out[-1]:
+                    sql, params = batch.otherwise
+                    out.append(conn.execute(sql, _with_now(params, now)).fetchall())
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            self.statements += len(batch.statements) + 2
+            self.statements += len(out) + 2
             return out
         except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
             raise _sqlite_error(exc) from exc
