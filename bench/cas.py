@@ -5,10 +5,13 @@
 2. ``outbox_transition``: the same with the events table on, vs the hand-written CTE
    (PostgreSQL) / ``BEGIN IMMEDIATE`` transaction (SQLite) writing the row and the event.
 3. ``leased_edge``: ``run()`` (claim, no-op act, finalize with the fencing token) vs the
-   two hand-written UPDATEs (claim bumping the token; finalize checking it).
+   two hand-written UPDATEs (claim bumping the token; finalize checking it). The act reads
+   no row, so the call says ``returning=()``, as the hand-written claim returns one column.
 4. ``finalization_path``: the dataset lifecycle's status handler (claim_finalization,
    terminal transition owner-checked from LOADING|CANCELLING clearing the claim and the
-   reservation flag, release_finalization in ``finally``) vs its three hand-written UPDATEs.
+   reservation flag, release_finalization in ``finally``) vs its three hand-written UPDATEs;
+   ``returning=()``: the handler reads no row, and each hand-written UPDATE returns one
+   column.
 
 Each runs on SQLite (file, WAL, synchronous=NORMAL) and PostgreSQL, sync and async, with 1
 and 4 workers on disjoint rows. Async SQLite baselines run the sqlite3 calls on a thread
@@ -120,7 +123,7 @@ class ALibFlip(LibFlip):
 class LibLeased(LibFlip):
     def op(self) -> None:
         key, frm, to = self.rows.next()
-        if not self.lc.run(key, model.LEASED_EDGE[frm], _noop_act).applied:
+        if not self.lc.run(key, model.LEASED_EDGE[frm], _noop_act, returning=()).applied:
             raise Refused(key)
         self.rows.done(key, to)
 
@@ -128,7 +131,8 @@ class LibLeased(LibFlip):
 class ALibLeased(LibFlip):
     async def op(self) -> None:  # type: ignore[override]
         key, frm, to = self.rows.next()
-        got = await self.lc.run(key, model.LEASED_EDGE[frm], _noop_act)  # type: ignore[misc]
+        got = await self.lc.run(key, model.LEASED_EDGE[frm], _noop_act,  # type: ignore[misc]
+                                returning=())
         if not got.applied:
             raise Refused(key)
         self.rows.done(key, to)
@@ -144,10 +148,11 @@ class LibFinal:
     def op(self) -> None:
         key, job = self.rows.next()
         lc = self.lc
-        if not lc.claim_finalization(key, job, "complete").claimed:
+        if not lc.claim_finalization(key, job, "complete", returning=()).claimed:
             raise Refused(key)
         try:
-            res = lc.transition(key, "SUCCEEDED", from_=("LOADING", "CANCELLING"), owner=job)
+            res = lc.transition(key, "SUCCEEDED", from_=("LOADING", "CANCELLING"), owner=job,
+                                returning=())
             if not res.applied:
                 raise Refused(key)
         finally:
@@ -158,11 +163,11 @@ class ALibFinal(LibFinal):
     async def op(self) -> None:  # type: ignore[override]
         key, job = self.rows.next()
         lc = self.lc
-        if not (await lc.claim_finalization(key, job, "complete")).claimed:
+        if not (await lc.claim_finalization(key, job, "complete", returning=())).claimed:
             raise Refused(key)
         try:
             res = await lc.transition(key, "SUCCEEDED", from_=("LOADING", "CANCELLING"),
-                                      owner=job)
+                                      owner=job, returning=())
             if not res.applied:
                 raise Refused(key)
         finally:

@@ -160,6 +160,7 @@ class CoreBase:
         self._single_plans: dict[int, dict[str, CasPlan]] = {}
         self._plain_moves: dict[tuple[Any, ...], PlainMove] = {}
         self._direct_lanes: dict[tuple[str, Any], Lane | None] = {}
+        self._returning_memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
         self._edge_names: dict[tuple[str, str], str] = {}
@@ -318,6 +319,8 @@ class CoreBase:
         cols = self.columns
         n = len(cols)
         if plan.fast:
+            cols = plan.columns
+            n = len(cols)
             if not rows[0]:
                 return (yield from self._read_refused(values))
             row = rows[0][0]
@@ -434,7 +437,8 @@ class CoreBase:
     def _transition_plan(self, to: str, froms: tuple[str, ...], owner: Any,
                          payload: dict[str, Any], guards: GuardSpec | None,
                          values: dict[str, Any], edge: Edge | None,
-                         due: str | None = None) -> CasPlan:
+                         due: str | None = None, returning: tuple[str, ...] | None = None,
+                         ) -> CasPlan:
         """The cached plan of a move, with ``values`` filled for it.
 
         Everything but the caller's guards, owner and payload follows from the shape, so
@@ -444,11 +448,11 @@ class CoreBase:
         if owner is not None:
             values["owner"] = owner
         shape = ("t", to, froms, owner is not None, gshape, tuple(payload) if payload else (),
-                 edge.name if edge else None, due)
+                 edge.name if edge else None, due, returning)
         cached = self._plans.get(shape)
         if cached is None:
             cached = self._compile_transition(to, froms, owner is not None, gchecks,
-                                              tuple(payload), edge, due)
+                                              tuple(payload), edge, due, returning)
             self._plans[shape] = cached
         plan, static = cached
         values.update(static)
@@ -459,7 +463,8 @@ class CoreBase:
 
     def _compile_transition(self, to: str, froms: tuple[str, ...], has_owner: bool,
                             gchecks: list[Check], payload: tuple[str, ...], edge: Edge | None,
-                            due: str | None) -> tuple[CasPlan, dict[str, Any]]:
+                            due: str | None, returning: tuple[str, ...] | None = None,
+                            ) -> tuple[CasPlan, dict[str, Any]]:
         static: dict[str, Any] = {}
         _, echecks = self._guard_checks(self.b.enter_guards.get(to), "e", static)
         finalize = edge is not None and edge.lease is not None
@@ -481,7 +486,7 @@ class CoreBase:
         if self._event_table:
             names = tuple((s, edge.name if edge else self._edge_name(s, to)) for s in froms)
             event = EventSpec(self._event_table, names)
-        plan = self.c.cas(checks, sets, event, known_from=len(froms) == 1)
+        plan = self.c.cas(checks, sets, event, known_from=len(froms) == 1, returning=returning)
         return plan, static
 
     def _edge_name(self, src: str, to: str) -> str:
@@ -494,21 +499,57 @@ class CoreBase:
 
     def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
                    owner: object = None, payload: Mapping[str, Any] | None = None,
-                   guards: GuardSpec | None = None, data: Any = None) -> Op[TransitionResult]:
+                   guards: GuardSpec | None = None, data: Any = None,
+                   returning: Iterable[str] | None = None) -> Op[TransitionResult]:
+        cols = self._returning(returning, self.b.version)
         if (payload is None and guards is None and data is None
                 and (from_ is None or type(from_) is str or type(from_) is tuple)):
             owner = self._owner(owner)  # checked first: the plan compiled next names it
-            move = self._plain_move(to, from_, None, owner is not None)
+            move = self._plain_move(to, from_, None, owner is not None, cols)
             if move is not None:
                 return self._plain_transition(key, move, owner, None)
         froms = self._froms(to, from_)
-        return self._transition(key, to, froms, owner, payload, guards, data, None, None)
+        return self._transition(key, to, froms, owner, payload, guards, data, None, None,
+                                returning=cols)
+
+    def _returning(self, returning: Iterable[str] | None,
+                   *needs: str | None) -> tuple[str, ...] | None:
+        """The columns a caller asks the written row for (``returning=``), with the key,
+        the state and what the engine itself reads (``needs``), in column order; None:
+        every column. Checked before any I/O; remembered per request."""
+        if returning is None:
+            return None
+        if isinstance(returning, str):
+            raise ValidationError(f"returning= is a list of column names, got {returning!r}")
+        names = tuple(returning)
+        if not all(isinstance(n, str) for n in names):
+            raise ValidationError(f"returning= is a list of column names, got {returning!r}")
+        memo = (names, needs)
+        cols = self._returning_memo.get(memo)
+        if cols is not None:
+            return cols
+        unknown = [n for n in names if n not in self.columns]
+        if unknown:
+            raise ValidationError(f"{self.b.table}: returning= names unknown column(s) "
+                                  f"{unknown}")
+        wanted = {*names, *self.b.key, self.b.state_ref.column, *(n for n in needs if n)}
+        cols = tuple(c for c in self.columns if c in wanted)
+        self._returning_memo[memo] = cols
+        return cols
 
     def transition_lane(self, key: object, to: str, from_: Iterable[str] | str | None,
-                        owner: object) -> LaneCall | None:
+                        owner: object, returning: Iterable[str] | None = None,
+                        ) -> LaneCall | None:
         """A plain move's lane call (the front ends run it without a generator,
         :func:`rowstate.drive.drive_lane`), or None: use :meth:`transition`. The same
         checks as :meth:`transition`, in the same order, before any I/O."""
+        if returning is not None:
+            cols = self._returning(returning, self.b.version)
+            if from_ is None or type(from_) is str or type(from_) is tuple:
+                move = self._plain_move(to, from_, None, owner is not None, cols)
+                if move is not None and move.lanes:
+                    return self._lane_call(key, move, self._owner(owner), None)
+            return None
         if owner is None:  # the commonest call: a key, a target, perhaps one from-state
             try:
                 lane = self._direct_lanes[(to, from_)]
@@ -526,25 +567,28 @@ class CoreBase:
     def _transition(self, key: object, to: str, froms: tuple[str, ...], owner: object,
                     payload: Mapping[str, Any] | None, guards: GuardSpec | None, data: Any,
                     edge: Edge | None, fence: Any,
-                    due: str | None = None, due_at: Any = None) -> Op[TransitionResult]:
+                    due: str | None = None, due_at: Any = None, *,
+                    returning: tuple[str, ...] | None = None) -> Op[TransitionResult]:
         kv, values = self.values(key)
         if due_at is not None:  # a timer judged by business time (see _due_check)
             values["due_at"] = due_at
         owner = self._owner(owner) if owner is not None else None
         checked = self.b.check_payload(payload) if payload is not None else _NO_PAYLOAD
         data_text = self._data(data) if data is not None else None
-        plan = self._transition_plan(to, froms, owner, checked, guards, values, edge, due)
+        plan = self._transition_plan(to, froms, owner, checked, guards, values, edge, due,
+                                     returning)
         if self._event_table:  # the event row's columns the shared write does not fill
             values.update(to=to, ev_owner=None, ev_data=data_text)
         plan_from = self._one_state_plans(plan, to, froms, owner, checked, guards, values,
-                                          edge, due)
+                                          edge, due, returning)
         return (yield from self._write_move(kv, values, plan, plan_from, froms, to, edge,
                                             fence, owner, data))
 
     def _one_state_plans(self, plan: CasPlan, to: str, froms: tuple[str, ...], owner: Any,
                          payload: dict[str, Any], guards: GuardSpec | None,
                          values: dict[str, Any], edge: Edge | None,
-                         due: str | None) -> Callable[[str], CasPlan] | None:
+                         due: str | None, returning: tuple[str, ...] | None = None,
+                         ) -> Callable[[str], CasPlan] | None:
         """For a move from several states that is guessed (see _cas_guessing): the
         one-state plan of each, compiled once per several-state plan. Their values are a
         subset of ``plan``'s (only the state check differs, and it is constant). None when
@@ -554,7 +598,7 @@ class CoreBase:
         singles = self._single_plans.get(id(plan))
         if singles is None:
             singles = {s: self._transition_plan(to, (s,), owner, payload, guards, values,
-                                                edge, due) for s in froms}
+                                                edge, due, returning) for s in froms}
             self._single_plans[id(plan)] = singles
         return singles.__getitem__
 
@@ -607,9 +651,10 @@ class CoreBase:
     # and each call costs a key check, a parameter list and the write.
 
     def _plain_move(self, to: str, from_: str | tuple[str, ...] | None, edge: Edge | None,
-                    has_owner: bool) -> PlainMove | None:
+                    has_owner: bool, returning: tuple[str, ...] | None = None,
+                    ) -> PlainMove | None:
         """The compiled plain move (None if ``from_`` is not hashable: the general path)."""
-        memo = (to, from_, edge.name if edge is not None else None, has_owner)
+        memo = (to, from_, edge.name if edge is not None else None, has_owner, returning)
         try:
             move = self._plain_moves.get(memo)
         except TypeError:  # an unhashable state inside the tuple: the general path checks it
@@ -618,9 +663,10 @@ class CoreBase:
             froms = (edge.src,) if edge is not None else self._froms(to, from_)
             owner = True if has_owner else None  # the plans take only its presence
             static: dict[str, Any] = {}
-            plan = self._transition_plan(to, froms, owner, _NO_PAYLOAD, None, static, edge)
+            plan = self._transition_plan(to, froms, owner, _NO_PAYLOAD, None, static, edge,
+                                         None, returning)
             plan_from = self._one_state_plans(plan, to, froms, owner, _NO_PAYLOAD, None,
-                                              static, edge, None)
+                                              static, edge, None, returning)
             static.pop("owner", None)
             if self._event_table:  # the event row's constant columns
                 static.update(to=to, ev_owner=None, ev_data=None)

@@ -104,7 +104,11 @@ class CasPlan:
     pre: Statement | None  # SQLite transaction path: the read before the write
     event: Statement | None  # SQLite transaction path: the event INSERT
     fast: bool  # one UPDATE returning the new row (+ event id): a miss is explained by a read
-    ncols: int
+    columns: tuple[str, ...]  # the columns of the row written, as the statement returns them
+
+    @property
+    def ncols(self) -> int:
+        return len(self.columns)
 
     def batch(self, dialect: Dialect, values: dict[str, Any]) -> Batch:
         if self.fast:
@@ -131,8 +135,8 @@ class Compiler:
 
     # -- pieces ------------------------------------------------------------------------
 
-    def cols(self, alias: str | None) -> str:
-        return ", ".join(self.d.column(c, alias) for c in self.columns)
+    def cols(self, alias: str | None, names: Sequence[str] | None = None) -> str:
+        return ", ".join(self.d.column(c, alias) for c in (names or self.columns))
 
     def key_where(self, alias: str | None, out: SqlOut) -> str:
         return " AND ".join(
@@ -182,22 +186,29 @@ class Compiler:
     # -- the compare-and-set -----------------------------------------------------------
 
     def cas(self, checks: Sequence[Check], sets: Sequence[Set], event: EventSpec | None,
-            *, known_from: bool) -> CasPlan:
+            *, known_from: bool, returning: tuple[str, ...] | None = None) -> CasPlan:
+        """``returning``: the columns the one-statement fast plans send back (the caller
+        needs no more; every column by default). The other plans read the whole row."""
         d, b = self.d, self.b
         if d.writable_ctes:
             if known_from:
-                return self._cas_pg_known(tuple(checks), sets, event)
+                return self._cas_pg_known(tuple(checks), sets, event,
+                                          returning or self.columns)
             return self._cas_pg(tuple(checks), sets, event)
         set_out = SqlOut()
         set_sql = self._set_clause(sets, set_out)
         where_out = SqlOut()
         where_sql = self.where(checks, None, where_out)
+        if known_from and event is None:
+            names = returning or self.columns
+            main = Statement(
+                f"UPDATE {self.table} SET {set_sql} WHERE {where_sql} "
+                f"RETURNING {self.cols(None, names)}", (*set_out.params, *where_out.params))
+            return CasPlan(tuple(checks), main, None, None, True, names)
         main = Statement(
             f"UPDATE {self.table} SET {set_sql} WHERE {where_sql} RETURNING {self.cols(None)}",
             (*set_out.params, *where_out.params),
         )
-        if known_from and event is None:
-            return CasPlan(tuple(checks), main, None, None, True, len(self.columns))
         pre_out = SqlOut()
         pre = Statement(
             f"SELECT {self.cols(None)}, {d.now(pre_out)} FROM {self.table} "
@@ -215,7 +226,7 @@ class Compiler:
                 f"SELECT {head} FROM {self.table} WHERE {ev_where} RETURNING id",
                 tuple(ev_out.params),
             )
-        return CasPlan(tuple(checks), main, pre, ev, False, len(self.columns))
+        return CasPlan(tuple(checks), main, pre, ev, False, self.columns)
 
     def _set_clause(self, sets: Sequence[Set], out: SqlOut) -> str:
         parts = []
@@ -272,7 +283,7 @@ class Compiler:
             f"{event_col}, {self._now_if_refused()} FROM cur LEFT JOIN upd ON true"
         )
         return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, False,
-                       len(self.columns))
+                       self.columns)
 
     def _event_cte(self, event: EventSpec | None, before: str, source: str, ctes: list[str],
                    out: SqlOut) -> str:
@@ -296,7 +307,7 @@ class Compiler:
         return f"CASE WHEN {key} IS NULL THEN now() END"
 
     def _cas_pg_known(self, checks: tuple[Check, ...], sets: Sequence[Set],
-                      event: EventSpec | None) -> CasPlan:
+                      event: EventSpec | None, names: tuple[str, ...]) -> CasPlan:
         """The CAS when the from-state is known (one from-state, a claim): exactly the
         hand-written ``UPDATE ... RETURNING`` (with the event row, the hand-written CTE that
         writes both). A refusal returns no row and is explained by a follow-up read.
@@ -309,15 +320,15 @@ class Compiler:
         set_sql = self._set_clause(sets, out)
         where_sql = self.where(checks, "t", out)
         update = (f"UPDATE {self.table} AS t SET {set_sql} WHERE {where_sql} "
-                  f"RETURNING {self.cols('t')}")
+                  f"RETURNING {self.cols('t', names)}")
         if event is None:
             return CasPlan(checks, Statement(update, tuple(out.params)), None, None, True,
-                           len(self.columns))
+                           names)
         ctes = [f"upd AS ({update})"]
         event_col = self._event_cte(event, "upd", "upd", ctes, out)
-        sql = "WITH " + ", ".join(ctes) + f" SELECT {self.cols('upd')}, {event_col} FROM upd"
-        return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, True,
-                       len(self.columns))
+        sql = ("WITH " + ", ".join(ctes) + f" SELECT {self.cols('upd', names)}, {event_col} "
+               "FROM upd")
+        return CasPlan(checks, Statement(sql, tuple(out.params)), None, None, True, names)
 
     # -- simple statements -------------------------------------------------------------
 

@@ -27,6 +27,12 @@ IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SQLITE_NOW_FORMAT = "%Y-%m-%dT%H:%M:%fZ"
 
 
+def text_array(items: tuple[str, ...]) -> str:
+    """PostgreSQL's array literal of these strings, each quoted (any text is safe)."""
+    quoted = ('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items)
+    return "{" + ",".join(quoted) + "}"
+
+
 def check_ident(name: str, what: str) -> str:
     """Identifiers are checked when a binding is built; only these ever reach SQL text."""
     if not isinstance(name, str) or not IDENT.match(name) or len(name) > 63:
@@ -393,7 +399,7 @@ class Postgres(Dialect):
     add_column_if_not_exists = True
 
     def json_value(self, col: str, path: tuple[str, ...], out: SqlOut) -> str:
-        return f"({col} #> {self.value(Const(list(path)), out)})"
+        return f"({col} #> {self.path(path, out)})"
 
     def in_list(self, column: str, param: str) -> str:
         return f"{column} = ANY({param})"  # psycopg binds a list as an array
@@ -405,7 +411,7 @@ class Postgres(Dialect):
         if ref.path and ref.derived is None:
             # ->> folds a JSON null and a missing key into SQL NULL, as the guards mean it
             col = self.column(ref.column, alias)
-            return f"({col} #>> {self.value(Const(list(ref.path)), out)}) IS NULL"
+            return f"({col} #>> {self.path(ref.path, out)}) IS NULL"
         return super().is_null(ref, alias, out)
 
     def json_text_param(self, value: Value, out: SqlOut) -> str:
@@ -415,13 +421,19 @@ class Postgres(Dialect):
         if not prefix:
             return (f"CASE WHEN jsonb_typeof({current}) = 'object' THEN {current} "
                     "ELSE '{}'::jsonb END")
-        where = self.value(Const(list(prefix)), out)
-        again = self.value(Const(list(prefix)), out)
+        where = self.path(prefix, out)
+        again = self.path(prefix, out)
         return (f"CASE WHEN jsonb_typeof({current} #> {where}) = 'object' "
                 f"THEN {current} #> {again} ELSE '{{}}'::jsonb END")
 
     def json_key(self, key: str, out: SqlOut) -> str:
-        return self.value(Const([key]), out)
+        return self.path((key,), out)
+
+    def path(self, path: tuple[str, ...], out: SqlOut) -> str:
+        """A JSON path as a text[] parameter sent as its array literal: a str is dumped
+        in C, a Python list goes through psycopg's array dumper (its element type found
+        per call: microseconds a statement)."""
+        return self.value(Const(text_array(path)), out) + "::text[]"
 
     @staticmethod
     def json_put(obj: str, key: str, value: str) -> str:

@@ -4,6 +4,7 @@ stealable after their TTL, cleared by any move into a state that is not active.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .base import Op
@@ -43,18 +44,21 @@ def _finalization_values(self: Core, key: object, holder: object, scope: object,
     return f, values
 
 
-def claim_finalization(self: Core, key: object, holder: str, scope: str | None = None,
+def claim_finalization(self: Core, key: object, holder: str, scope: str | None = None, *,
+                       returning: Iterable[str] | None = None,
                        ) -> Op[FinalizationClaimResult]:
+    """``returning``: the columns the claimed row needs (the claim's token is added)."""
     f, values = self._finalization_values(key, holder, scope)
-    plan = self._plans.get(("fclaim",))
+    cols = self._returning(returning, f.token)
+    plan = self._plans.get(("fclaim", cols))
     if plan is None:
         c = self.c
         sets = [c.set_value(f.holder, Slot("fholder")), c.set_value(f.scope, Slot("fscope")),
                 c.set_now(f.at)]
         if f.token:
             sets.append(c.incremented(f.token))
-        plan = c.cas([self._fclaim_check(f)], sets, None, known_from=True)
-        self._plans[("fclaim",)] = plan
+        plan = c.cas([self._fclaim_check(f)], sets, None, known_from=True, returning=cols)
+        self._plans[("fclaim", cols)] = plan
     out = yield from self._cas(plan, values)
     if out.new is not None:
         token = out.new.get(f.token) if f.token else None

@@ -57,6 +57,7 @@ class Lane:
         "ncols",
         "now_value",
         "plan",
+        "read_columns",
         "read_dynamic",
         "read_sql",
         "read_template",
@@ -86,8 +87,9 @@ class Lane:
         self.read_sql, self.read_template, self.read_dynamic = read
         self.state_only = state_only
         self.state_of: Callable[[Any], str | None] = core.state_of
-        self.columns = core.columns
-        self.ncols = len(core.columns)
+        self.columns = plan.columns
+        self.read_columns = core.columns
+        self.ncols = len(plan.columns)
         self.version = core.b.version
         self.machine = core.m.name
         self.now_value: Callable[[], Any] = core._now_value
@@ -166,7 +168,7 @@ class Lane:
         if not rows[1]:
             return _new(TransitionResult, (False, Reason.RECORD_NOT_FOUND,
                                            (Reason.RECORD_NOT_FOUND,), None, None, None, None))
-        cur = dict(zip(self.columns, rows[1][0], strict=True))
+        cur = dict(zip(self.read_columns, rows[1][0], strict=True))
         state = self.state_of(cur)
         return _new(TransitionResult, (False, Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,),
                                        state, state, cur, None))

@@ -7,7 +7,7 @@ taken over (a zombie) can no longer write.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +40,14 @@ def _leased_edge(self: Core, name: str) -> Edge:
 
 def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
           owner: object = None, guards: GuardSpec | None = None,
-          due: str | None = None, due_at: Any = None) -> Op[LeaseClaim]:
-    """``due`` (a timer's deadline column) makes the claim also require ``now >= due``."""
+          due: str | None = None, due_at: Any = None,
+          returning: Iterable[str] | None = None) -> Op[LeaseClaim]:
+    """``due`` (a timer's deadline column) makes the claim also require ``now >= due``;
+    ``returning`` names the columns the claimed row needs (the fence's are added)."""
     edge = self._leased_edge(edge_name)
     lease = self.b.lease
     assert lease is not None and edge.lease is not None
+    cols = self._returning(returning, lease.token or lease.at)
     kv, values = self.values(key)
     if holder is not None:
         if not isinstance(holder, str) or not holder:
@@ -57,10 +60,10 @@ def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
         values["owner"] = self._owner(owner)
     gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
     # everything else follows from the shape: built, with its constant values, once
-    shape = ("claim", edge.name, owner is not None, gshape, due)
+    shape = ("claim", edge.name, owner is not None, gshape, due, cols)
     cached = self._plans.get(shape)
     if cached is None:
-        cached = self._compile_claim(edge, owner is not None, gchecks, due)
+        cached = self._compile_claim(edge, owner is not None, gchecks, due, cols)
         self._plans[shape] = cached
     plan, static = cached
     values.update(static)
@@ -74,7 +77,8 @@ def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
 
 
 def _compile_claim(self: Core, edge: Edge, has_owner: bool, gchecks: list[Check],
-                   due: str | None) -> tuple[CasPlan, dict[str, Any]]:
+                   due: str | None, returning: tuple[str, ...] | None = None,
+                   ) -> tuple[CasPlan, dict[str, Any]]:
     lease = self.b.lease
     assert lease is not None and edge.lease is not None
     static: dict[str, Any] = {"lease_kind": edge.lease, "lease_ttl": float(lease.ttl)}
@@ -95,7 +99,7 @@ def _compile_claim(self: Core, edge: Edge, has_owner: bool, gchecks: list[Check]
         sets.append(c.set_value(lease.holder, Slot("holder")))
     if lease.token:
         sets.append(c.incremented(lease.token))
-    return c.cas(checks, sets, None, known_from=True), static
+    return c.cas(checks, sets, None, known_from=True, returning=returning), static
 
 
 def _claimed_edge(self: Core, claim: object, what: str) -> Edge:
@@ -134,14 +138,14 @@ def finalize(self: Core, key: object, claim: LeaseClaim, *,
 
 def _finalize(self: Core, key: object, edge: Edge, fence: Any,
               payload: Mapping[str, Any] | None, owner: object,
-              data: Any) -> Op[TransitionResult]:
+              data: Any, returning: tuple[str, ...] | None = None) -> Op[TransitionResult]:
     if payload is None and data is None:
         owner = self._owner(owner)
-        move = self._plain_move(edge.dst, edge.src, edge, owner is not None)
+        move = self._plain_move(edge.dst, edge.src, edge, owner is not None, returning)
         assert move is not None  # (to, from, edge) is hashable
         return self._plain_transition(key, move, owner, fence)
     return self._transition(key, edge.dst, (edge.src,), owner, payload, None, data,
-                            edge, fence)
+                            edge, fence, returning=returning)
 
 
 def release(self: Core, key: object, claim: LeaseClaim, *,
@@ -186,12 +190,15 @@ def release(self: Core, key: object, claim: LeaseClaim, *,
 def run(self: Core, key: object, edge_name: str, act: Callable[[ActiveLease], Any], *,
         holder: str | None = None, owner: object = None,
         payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
-        data: Any = None, due: str | None = None, due_at: Any = None) -> Op[RunResult]:
+        data: Any = None, due: str | None = None, due_at: Any = None,
+        returning: Iterable[str] | None = None) -> Op[RunResult]:
     """claim -> act -> finalize; if the act raises or returns :class:`ActFailed`,
     release with the error (any other return value, falsy ones too, is a success).
 
     The act's exception propagates after the lease is released. If the lease was taken
     over while the act ran, finalize is refused and the result says LEASE_LOST.
+    ``returning`` names the columns the act's ``lease.row`` needs (all by default); the
+    finalize returns only what the event needs (a run's result carries no row).
     """
     edge = self._leased_edge(edge_name)
     if not callable(act):
@@ -202,7 +209,7 @@ def run(self: Core, key: object, edge_name: str, act: Callable[[ActiveLease], An
     if data is not None:
         self._data(data)
     claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
-                                  guards=guards, due=due, due_at=due_at)
+                                  guards=guards, due=due, due_at=due_at, returning=returning)
     if not claim.claimed:
         return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
     assert claim.row is not None
@@ -220,7 +227,8 @@ def run(self: Core, key: object, edge_name: str, act: Callable[[ActiveLease], An
                          value.reason)
     try:
         # the claim is this call's own, from this key: finalize without re-checking it
-        fin = yield from self._finalize(key, edge, claim.fence, payload, owner, data)
+        fin = yield from self._finalize(key, edge, claim.fence, payload, owner, data,
+                                        self._returning((), self.b.version))
     except ConnectionLostError:
         raise  # the write may have landed: the lease stays (fenced) until its TTL
     except RowstateError as exc:  # the database refused the write: nothing landed

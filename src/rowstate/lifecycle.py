@@ -111,14 +111,16 @@ class Lifecycle(_Base):
 
     def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
                    owner: object = None, payload: Mapping[str, Any] | None = None,
-                   guards: GuardSpec | None = None, data: Any = None) -> TransitionResult:
-        call = (self.core.transition_lane(key, to, from_, owner)
+                   guards: GuardSpec | None = None, data: Any = None,
+                   returning: Iterable[str] | None = None) -> TransitionResult:
+        call = (self.core.transition_lane(key, to, from_, owner, returning)
                 if payload is None and guards is None and data is None else None)
         if call is not None:
             result = drive_lane(self.store, self.core, call)
         else:
             result = drive(self.store, self.core.transition(
-                key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
+                key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,
+                returning=returning))
         if self.publishers:  # no coroutine or call per write without one
             self._published(result.event)
         return result
@@ -130,9 +132,10 @@ class Lifecycle(_Base):
             key, to, from_=from_, owner=owner, guards=guards))
 
     def claim(self, key: object, edge: str, *, holder: str | None = None,
-              owner: object = None, guards: GuardSpec | None = None) -> LeaseClaim:
+              owner: object = None, guards: GuardSpec | None = None,
+              returning: Iterable[str] | None = None) -> LeaseClaim:
         return drive(self.store, self.core.claim(key, edge, holder=holder, owner=owner,
-                                                 guards=guards))
+                                                 guards=guards, returning=returning))
 
     def finalize(self, key: object, claim: LeaseClaim, *,
                  payload: Mapping[str, Any] | None = None, owner: object = None,
@@ -150,18 +153,21 @@ class Lifecycle(_Base):
     def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
             holder: str | None = None, owner: object = None,
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
-            data: Any = None) -> RunResult:
+            data: Any = None, returning: Iterable[str] | None = None) -> RunResult:
         if _async_function(act):
             raise UsageError("an async act needs AsyncLifecycle.run")
         result = drive(self.store, self.core.run(key, edge, act, holder=holder, owner=owner,
-                                                 payload=payload, guards=guards, data=data))
+                                                 payload=payload, guards=guards, data=data,
+                                                 returning=returning))
         if self.publishers:  # no coroutine or call per write without one
             self._published(result.event)
         return result
 
-    def claim_finalization(self, key: object, holder: str, scope: str | None = None,
+    def claim_finalization(self, key: object, holder: str, scope: str | None = None, *,
+                           returning: Iterable[str] | None = None,
                            ) -> FinalizationClaimResult:
-        return drive(self.store, self.core.claim_finalization(key, holder, scope))
+        return drive(self.store, self.core.claim_finalization(key, holder, scope,
+                                                              returning=returning))
 
     def release_finalization(self, key: object, holder: str, scope: str | None = None,
                              ) -> ReleaseResult:
@@ -276,14 +282,15 @@ class AsyncLifecycle(_Base):
                          from_: Iterable[str] | str | None = None, owner: object = None,
                          payload: Mapping[str, Any] | None = None,
                          guards: GuardSpec | None = None, data: Any = None,
-                         ) -> TransitionResult:
-        call = (self.core.transition_lane(key, to, from_, owner)
+                         returning: Iterable[str] | None = None) -> TransitionResult:
+        call = (self.core.transition_lane(key, to, from_, owner, returning)
                 if payload is None and guards is None and data is None else None)
         if call is not None:
             result = await adrive_lane(self.store, self.core, call)
         else:
             result = await adrive(self.store, self.core.transition(
-                key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data))
+                key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,
+                returning=returning))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result
@@ -295,9 +302,11 @@ class AsyncLifecycle(_Base):
             key, to, from_=from_, owner=owner, guards=guards))
 
     async def claim(self, key: object, edge: str, *, holder: str | None = None,
-                    owner: object = None, guards: GuardSpec | None = None) -> LeaseClaim:
+                    owner: object = None, guards: GuardSpec | None = None,
+                    returning: Iterable[str] | None = None) -> LeaseClaim:
         return await adrive(self.store, self.core.claim(key, edge, holder=holder,
-                                                        owner=owner, guards=guards))
+                                                        owner=owner, guards=guards,
+                                                        returning=returning))
 
     async def finalize(self, key: object, claim: LeaseClaim, *,
                        payload: Mapping[str, Any] | None = None, owner: object = None,
@@ -315,17 +324,19 @@ class AsyncLifecycle(_Base):
     async def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
                   holder: str | None = None, owner: object = None,
                   payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
-                  data: Any = None) -> RunResult:
+                  data: Any = None, returning: Iterable[str] | None = None) -> RunResult:
         result = await adrive(self.store, self.core.run(
             key, edge, act, holder=holder, owner=owner, payload=payload, guards=guards,
-            data=data))
+            data=data, returning=returning))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result
 
     async def claim_finalization(self, key: object, holder: str, scope: str | None = None,
+                                 *, returning: Iterable[str] | None = None,
                                  ) -> FinalizationClaimResult:
-        return await adrive(self.store, self.core.claim_finalization(key, holder, scope))
+        return await adrive(self.store, self.core.claim_finalization(
+            key, holder, scope, returning=returning))
 
     async def release_finalization(self, key: object, holder: str,
                                    scope: str | None = None) -> ReleaseResult:

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_fixtures import JOBS, Backend, Clock, on
-from rowstate import NOW, ActiveLease, Binding, Edge, Machine, RowstateError
+from rowstate import NOW, ActiveLease, Binding, Edge, Machine, RowstateError, ValidationError
 
 STATES = ("NEW", "READY", "RUNNING", "DONE", "FAILED")
 JOBS_EV = dataclasses.replace(JOBS, table="jobs_lanes_ev", events="jobs_lanes_ev_events")
@@ -137,3 +137,69 @@ def test_a_finalize_on_its_lane_is_fenced(backend: Backend) -> None:
     assert (zombie.applied, zombie.reason) == (False, "LEASE_LOST")
     landed = lc.finalize(key, second)
     assert (landed.applied, landed.previous, landed.state) == (True, "READY", "RUNNING")
+
+
+# -- returning= ----------------------------------------------------------------------------
+
+
+@on()
+def test_returning_sends_back_only_the_named_columns(backend: Backend) -> None:
+    """A write's row holds what the caller named, plus the key, the state and the version
+    the event reads; the statement itself sends no more (one-state moves, claims)."""
+    lc = backend.make(JOBS_PLAIN)
+    key = f"ret-{next(_ids)}"
+    backend.seed(JOBS_PLAIN, id=key, state="NEW", priority=3)
+    moved = lc.transition(key, "READY", from_="NEW", returning=("priority",))
+    assert moved.applied and moved.event is not None and moved.event.version == 1
+    assert dict(moved.row) == {"id": key, "state": "READY", "version": 1, "priority": 3}
+    everything = lc.transition(key, "FAILED", from_="READY")
+    assert set(everything.row) == set(lc.get(key))  # the default: every column
+    refused = lc.transition(key, "DONE", from_="RUNNING", returning=())
+    assert (refused.applied, refused.reason) == (False, "STATE_MISMATCH")
+    assert set(refused.row) == set(lc.get(key))  # a refusal shows the row as it is
+
+    assert lc.transition(key, "READY", from_="FAILED").applied
+    claim = lc.claim(key, "start", returning=("priority",))
+    assert claim.claimed and claim.fence == claim.token
+    assert set(claim.row) == {"id", "state", "priority", "lease_token"}
+    assert lc.finalize(key, claim).applied
+    held = lc.claim_finalization(key, "job-1", "complete", returning=())
+    assert held.claimed and set(held.row) == {"id", "state", "fin_token"}
+    assert held.token == held.row["fin_token"]
+
+
+@on()
+def test_run_finalizes_with_the_event_s_columns_only(backend: Backend) -> None:
+    """run()'s result has no row: its finalize sends back only what the event needs; the
+    act's lease.row is whole by default and holds the named columns with returning=."""
+    lc = backend.make(JOBS_PLAIN)
+    key = f"run-{next(_ids)}"
+    backend.seed(JOBS_PLAIN, id=key, state="READY", priority=7)
+    seen: list[dict[str, Any]] = []
+
+    def act(lease: ActiveLease) -> str:
+        seen.append(dict(lease.row))
+        return "done"
+
+    ran = lc.run(key, "start", act)
+    assert ran.applied and ran.event is not None and ran.event.version == 1
+    assert set(seen[0]) == set(lc.get(key))
+    assert lc.transition(key, "FAILED", from_="RUNNING").applied
+    assert lc.transition(key, "READY", from_="FAILED").applied
+    ran = lc.run(key, "start", act, returning=("priority",))
+    assert ran.applied and seen[1]["priority"] == 7 and "status" not in seen[1]
+
+
+@on()
+def test_a_bad_returning_is_refused_before_any_io(backend: Backend) -> None:
+    lc = backend.make(JOBS_PLAIN)
+    key = f"bad-{next(_ids)}"
+    backend.seed(JOBS_PLAIN, id=key, state="NEW")
+    before = backend.statements
+    for bad in ("priority", ("no_such_column",), (1,), [["id"]]):
+        with pytest.raises(ValidationError):
+            lc.transition(key, "READY", from_="NEW", returning=bad)
+        with pytest.raises(ValidationError):
+            lc.claim(key, "start", returning=bad)
+    assert backend.statements == before
+    assert lc.get(key)["state"] == "NEW"
