@@ -65,6 +65,8 @@ class Core(CoreBase):
     # -- leases --
     _leased_edge = leases._leased_edge
     claim = leases.claim
+    _claim_checked = leases._claim_checked
+    _claim_refused = leases._claim_refused
     _compile_claim = leases._compile_claim
     _claimed_edge = leases._claimed_edge
     _same_row = leases._same_row

@@ -29,9 +29,65 @@ if TYPE_CHECKING:
     from .base import CoreBase, PlainMove
 
 # what a dynamic parameter of a lane reads (a key column's index is >= 0)
-_NOW, _OWNER, _FENCE, _ROW_KEY, _EV_OWNER = -1, -2, -3, -4, -5
+_NOW, _OWNER, _FENCE, _ROW_KEY, _EV_OWNER, _HOLDER = -1, -2, -3, -4, -5, -6
 _DYNAMIC = {"now": _NOW, "owner": _OWNER, "fence": _FENCE, "row_key": _ROW_KEY,
-            "ev_owner": _EV_OWNER}
+            "ev_owner": _EV_OWNER, "holder": _HOLDER}
+
+
+class Template:
+    """A statement with its constants in place: binding it copies one list and writes in
+    the call's own values (key, clock, owner, fence, holder) where they go."""
+
+    __slots__ = ("dynamic", "now_value", "params", "sql")
+
+    def __init__(self, sql: str, params: list[Any], dynamic: tuple[tuple[int, int], ...],
+                 now_value: Callable[[], Any]) -> None:
+        self.sql, self.params, self.dynamic, self.now_value = sql, params, dynamic, now_value
+
+    @classmethod
+    def of(cls, stmt: Statement, static: dict[str, Any],
+           now_value: Callable[[], Any]) -> Template | None:
+        """None when the statement names a value a template does not fill (a guard's, a
+        JSON slot the dialects adapt): the general path."""
+        params: list[Any] = []
+        dynamic: list[tuple[int, int]] = []
+        for pos, p in enumerate(stmt.params):
+            if isinstance(p, Const):
+                params.append(p.value)
+            elif p.json:
+                return None
+            elif p.name in _DYNAMIC:  # before the constants: ev_owner's is a default
+                params.append(None)
+                dynamic.append((pos, _DYNAMIC[p.name]))
+            elif p.name in static:
+                params.append(static[p.name])
+            elif p.name.startswith("k") and p.name[1:].isdigit():
+                params.append(None)
+                dynamic.append((pos, int(p.name[1:])))
+            else:
+                return None
+        return cls(stmt.sql, params, tuple(dynamic), now_value)
+
+    def bind(self, kv: tuple[Any, ...], owner: Any = None, fence: Any = None,
+             holder: Any = None) -> list[Any]:
+        params = self.params.copy()
+        for pos, what in self.dynamic:
+            if what >= 0:
+                params[pos] = kv[what]
+            elif what == _NOW:
+                params[pos] = self.now_value()
+            elif what == _OWNER:
+                params[pos] = owner
+            elif what == _FENCE:
+                params[pos] = fence
+            elif what == _ROW_KEY:
+                params[pos] = row_key(kv)
+            elif what == _HOLDER:
+                params[pos] = holder
+            else:
+                params[pos] = None if owner is None else str(owner)
+        return params
+
 
 
 class LaneCall(NamedTuple):
@@ -47,44 +103,19 @@ class LaneCall(NamedTuple):
 class Lane:
     """A plain move from one state, compiled to its statement and parameter template."""
 
-    __slots__ = (
-        "clock",
-        "columns",
-        "dynamic",
-        "edge_name",
-        "machine",
-        "move",
-        "ncols",
-        "now_value",
-        "plan",
-        "read_columns",
-        "read_dynamic",
-        "read_sql",
-        "read_template",
-        "sql",
-        "src",
-        "state_of",
-        "state_only",
-        "template",
-        "to",
-        "version",
-    )
+    __slots__ = ("clock", "columns", "edge_name", "machine", "move", "ncols", "plan", "read",
+                 "read_columns", "src", "state_of", "state_only", "to", "version", "write")
 
     def __init__(self, core: CoreBase, move: PlainMove, plan: CasPlan, src: str,
-                 template: list[Any], dynamic: tuple[tuple[int, int], ...],
-                 read: tuple[str, list[Any], tuple[tuple[int, int], ...]],
-                 state_only: bool) -> None:
+                 write: Template, read: Template, state_only: bool) -> None:
         self.move = move
         self.plan = plan
         self.src = src
         self.to = move.to
         self.edge_name = move.edge.name if move.edge is not None else core._edge_name(
             src, move.to)
-        self.sql = plan.main.sql
-        self.template = template
-        self.dynamic = dynamic
-        # the read that explains a refusal, sent with the write (Batch.otherwise)
-        self.read_sql, self.read_template, self.read_dynamic = read
+        self.write = write
+        self.read = read  # the read that explains a refusal, sent with the write
         self.state_only = state_only
         self.state_of: Callable[[Any], str | None] = core.state_of
         self.columns = plan.columns
@@ -92,7 +123,6 @@ class Lane:
         self.ncols = len(plan.columns)
         self.version = core.b.version
         self.machine = core.m.name
-        self.now_value: Callable[[], Any] = core._now_value
         self.clock: Callable[[], datetime] | None = core.clock
 
     @classmethod
@@ -101,40 +131,22 @@ class Lane:
         one-statement fast CAS or names a value a lane does not fill (the general path)."""
         if not plan.fast:
             return None
-        write = _template(plan.main, move.static)
+        write = Template.of(plan.main, move.static, core._now_value)
         # a move checked for its state only is explained without a clock (see refused)
         state_only = (len(plan.checks) == 1 and len(move.froms) == 1
                       and plan.checks[0].category == Reason.STATE_MISMATCH)
-        reader = core.c.read(clock=False) if state_only else core._read
-        read = _template(reader, {})
+        read = Template.of(core.c.read(clock=False) if state_only else core._read, {},
+                           core._now_value)
         if write is None or read is None:
             return None
-        return cls(core, move, plan, src, *write, (reader.sql, *read), state_only)
+        return cls(core, move, plan, src, write, read, state_only)
 
     def call(self, kv: tuple[Any, ...], owner: Any, fence: Any) -> LaneCall:
-        params = self._params(self.template, self.dynamic, kv, owner, fence)
-        read = self._params(self.read_template, self.read_dynamic, kv, owner, fence)
+        write, read = self.write, self.read
         # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per call
         return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (
-            ((self.sql, params),), False, (self.read_sql, read)))))
-
-    def _params(self, template: list[Any], dynamic: tuple[tuple[int, int], ...],
-                kv: tuple[Any, ...], owner: Any, fence: Any) -> list[Any]:
-        params = template.copy()
-        for pos, what in dynamic:
-            if what >= 0:
-                params[pos] = kv[what]
-            elif what == _NOW:
-                params[pos] = self.now_value()
-            elif what == _OWNER:
-                params[pos] = owner
-            elif what == _FENCE:
-                params[pos] = fence
-            elif what == _ROW_KEY:
-                params[pos] = row_key(kv)
-            else:
-                params[pos] = None if owner is None else str(owner)
-        return params
+            ((write.sql, write.bind(kv, owner, fence)),), False,
+            (read.sql, read.bind(kv, owner, fence))))))
 
     def applied(self, call: LaneCall, rows: list[list[tuple[Any, ...]]],
                 ) -> TransitionResult | None:
@@ -175,31 +187,6 @@ class Lane:
 
 
 _new = tuple.__new__
-
-
-def _template(stmt: Statement, static: dict[str, Any],
-              ) -> tuple[list[Any], tuple[tuple[int, int], ...]] | None:
-    """A statement's parameters with its constants in place, and where each call's own
-    values go; None when it names a value a lane does not fill (or a JSON slot, which the
-    dialects adapt): the general path."""
-    template: list[Any] = []
-    dynamic: list[tuple[int, int]] = []
-    for pos, p in enumerate(stmt.params):
-        if isinstance(p, Const):
-            template.append(p.value)
-        elif p.json:
-            return None
-        elif p.name in _DYNAMIC:  # before the constants: ev_owner's is a default
-            template.append(None)
-            dynamic.append((pos, _DYNAMIC[p.name]))
-        elif p.name in static:
-            template.append(static[p.name])
-        elif p.name.startswith("k") and p.name[1:].isdigit():
-            template.append(None)
-            dynamic.append((pos, int(p.name[1:])))
-        else:
-            return None
-    return template, tuple(dynamic)
 
 
 def row_key(kv: tuple[Any, ...]) -> str:

@@ -11,16 +11,19 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .base import ActiveLease, Call, Op, default_holder
+from .base import ActiveLease, Call, Op, Outcome, default_holder
 from .binding import GuardSpec, check_scalar, safe_text
 from .compiler import Batch, CasPlan
 from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot, SqlOut
 from .errors import ConnectionLostError, InvalidTransitionError, RowstateError, ValidationError
+from .lanes import Template
 from .machine import Edge
 from .results import ActFailed, LeaseClaim, Reason, ReleaseResult, RunResult, TransitionResult
 
 if TYPE_CHECKING:
     from .core import Core
+
+_new = tuple.__new__  # a named tuple without its Python-level __new__ (see rowstate.lanes)
 
 
 # claim, finalize, release and run for the edges a machine marks as side-effecting.
@@ -48,16 +51,60 @@ def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
     lease = self.b.lease
     assert lease is not None and edge.lease is not None
     cols = self._returning(returning, lease.token or lease.at)
-    kv, values = self.values(key)
+    kv = self.b.key_values(key)
     if holder is not None:
         if not isinstance(holder, str) or not holder:
             raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
         check_scalar(holder, "holder", ValidationError)
-    values["holder"] = holder or default_holder()
+    holder = holder or default_holder()
+    if owner is not None:
+        owner = self._owner(owner)
+    if guards or due is not None:
+        return (yield from self._claim_checked(edge, kv, holder, owner, guards, due, due_at,
+                                               cols))
+    # the plain claim (a key, perhaps an owner): its statement from a template, with the
+    # read that explains a refusal in the same batch
+    shape = ("claim", edge.name, owner is not None, (), None, cols)
+    cached = self._plans.get(shape)
+    if cached is None:
+        cached = self._compile_claim(edge, owner is not None, [], None, cols)
+        self._plans[shape] = cached
+    plan, static = cached
+    lane = self._claim_lanes.get(shape)
+    if lane is None:
+        write = Template.of(plan.main, static, self._now_value)
+        read = Template.of(self._read, {}, self._now_value)
+        if write is None or read is None:  # not the one-statement claim: the general path
+            return (yield from self._claim_checked(edge, kv, holder, owner, None, None,
+                                                   None, cols))
+        lane = self._claim_lanes[shape] = (write, read)
+    write, read = lane
+    rows = yield _new(Batch, (((write.sql, write.bind(kv, owner, None, holder)),), False,
+                              (read.sql, read.bind(kv))))
+    if rows[0]:
+        new = dict(zip(plan.columns, rows[0][0], strict=True))
+        token = new.get(lease.token) if lease.token else None
+        fence = token if lease.token else new[lease.at]
+        return _new(LeaseClaim, (True, None, (), edge.name, token, fence, edge.src, new, kv))
+    _, values = self.values(kv)
+    values.update(static, holder=holder)
+    if owner is not None:
+        values["owner"] = owner
+    return self._claim_refused(edge, plan, self._outcome_of_read(rows[1]), values)
+
+
+def _claim_checked(self: Core, edge: Edge, kv: tuple[Any, ...], holder: str, owner: Any,
+                   guards: GuardSpec | None, due: str | None, due_at: Any,
+                   cols: tuple[str, ...] | None) -> Op[LeaseClaim]:
+    """A claim with guards or a timer's deadline: the general compare-and-set."""
+    lease = self.b.lease
+    assert lease is not None
+    _, values = self.values(kv)
+    values["holder"] = holder
     if due_at is not None:  # a timer judged by business time (see _due_check)
         values["due_at"] = due_at
     if owner is not None:
-        values["owner"] = self._owner(owner)
+        values["owner"] = owner
     gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
     # everything else follows from the shape: built, with its constant values, once
     shape = ("claim", edge.name, owner is not None, gshape, due, cols)
@@ -69,11 +116,16 @@ def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
     values.update(static)
     out = yield from self._cas(plan, values)
     if out.new is None:
-        reason, reasons, state = self._explain(plan.checks, out, values)
-        return LeaseClaim(False, reason, reasons, edge.name, state=state, row=out.cur)
+        return self._claim_refused(edge, plan, out, values)
     token = out.new.get(lease.token) if lease.token else None
     fence = token if lease.token else out.new[lease.at]
     return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
+
+
+def _claim_refused(self: Core, edge: Edge, plan: CasPlan, out: Outcome,
+                   values: dict[str, Any]) -> LeaseClaim:
+    reason, reasons, state = self._explain(plan.checks, out, values)
+    return LeaseClaim(False, reason, reasons, edge.name, state=state, row=out.cur)
 
 
 def _compile_claim(self: Core, edge: Edge, has_owner: bool, gchecks: list[Check],
@@ -214,9 +266,9 @@ def run(self: Core, key: object, edge_name: str, act: Callable[[ActiveLease], An
         return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
     assert claim.row is not None
     assert claim.key is not None
-    handle = ActiveLease(claim.key, edge, claim.token, claim.row, self.door)
+    handle = _new(ActiveLease, (claim.key, edge, claim.token, claim.row, self.door))
     try:
-        value = yield Call(act, handle)
+        value = yield _new(Call, (act, handle))
     except BaseException as exc:
         yield from self.release(key, claim, error=f"{type(exc).__name__}: {exc}")
         raise
@@ -242,5 +294,6 @@ def run(self: Core, key: object, edge_name: str, act: Callable[[ActiveLease], An
             yield from self.release(key, claim, error=error)
         return RunResult(False, fin.reason, fin.reasons, edge.src, fin.state or edge.src,
                          value, True, error)
-    return RunResult(True, None, (), fin.previous, fin.state, value, True, None, fin.event)
+    return _new(RunResult, (True, None, (), fin.previous, fin.state, value, True, None,
+                            fin.event))
 
