@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from .conditions import Ref
@@ -170,6 +170,7 @@ class Binding:
     # one key column that takes text as given (the hottest path of key_values)
     _one_text_key: bool = field(init=False, repr=False, compare=False)
     _one_int_key: bool = field(init=False, repr=False, compare=False)
+    _text_keys: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -215,6 +216,7 @@ class Binding:
                                       for k in self.key))
         set_(self, "_one_text_key", len(self.key) == 1 and self.key_kinds[0] != "int")
         set_(self, "_one_int_key", len(self.key) == 1 and self.key_kinds[0] == "int")
+        set_(self, "_text_keys", all(k != "int" for k in self.key_kinds))
         derived = None
         if self.derived:
             for old, new in self.derived.mapping.items():
@@ -341,7 +343,14 @@ class Binding:
         if kind is str or kind is int:  # the hot path: a scalar key
             values: tuple[Any, ...] = (key,)
         elif kind is tuple:
-            values = cast(tuple[Any, ...], key)
+            values = key  # type: ignore[assignment]
+            if self._text_keys and len(values) == len(self.key):  # a tuple of plain texts
+                for v in values:
+                    if type(v) is not str or len(v) > MAX_TEXT or "\x00" in v or (
+                            not v.isascii() and _surrogates(v)):
+                        break
+                else:
+                    return values
         elif isinstance(key, Mapping):
             missing = [c for c in self.key if c not in key]
             extra = [c for c in key if c not in self.key]

@@ -303,6 +303,8 @@ class SQLite(Dialect):
         return f"json({self.value(value, out)})"
 
     def json_object_at(self, current: str, prefix: tuple[str, ...], out: SqlOut) -> str:
+        if not prefix:  # the column itself: no path to extract
+            return f"CASE WHEN json_type({current}) = 'object' THEN {current} ELSE '{{}}' END"
         where = self.value(Const(_sqlite_path(prefix)), out)
         again = self.value(Const(_sqlite_path(prefix)), out)
         return (f"CASE WHEN json_type({current}, {where}) = 'object' "

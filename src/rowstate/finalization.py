@@ -12,10 +12,13 @@ from .binding import FinalizationClaim, check_scalar
 from .compiler import Batch
 from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot
 from .errors import ValidationError
+from .lanes import Template
 from .results import FinalizationClaimResult, Reason, ReleaseResult
 
 if TYPE_CHECKING:
     from .core import Core
+
+_new = tuple.__new__  # a named tuple without its Python-level __new__ (see rowstate.lanes)
 
 
 # claim_finalization and release_finalization, and their checks as data.
@@ -28,6 +31,13 @@ if TYPE_CHECKING:
 def _finalization_values(self: Core, key: object, holder: object, scope: object,
                          ) -> tuple[FinalizationClaim, dict[str, Any]]:
     """The claim's columns and the call's values, checked before any I/O."""
+    f = _checked(self, holder, scope)
+    _, values = self.values(key)
+    values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
+    return f, values
+
+
+def _checked(self: Core, holder: object, scope: object) -> FinalizationClaim:
     f = self.b.finalization
     if f is None:
         raise ValidationError(f"{self.b.table}: the binding has no finalization claim")
@@ -39,27 +49,45 @@ def _finalization_values(self: Core, key: object, holder: object, scope: object,
         if not isinstance(scope, str):
             raise ValidationError(f"finalization scope must be a string, got {scope!r}")
         check_scalar(scope, "scope", ValidationError)
-    _, values = self.values(key)
-    values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
-    return f, values
+    return f
 
 
 def claim_finalization(self: Core, key: object, holder: str, scope: str | None = None, *,
                        returning: Iterable[str] | None = None,
                        ) -> Op[FinalizationClaimResult]:
-    """``returning``: the columns the claimed row needs (the claim's token is added)."""
-    f, values = self._finalization_values(key, holder, scope)
+    """``returning``: the columns the claimed row needs (the claim's token is added).
+
+    The claim's statement is bound from a template and brings the read that explains a
+    refusal in the same batch (see :mod:`rowstate.lanes`)."""
+    f = _checked(self, holder, scope)
+    kv = self.b.key_values(key)
     cols = self._returning(returning, f.token)
-    plan = self._plans.get(("fclaim", cols))
-    if plan is None:
+    cached = self._plans.get(("fclaim", cols))
+    if cached is None:
         c = self.c
         sets = [c.set_value(f.holder, Slot("fholder")), c.set_value(f.scope, Slot("fscope")),
                 c.set_now(f.at)]
         if f.token:
             sets.append(c.incremented(f.token))
         plan = c.cas([self._fclaim_check(f)], sets, None, known_from=True, returning=cols)
-        self._plans[("fclaim", cols)] = plan
-    out = yield from self._cas(plan, values)
+        clock = self.clock is not None
+        write = Template.of(plan.main, {"fttl": float(f.ttl)}, self._now_value, clock,
+                            ("fholder", "fscope"))
+        read = Template.of(self._read, {}, self._now_value, clock)
+        cached = self._plans[("fclaim", cols)] = (plan, write, read)
+    plan, write, read = cached
+    if plan.fast and write is not None and read is not None:
+        rows = yield _new(Batch, (((write.sql, write.bind(kv, named=(holder, scope))),),
+                                  False, (read.sql, read.bind(kv))))
+        if rows[0]:
+            new = dict(zip(plan.columns, rows[0][0], strict=True))
+            token = new.get(f.token) if f.token else None
+            return _new(FinalizationClaimResult, (True, None, holder, scope, token, new))
+        out = self._outcome_of_read(rows[1])
+    else:
+        _, values = self.values(kv)
+        values.update(fholder=holder, fscope=scope, fttl=float(f.ttl))
+        out = yield from self._cas(plan, values)
     if out.new is not None:
         token = out.new.get(f.token) if f.token else None
         return FinalizationClaimResult(True, None, holder, scope, token, out.new)
@@ -77,17 +105,25 @@ def release_finalization(self: Core, key: object, holder: str,
         raise ValidationError(f"{self.b.table}: the binding has no finalization claim")
     if not isinstance(holder, str) or (scope is not None and not isinstance(scope, str)):
         raise ValidationError("finalization holder and scope must be strings")
-    _, values = self.values(key)
-    values.update(fholder=holder, fscope=scope)
-    stmt = self._plans.get(("frelease",))
-    if stmt is None:
+    kv = self.b.key_values(key)
+    cached = self._plans.get(("frelease",))
+    if cached is None:
         c = self.c
         stmt = c.conditional_update(
             [self._frelease_check(f)],
             [c.set_null(f.holder), c.set_null(f.scope), c.set_null(f.at)],
         )
-        self._plans[("frelease",)] = stmt
-    rows = yield Batch((stmt.bind(self.d, values),))
+        template = Template.of(stmt, {}, self._now_value, self.clock is not None,
+                               ("fholder", "fscope"))
+        cached = self._plans[("frelease",)] = (stmt, template)
+    stmt, template = cached
+    if template is not None:
+        rows = yield _new(Batch, (((template.sql, template.bind(kv, named=(holder, scope))),),
+                                  False, None))
+    else:
+        _, values = self.values(kv)
+        values.update(fholder=holder, fscope=scope)
+        rows = yield Batch((stmt.bind(self.d, values),))
     return ReleaseResult(bool(rows[0]))
 
 

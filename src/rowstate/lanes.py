@@ -32,23 +32,28 @@ if TYPE_CHECKING:
 _NOW, _OWNER, _FENCE, _ROW_KEY, _EV_OWNER, _HOLDER = -1, -2, -3, -4, -5, -6
 _DYNAMIC = {"now": _NOW, "owner": _OWNER, "fence": _FENCE, "row_key": _ROW_KEY,
             "ev_owner": _EV_OWNER, "holder": _HOLDER}
+_NAMED = -10  # and below: the template's own named slots
 
 
 class Template:
     """A statement with its constants in place: binding it copies one list and writes in
     the call's own values (key, clock, owner, fence, holder) where they go."""
 
-    __slots__ = ("dynamic", "now_value", "params", "sql")
+    __slots__ = ("dynamic", "keys_only", "now_value", "params", "sql")
 
     def __init__(self, sql: str, params: list[Any], dynamic: tuple[tuple[int, int], ...],
                  now_value: Callable[[], Any]) -> None:
         self.sql, self.params, self.dynamic, self.now_value = sql, params, dynamic, now_value
+        # a read by key: its parameters are the key itself
+        self.keys_only = dynamic == tuple((i, i) for i in range(len(params)))
 
     @classmethod
-    def of(cls, stmt: Statement, static: dict[str, Any],
-           now_value: Callable[[], Any]) -> Template | None:
+    def of(cls, stmt: Statement, static: dict[str, Any], now_value: Callable[[], Any],
+           clock: bool = False, named: tuple[str, ...] = ()) -> Template | None:
         """None when the statement names a value a template does not fill (a guard's, a
-        JSON slot the dialects adapt): the general path."""
+        JSON slot the dialects adapt): the general path. Without a caller's ``clock`` the
+        "now" parameter is a constant (SQLite's store fills it in). ``named``: the call's
+        own slots beyond the usual ones, given to :meth:`bind` in this order."""
         params: list[Any] = []
         dynamic: list[tuple[int, int]] = []
         for pos, p in enumerate(stmt.params):
@@ -56,6 +61,11 @@ class Template:
                 params.append(p.value)
             elif p.json:
                 return None
+            elif p.name == "now" and not clock:
+                params.append(now_value())
+            elif p.name in named:
+                params.append(None)
+                dynamic.append((pos, _NAMED - named.index(p.name)))
             elif p.name in _DYNAMIC:  # before the constants: ev_owner's is a default
                 params.append(None)
                 dynamic.append((pos, _DYNAMIC[p.name]))
@@ -69,7 +79,9 @@ class Template:
         return cls(stmt.sql, params, tuple(dynamic), now_value)
 
     def bind(self, kv: tuple[Any, ...], owner: Any = None, fence: Any = None,
-             holder: Any = None) -> list[Any]:
+             holder: Any = None, named: tuple[Any, ...] = ()) -> list[Any]:
+        if self.keys_only:
+            return list(kv)
         params = self.params.copy()
         for pos, what in self.dynamic:
             if what >= 0:
@@ -84,6 +96,8 @@ class Template:
                 params[pos] = row_key(kv)
             elif what == _HOLDER:
                 params[pos] = holder
+            elif what <= _NAMED:
+                params[pos] = named[_NAMED - what]
             else:
                 params[pos] = None if owner is None else str(owner)
         return params
@@ -131,12 +145,13 @@ class Lane:
         one-statement fast CAS or names a value a lane does not fill (the general path)."""
         if not plan.fast:
             return None
-        write = Template.of(plan.main, move.static, core._now_value)
+        clock = core.clock is not None
+        write = Template.of(plan.main, move.static, core._now_value, clock)
         # a move checked for its state only is explained without a clock (see refused)
         state_only = (len(plan.checks) == 1 and len(move.froms) == 1
                       and plan.checks[0].category == Reason.STATE_MISMATCH)
         read = Template.of(core.c.read(clock=False) if state_only else core._read, {},
-                           core._now_value)
+                           core._now_value, clock)
         if write is None or read is None:
             return None
         return cls(core, move, plan, src, write, read, state_only)

@@ -72,8 +72,9 @@ def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
     plan, static = cached
     lane = self._claim_lanes.get(shape)
     if lane is None:
-        write = Template.of(plan.main, static, self._now_value)
-        read = Template.of(self._read, {}, self._now_value)
+        clock = self.clock is not None
+        write = Template.of(plan.main, static, self._now_value, clock)
+        read = Template.of(self._read, {}, self._now_value, clock)
         if write is None or read is None:  # not the one-statement claim: the general path
             return (yield from self._claim_checked(edge, kv, holder, owner, None, None,
                                                    None, cols))
