@@ -711,7 +711,7 @@ class CoreBase:
             rows = yield call.batch
         except InvariantViolation:
             return (yield from self._lane_refused(call, invariant=True))
-        result = call.lane.applied(call, rows) or call.lane.refused(rows)
+        result, rows = call.lane.finish(call, rows)
         if result is None:
             result = yield from self._lane_refused(call, False, rows)
         return result

@@ -56,7 +56,7 @@ def drive_lane(store: SyncRunner, core: Core, call: LaneCall) -> TransitionResul
         rows = store.run(call.batch)
     except InvariantViolation:
         return drive(store, core._lane_refused(call, invariant=True))
-    result = call.lane.applied(call, rows) or call.lane.refused(rows)
+    result, rows = call.lane.finish(call, rows)
     if result is None:
         return drive(store, core._lane_refused(call, False, rows))
     return result
@@ -67,7 +67,7 @@ async def adrive_lane(store: AsyncRunner, core: Core, call: LaneCall) -> Transit
         rows = await store.run(call.batch)
     except InvariantViolation:
         return await adrive(store, core._lane_refused(call, invariant=True))
-    result = call.lane.applied(call, rows) or call.lane.refused(rows)
+    result, rows = call.lane.finish(call, rows)
     if result is None:
         return await adrive(store, core._lane_refused(call, False, rows))
     return result

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .compiler import Batch, CasPlan, Statement
-from .conditions import Const
+from .conditions import Const, SqlOut
 from .results import Event, Reason, TransitionResult
 
 if TYPE_CHECKING:
@@ -112,16 +112,24 @@ class LaneCall(NamedTuple):
     owner: Any
     fence: Any
     batch: Batch
+    combined: bool = False  # the batch is the write and its read in one statement
+
+
+# a lane re-decides every WINDOW calls whether its refusals are frequent enough (more than
+# one call in CONTENDED) to send the write and its explaining read as one statement
+WINDOW, CONTENDED = 64, 4
 
 
 class Lane:
     """A plain move from one state, compiled to its statement and parameter template."""
 
-    __slots__ = ("clock", "columns", "edge_name", "machine", "move", "ncols", "plan", "read",
-                 "read_columns", "src", "state_of", "state_only", "to", "version", "write")
+    __slots__ = ("calls", "clock", "columns", "combined", "contended", "edge_name", "machine",
+                 "move", "ncols", "picks", "plan", "read", "read_columns", "refusals", "src",
+                 "state_of", "state_only", "to", "version", "write")
 
     def __init__(self, core: CoreBase, move: PlainMove, plan: CasPlan, src: str,
-                 write: Template, read: Template, state_only: bool) -> None:
+                 write: Template, read: Template, state_only: bool,
+                 combined: Template | None = None) -> None:
         self.move = move
         self.plan = plan
         self.src = src
@@ -138,6 +146,12 @@ class Lane:
         self.version = core.b.version
         self.machine = core.m.name
         self.clock: Callable[[], datetime] | None = core.clock
+        # under contention (see finish): the write and its read as one statement
+        self.combined = combined
+        self.contended = False
+        self.calls = self.refusals = 0
+        # where the written row's columns are in the combined statement's row
+        self.picks = tuple(1 + core.columns.index(c) for c in plan.columns)
 
     @classmethod
     def build(cls, core: CoreBase, move: PlainMove, plan: CasPlan, src: str) -> Lane | None:
@@ -154,14 +168,56 @@ class Lane:
                            core._now_value, clock)
         if write is None or read is None:
             return None
-        return cls(core, move, plan, src, write, read, state_only)
+        combined = None
+        if state_only and core.d.writable_ctes and not core._event_table:
+            combined = Template.of(_combined(core, plan), move.static, core._now_value, clock)
+        return cls(core, move, plan, src, write, read, state_only, combined)
 
     def call(self, kv: tuple[Any, ...], owner: Any, fence: Any) -> LaneCall:
+        if self.contended:
+            both = self.combined
+            assert both is not None
+            return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (
+                ((both.sql, both.bind(kv, owner, fence)),), False, None)), True))
         write, read = self.write, self.read
         # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per call
         return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (
             ((write.sql, write.bind(kv, owner, fence)),), False,
-            (read.sql, read.bind(kv, owner, fence))))))
+            (read.sql, read.bind(kv, owner, fence)))), False))
+
+    def finish(self, call: LaneCall, rows: list[list[tuple[Any, ...]]],
+               ) -> tuple[TransitionResult | None, list[list[tuple[Any, ...]]]]:
+        """The result (None: the general path explains the refusal from the rows returned
+        with it), and the rows in the write-then-read form either way."""
+        if call.combined:
+            rows = self._split(rows)
+        result = self.applied(call, rows) or self.refused(rows)
+        if self.combined is not None:  # a heuristic of speed only: both forms are exact
+            self.calls += 1
+            if result is None or not result.applied:
+                self.refusals += 1
+            if self.calls >= WINDOW:
+                self.contended = self.refusals * CONTENDED > self.calls
+                self.calls = self.refusals = 0
+        return result, rows
+
+    def _split(self, rows: list[list[tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
+        """The combined statement's answer as [written rows] or [[], read rows].
+
+        Its read sees the row as the statement's snapshot has it: the very version the
+        write judged, unless the write waited for a concurrent writer and then found the
+        row changed. Then the snapshot still shows the row in the move's from-state, and
+        the general path reads it again (a refusal with no read sent along)."""
+        got = rows[0]
+        if not got:
+            return [[], []]  # no such row
+        row = got[0]
+        if row[0]:
+            return [[tuple(row[i] for i in self.picks)]]
+        cur = row[1:]
+        if self.state_of(dict(zip(self.read_columns, cur, strict=True))) == self.src:
+            return [[]]
+        return [[], [cur]]
 
     def applied(self, call: LaneCall, rows: list[list[tuple[Any, ...]]],
                 ) -> TransitionResult | None:
@@ -202,6 +258,21 @@ class Lane:
 
 
 _new = tuple.__new__
+
+
+def _combined(core: CoreBase, plan: CasPlan) -> Statement:
+    """PostgreSQL: the write, and the row as the statement saw it when the write was
+    refused, in one statement (``flag, every column``; a column the write does not return
+    is NULL on its branch)."""
+    c, d = core.c, core.d
+    written = ", ".join(d.column(col, "upd") if col in plan.columns else "NULL"
+                        for col in core.columns)
+    out = SqlOut()
+    where = c.key_where(None, out)
+    sql = (f"WITH upd AS ({plan.main.sql}) SELECT true, {written} FROM upd UNION ALL "
+           f"SELECT false, {c.cols(None)} FROM {c.table} WHERE {where} "
+           "AND NOT EXISTS (SELECT 1 FROM upd)")
+    return Statement(sql, (*plan.main.params, *out.params))
 
 
 def row_key(kv: tuple[Any, ...]) -> str:

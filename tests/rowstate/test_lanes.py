@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine_fixtures import JOBS, Backend, Clock, on
 from rowstate import NOW, ActiveLease, Binding, Edge, Machine, RowstateError, ValidationError
+from rowstate.lanes import WINDOW
 
 STATES = ("NEW", "READY", "RUNNING", "DONE", "FAILED")
 JOBS_EV = dataclasses.replace(JOBS, table="jobs_lanes_ev", events="jobs_lanes_ev_events")
@@ -203,3 +207,64 @@ def test_a_bad_returning_is_refused_before_any_io(backend: Backend) -> None:
             lc.claim(key, "start", returning=bad)
     assert backend.statements == before
     assert lc.get(key)["state"] == "NEW"
+
+
+# -- contended lanes (PostgreSQL: the write and its read in one statement) -----------------
+
+
+def _contend(lc: Any, key: str) -> None:
+    """Refusals enough for the lane to send its write and read as one statement."""
+    for _ in range(WINDOW):
+        assert not lc.transition(key, "DONE", from_="RUNNING").applied
+
+
+@on("postgres")
+def test_a_contended_lane_answers_in_one_statement(backend: Backend) -> None:
+    lc = backend.make(PURE_JOBS)
+    key, other = f"hot-{next(_ids)}", f"hot-{next(_ids)}"
+    for k in (key, other):
+        backend.seed(PURE_JOBS, id=k, state="NEW")
+    _contend(lc, key)
+    before = backend.statements
+    refused = lc.transition(key, "DONE", from_="RUNNING")
+    general = lc.transition(key, "DONE", from_="RUNNING", payload={})
+    assert backend.statements - before == 1 + 2  # the combined one; the general path's two
+    assert _same(refused) == _same(general)
+    missing = lc.transition("nobody", "DONE", from_="RUNNING")
+    assert (missing.applied, missing.reason, missing.row) == (False, "RECORD_NOT_FOUND", None)
+    before = backend.statements
+    moved = lc.transition(key, "READY", from_="NEW")  # another lane: not contended
+    assert moved.applied and backend.statements - before == 1
+    for _ in range(2):
+        assert lc.transition(key, "RUNNING", from_="READY").applied
+        assert lc.transition(key, "FAILED", from_="RUNNING").applied
+        assert lc.transition(key, "READY", from_="FAILED").applied
+    assert lc.transition(key, "RUNNING", from_="READY").applied
+    before = backend.statements
+    done = lc.transition(key, "DONE", from_="RUNNING", returning=())
+    assert done.applied and backend.statements - before == 1
+    twin = lc.transition(other, "DONE", from_="RUNNING")  # the contended lane, refused
+    assert (twin.reason, twin.state) == ("STATE_MISMATCH", "NEW")
+    assert lc.get(key)["state"] == "DONE" and lc.get(key)["version"] == 9
+
+
+@on("postgres-sync")
+def test_a_contended_lane_that_waited_reads_the_row_again(backend: Backend) -> None:
+    """The combined statement's read sees its snapshot: a write that waited for another
+    writer and then found the row moved would see the row still in the from-state. The
+    lane reads it again, and the refusal shows the state the other writer left."""
+    lc = backend.make(PURE_JOBS)
+    key = f"race-{next(_ids)}"
+    backend.seed(PURE_JOBS, id=key, state="RUNNING")
+    _contend(lc, f"{key}-none")
+    with psycopg.connect(backend.where, autocommit=False) as rival:
+        rival.execute("UPDATE jobs_lanes_pure SET state = 'FAILED', version = version + 1 "
+                      "WHERE id = %s", (key,))
+        with ThreadPoolExecutor(1) as pool:
+            waiting = pool.submit(lc.transition, key, "DONE", from_="RUNNING")
+            time.sleep(0.3)
+            assert not waiting.done()  # blocked on the rival's row lock
+            rival.commit()
+            result = waiting.result(timeout=10)
+    assert (result.applied, result.reason, result.state) == (False, "STATE_MISMATCH",
+                                                              "FAILED")
