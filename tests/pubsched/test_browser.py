@@ -165,6 +165,7 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
         boxes.nth(i).check()
     tender.fill("#max", "2")
     tender.click("button.primary")
+    tender.wait_for_url("**?saved=1")  # the POST's redirect: is_visible() does not wait
     assert tender.locator("text=Saved.").is_visible()
     tender.close()
 
