@@ -39,13 +39,15 @@ class Template:
     """A statement with its constants in place: binding it copies one list and writes in
     the call's own values (key, clock, owner, fence, holder) where they go."""
 
-    __slots__ = ("dynamic", "keys_only", "now_value", "params", "sql")
+    __slots__ = ("dynamic", "keys_only", "now_value", "one_key_at", "params", "sql")
 
     def __init__(self, sql: str, params: list[Any], dynamic: tuple[tuple[int, int], ...],
                  now_value: Callable[[], Any]) -> None:
         self.sql, self.params, self.dynamic, self.now_value = sql, params, dynamic, now_value
         # a read by key: its parameters are the key itself
         self.keys_only = dynamic == tuple((i, i) for i in range(len(params)))
+        # a plain move on a one-column key: the key is its only value (the hottest bind)
+        self.one_key_at = dynamic[0][0] if len(dynamic) == 1 and dynamic[0][1] == 0 else -1
 
     @classmethod
     def of(cls, stmt: Statement, static: dict[str, Any], now_value: Callable[[], Any],
@@ -83,6 +85,9 @@ class Template:
         if self.keys_only:
             return list(kv)
         params = self.params.copy()
+        if self.one_key_at >= 0:
+            params[self.one_key_at] = kv[0]
+            return params
         for pos, what in self.dynamic:
             if what >= 0:
                 params[pos] = kv[what]
