@@ -18,10 +18,10 @@ import os
 import socket
 from collections.abc import Callable, Generator, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from .binding import MAX_VALUE_BYTES, Binding, GuardSpec, check_json, check_scalar
-from .compiler import Batch, CasPlan, Compiler, EventSpec, Set
+from .compiler import Batch, CasPlan, Compiler, EventSpec, Set, Statement
 from .conditions import (
     And,
     Check,
@@ -44,9 +44,9 @@ from .errors import (
     InvariantViolation,
     ValidationError,
 )
-from .lanes import Lane, LaneCall, row_key
+from .lanes import Lane, LaneCall, Template
 from .machine import Edge
-from .outbox import EVENT_READ_COLUMNS
+from .outbox import EVENT_READ_COLUMNS, row_key
 from .results import (
     CheckResult,
     Event,
@@ -114,6 +114,11 @@ class ActiveLease(NamedTuple):
         return self.door.atomic(fence=self)
 
 
+def _plain_from(from_: object) -> TypeGuard[str | tuple[str, ...] | None]:
+    """Is ``from_`` a shape a plain move is remembered by (None, a state, a tuple)?"""
+    return from_ is None or type(from_) is str or type(from_) is tuple
+
+
 def event_of(r: tuple[Any, ...], d: Dialect, key: tuple[Any, ...] | None = None) -> Event:
     """An event from a row read in :data:`~rowstate.outbox.EVENT_READ` order."""
     kv = tuple(json.loads(r[2])) if key is None else key
@@ -161,7 +166,8 @@ class CoreBase:
         self._plain_moves: dict[tuple[Any, ...], PlainMove] = {}
         self._direct_lanes: dict[tuple[str, Any], Lane | None] = {}
         self._returning_memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
-        self._claim_lanes: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # shape -> templates
+        # id(plain claim's plan) -> (its write, its read) as templates; None: general path
+        self._claim_lanes: dict[int, tuple[Template | None, Template | None]] = {}
         # pure functions of the (frozen) machine, memoised: validation still runs on a miss
         self._froms_memo: dict[tuple[str, Any], tuple[str, ...]] = {}
         self._edge_names: dict[tuple[str, str], str] = {}
@@ -503,8 +509,7 @@ class CoreBase:
                    guards: GuardSpec | None = None, data: Any = None,
                    returning: Iterable[str] | None = None) -> Op[TransitionResult]:
         cols = self._returning(returning, self.b.version)
-        if (payload is None and guards is None and data is None
-                and (from_ is None or type(from_) is str or type(from_) is tuple)):
+        if payload is None and guards is None and data is None and _plain_from(from_):
             owner = self._owner(owner)  # checked first: the plan compiled next names it
             move = self._plain_move(to, from_, None, owner is not None, cols)
             if move is not None:
@@ -521,28 +526,21 @@ class CoreBase:
         if returning is None:
             return None
         try:  # the hot path: the same tuple again
-            hit = self._returning_memo.get((returning, needs))
-        except TypeError:  # a list: checked below
-            hit = None
-        if hit is not None:
-            return hit
+            return self._returning_memo[(returning, needs)]
+        except (KeyError, TypeError):  # not seen yet, or a list (checked, not remembered)
+            pass
         if isinstance(returning, str):
             raise ValidationError(f"returning= is a list of column names, got {returning!r}")
         names = tuple(returning)
         if not all(isinstance(n, str) for n in names):
             raise ValidationError(f"returning= is a list of column names, got {returning!r}")
-        memo = (names, needs)
-        cols = self._returning_memo.get(memo)
-        if cols is not None:
-            return cols
         unknown = [n for n in names if n not in self.columns]
         if unknown:
             raise ValidationError(f"{self.b.table}: returning= names unknown column(s) "
                                   f"{unknown}")
         wanted = {*names, *self.b.key, self.b.state_ref.column, *(n for n in needs if n)}
         cols = tuple(c for c in self.columns if c in wanted)
-        self._returning_memo[memo] = cols
-        with contextlib.suppress(TypeError):  # also under the caller's own (hashable) object
+        with contextlib.suppress(TypeError):
             self._returning_memo[(returning, needs)] = cols
         return cols
 
@@ -552,25 +550,20 @@ class CoreBase:
         """A plain move's lane call (the front ends run it without a generator,
         :func:`rowstate.drive.drive_lane`), or None: use :meth:`transition`. The same
         checks as :meth:`transition`, in the same order, before any I/O."""
-        if returning is not None:
-            cols = self._returning(returning, self.b.version)
-            if from_ is None or type(from_) is str or type(from_) is tuple:
-                move = self._plain_move(to, from_, None, owner is not None, cols)
-                if move is not None and move.lanes:
-                    return self._lane_call(key, move, self._owner(owner), None)
-            return None
-        if owner is None:  # the commonest call: a key, a target, perhaps one from-state
+        if owner is None and returning is None:  # the commonest call: a key, a target
             try:
                 lane = self._direct_lanes[(to, from_)]
             except (KeyError, TypeError):  # not seen yet, or an unhashable from_
                 lane = self._direct_lane(to, from_)
             if lane is not None:
                 return lane.call(self.b.key_values(key), None, None)
-        if from_ is None or type(from_) is str or type(from_) is tuple:
-            owner = self._owner(owner)
-            move = self._plain_move(to, from_, None, owner is not None)
-            if move is not None and move.lanes:
-                return self._lane_call(key, move, owner, None)
+        cols = self._returning(returning, self.b.version)
+        if not _plain_from(from_):
+            return None
+        owner = self._owner(owner)
+        move = self._plain_move(to, from_, None, owner is not None, cols)
+        if move is not None and move.lanes:
+            return self._lane_call(key, move, owner, None)
         return None
 
     def _transition(self, key: object, to: str, froms: tuple[str, ...], owner: object,
@@ -689,7 +682,7 @@ class CoreBase:
 
     def _direct_lane(self, to: str, from_: Iterable[str] | str | None) -> Lane | None:
         """The lane of a one-state move without an owner, remembered per (to, from_)."""
-        if not (from_ is None or type(from_) is str or type(from_) is tuple):
+        if not _plain_from(from_):
             return None
         move = self._plain_move(to, from_, None, False)
         if move is None:  # an unhashable state inside from_: the general path checks it
@@ -813,8 +806,24 @@ class CoreBase:
             f"SELECT {EVENT_READ_COLUMNS} FROM {self.d.table(self._event_table)} "
             f"WHERE machine = {p} AND row_key = {p} ORDER BY id"
         )
-        rows = yield Batch(((sql, [self.m.name, json.dumps(list(kv))]),))
+        rows = yield Batch(((sql, [self.m.name, row_key(kv)]),))
         return [event_of(r, self.d, kv) for r in rows[0]]
+
+    def _template(self, stmt: Statement, static: dict[str, Any],
+                  named: tuple[str, ...] = ()) -> Template | None:
+        """``stmt`` as a template (:class:`rowstate.lanes.Template`) for this core's clock."""
+        return Template.of(stmt, static, self._now_value, self.clock is not None, named)
+
+    @functools.cached_property
+    def _read_template(self) -> Template | None:
+        """The read explaining a refusal (:attr:`_read`), sent with a templated write."""
+        return self._template(self._read, {})
+
+    @functools.cached_property
+    def _row_template(self) -> Template | None:
+        """The row by its key, without a clock: what a move checked for its state only
+        needs to explain a refusal."""
+        return self._template(self.c.read(clock=False), {})
 
     def _now_value(self) -> Any:
         """The "now" parameter: a caller's clock, or SQLite's placeholder for its store's

@@ -66,6 +66,7 @@ class Core(CoreBase):
     _leased_edge = leases._leased_edge
     claim = leases.claim
     _claim_checked = leases._claim_checked
+    _lease_claim_plan = leases._lease_claim_plan
     _claim_refused = leases._claim_refused
     _compile_claim = leases._compile_claim
     _claimed_edge = leases._claimed_edge

@@ -12,7 +12,6 @@ from .binding import FinalizationClaim, check_scalar
 from .compiler import Batch
 from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot
 from .errors import ValidationError
-from .lanes import Template
 from .results import FinalizationClaimResult, Reason, ReleaseResult
 
 if TYPE_CHECKING:
@@ -70,11 +69,8 @@ def claim_finalization(self: Core, key: object, holder: str, scope: str | None =
         if f.token:
             sets.append(c.incremented(f.token))
         plan = c.cas([self._fclaim_check(f)], sets, None, known_from=True, returning=cols)
-        clock = self.clock is not None
-        write = Template.of(plan.main, {"fttl": float(f.ttl)}, self._now_value, clock,
-                            ("fholder", "fscope"))
-        read = Template.of(self._read, {}, self._now_value, clock)
-        cached = self._plans[("fclaim", cols)] = (plan, write, read)
+        write = self._template(plan.main, {"fttl": float(f.ttl)}, ("fholder", "fscope"))
+        cached = self._plans[("fclaim", cols)] = (plan, write, self._read_template)
     plan, write, read = cached
     if plan.fast and write is not None and read is not None:
         rows = yield _new(Batch, (((write.sql, write.bind(kv, named=(holder, scope))),),
@@ -113,8 +109,7 @@ def release_finalization(self: Core, key: object, holder: str,
             [self._frelease_check(f)],
             [c.set_null(f.holder), c.set_null(f.scope), c.set_null(f.at)],
         )
-        template = Template.of(stmt, {}, self._now_value, self.clock is not None,
-                               ("fholder", "fscope"))
+        template = self._template(stmt, {}, ("fholder", "fscope"))
         cached = self._plans[("frelease",)] = (stmt, template)
     stmt, template = cached
     if template is not None:

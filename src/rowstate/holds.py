@@ -118,12 +118,7 @@ def _claim_plan(self: Core, edge: Edge, has_owner: bool, guards: GuardSpec | Non
                 values: dict[str, Any]) -> CasPlan:
     """A claim's cached plan (as :meth:`claim` builds it), ``values`` filled for it."""
     gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
-    shape = ("claim", edge.name, has_owner, gshape, None)
-    cached = self._plans.get(shape)
-    if cached is None:
-        cached = self._compile_claim(edge, has_owner, gchecks, None)
-        self._plans[shape] = cached
-    plan, static = cached
+    plan, static = self._lease_claim_plan(edge, has_owner, gshape, gchecks, None, None)
     values.update(static)
     return plan
 

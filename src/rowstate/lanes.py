@@ -16,13 +16,13 @@ cannot disagree with the explained path on a refusal.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .compiler import Batch, CasPlan, Statement
-from .conditions import Const, SqlOut
+from .conditions import Const
+from .outbox import row_key
 from .results import Event, Reason, TransitionResult
 
 if TYPE_CHECKING:
@@ -164,18 +164,16 @@ class Lane:
         one-statement fast CAS or names a value a lane does not fill (the general path)."""
         if not plan.fast:
             return None
-        clock = core.clock is not None
-        write = Template.of(plan.main, move.static, core._now_value, clock)
+        write = core._template(plan.main, move.static)
         # a move checked for its state only is explained without a clock (see refused)
         state_only = (len(plan.checks) == 1 and len(move.froms) == 1
                       and plan.checks[0].category == Reason.STATE_MISMATCH)
-        read = Template.of(core.c.read(clock=False) if state_only else core._read, {},
-                           core._now_value, clock)
+        read = core._row_template if state_only else core._read_template
         if write is None or read is None:
             return None
         combined = None
         if state_only and core.d.writable_ctes and not core._event_table:
-            combined = Template.of(_combined(core, plan), move.static, core._now_value, clock)
+            combined = core._template(core.c.written_or_read(plan), move.static)
         return cls(core, move, plan, src, write, read, state_only, combined)
 
     def call(self, kv: tuple[Any, ...], owner: Any, fence: Any) -> LaneCall:
@@ -263,25 +261,3 @@ class Lane:
 
 
 _new = tuple.__new__
-
-
-def _combined(core: CoreBase, plan: CasPlan) -> Statement:
-    """PostgreSQL: the write, and the row as the statement saw it when the write was
-    refused, in one statement (``flag, every column``; a column the write does not return
-    is NULL on its branch)."""
-    c, d = core.c, core.d
-    written = ", ".join(d.column(col, "upd") if col in plan.columns else "NULL"
-                        for col in core.columns)
-    out = SqlOut()
-    where = c.key_where(None, out)
-    sql = (f"WITH upd AS ({plan.main.sql}) SELECT true, {written} FROM upd UNION ALL "
-           f"SELECT false, {c.cols(None)} FROM {c.table} WHERE {where} "
-           "AND NOT EXISTS (SELECT 1 FROM upd)")
-    return Statement(sql, (*plan.main.params, *out.params))
-
-
-def row_key(kv: tuple[Any, ...]) -> str:
-    """The event row's key: the key's JSON text (one int key without the encoder)."""
-    if len(kv) == 1 and type(kv[0]) is int:
-        return f"[{kv[0]}]"
-    return json.dumps(list(kv))

@@ -16,7 +16,6 @@ from .binding import GuardSpec, check_scalar, safe_text
 from .compiler import Batch, CasPlan
 from .conditions import And, Check, IsNull, Older, Or, Ref, Same, Slot, SqlOut
 from .errors import ConnectionLostError, InvalidTransitionError, RowstateError, ValidationError
-from .lanes import Template
 from .machine import Edge
 from .results import ActFailed, LeaseClaim, Reason, ReleaseResult, RunResult, TransitionResult
 
@@ -64,22 +63,13 @@ def claim(self: Core, key: object, edge_name: str, *, holder: str | None = None,
                                                cols))
     # the plain claim (a key, perhaps an owner): its statement from a template, with the
     # read that explains a refusal in the same batch
-    shape = ("claim", edge.name, owner is not None, (), None, cols)
-    cached = self._plans.get(shape)
-    if cached is None:
-        cached = self._compile_claim(edge, owner is not None, [], None, cols)
-        self._plans[shape] = cached
-    plan, static = cached
-    lane = self._claim_lanes.get(shape)
-    if lane is None:
-        clock = self.clock is not None
-        write = Template.of(plan.main, static, self._now_value, clock)
-        read = Template.of(self._read, {}, self._now_value, clock)
-        if write is None or read is None:  # not the one-statement claim: the general path
-            return (yield from self._claim_checked(edge, kv, holder, owner, None, None,
-                                                   None, cols))
-        lane = self._claim_lanes[shape] = (write, read)
-    write, read = lane
+    plan, static = self._lease_claim_plan(edge, owner is not None, (), [], None, cols)
+    if id(plan) not in self._claim_lanes:  # plans live as long as the core
+        self._claim_lanes[id(plan)] = (self._template(plan.main, static), self._read_template)
+    write, read = self._claim_lanes[id(plan)]
+    if write is None or read is None:  # not the one-statement claim: the general path
+        return (yield from self._claim_checked(edge, kv, holder, owner, None, None, None,
+                                               cols))
     rows = yield _new(Batch, (((write.sql, write.bind(kv, owner, None, holder)),), False,
                               (read.sql, read.bind(kv))))
     if rows[0]:
@@ -107,13 +97,7 @@ def _claim_checked(self: Core, edge: Edge, kv: tuple[Any, ...], holder: str, own
     if owner is not None:
         values["owner"] = owner
     gshape, gchecks = self._guard_checks(guards, "g", values) if guards else ((), [])
-    # everything else follows from the shape: built, with its constant values, once
-    shape = ("claim", edge.name, owner is not None, gshape, due, cols)
-    cached = self._plans.get(shape)
-    if cached is None:
-        cached = self._compile_claim(edge, owner is not None, gchecks, due, cols)
-        self._plans[shape] = cached
-    plan, static = cached
+    plan, static = self._lease_claim_plan(edge, owner is not None, gshape, gchecks, due, cols)
     values.update(static)
     out = yield from self._cas(plan, values)
     if out.new is None:
@@ -121,6 +105,18 @@ def _claim_checked(self: Core, edge: Edge, kv: tuple[Any, ...], holder: str, own
     token = out.new.get(lease.token) if lease.token else None
     fence = token if lease.token else out.new[lease.at]
     return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
+
+
+def _lease_claim_plan(self: Core, edge: Edge, has_owner: bool, gshape: tuple[Any, ...],
+                      gchecks: list[Check], due: str | None, cols: tuple[str, ...] | None,
+                      ) -> tuple[CasPlan, dict[str, Any]]:
+    """A claim's plan and its constant values: everything but the call's own values
+    follows from its shape (``gshape``: its guards'), so it is built once."""
+    shape = ("claim", edge.name, has_owner, gshape, due, cols)
+    cached = self._plans.get(shape)
+    if cached is None:
+        cached = self._plans[shape] = self._compile_claim(edge, has_owner, gchecks, due, cols)
+    return cached
 
 
 def _claim_refused(self: Core, edge: Edge, plan: CasPlan, out: Outcome,

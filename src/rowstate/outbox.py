@@ -9,6 +9,9 @@ application that puts the table into its own versioned migrations
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 EVENTS_LAYOUT_VERSION = 1
 
 # (column, SQL type or a dialect placeholder: {serial} {json} {time})
@@ -39,3 +42,11 @@ def index_names(table: str) -> tuple[str, str]:
     """The two indexes of an events table: per row (history), and undelivered (relay)."""
     name = table.split(".")[-1]
     return f"{name}_row"[:63], f"{name}_undelivered"[:63]
+
+
+def row_key(kv: tuple[Any, ...]) -> str:
+    """The event row's ``row_key``: the key's JSON text (one int key without the encoder).
+    Every writer and ``history`` use it, so one row has one identity in its events."""
+    if len(kv) == 1 and type(kv[0]) is int:
+        return f"[{kv[0]}]"
+    return json.dumps(list(kv))

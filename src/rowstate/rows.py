@@ -11,7 +11,6 @@ would break is still reported as ``INVARIANT``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from .binding import GuardSpec, check_payload_value
 from .compiler import Batch, Statement
 from .conditions import Check, Const, In, Slot, SqlOut, render
 from .errors import InvariantViolation, ValidationError
-from .outbox import EVENT_COLUMNS
+from .outbox import EVENT_COLUMNS, row_key
 from .results import Event, Reason, TransitionResult
 
 if TYPE_CHECKING:
@@ -84,7 +83,7 @@ def create(self: Core, key: object, *, state: str | None = None,
         values[f"c:{name}"] = self.d.payload_value(value)
     values["start"] = start
     if self._event_table:
-        values["row_key"] = json.dumps(list(kv))
+        values["row_key"] = row_key(kv)
         owner = checked.get(self.b.owner) if self.b.owner else None
         values["ev_owner"] = None if owner is None else str(owner)
     shape = ("create", names)

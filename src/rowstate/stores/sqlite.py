@@ -120,10 +120,7 @@ class SQLiteStore(StatementCounter):
                 self.statements += 1
                 if rows or batch.otherwise is None:
                     return [rows]
-                sql, params = batch.otherwise
-                read = conn.execute(sql, _with_now(params)).fetchall()
-                self.statements += 1
-                return [rows, read]
+                return self._explained(conn, batch, [rows])
             except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
                 raise _sqlite_error(exc) from exc
         return self._run(conn, batch)
@@ -163,29 +160,33 @@ class SQLiteStore(StatementCounter):
                 self.statements += len(batch.statements)
                 out = [conn.execute(sql, _with_now(params)).fetchall()
                        for sql, params in batch.statements]
-                if batch.otherwise is not None and not out[-1]:
-                    sql, params = batch.otherwise
-                    out.append(conn.execute(sql, _with_now(params)).fetchall())
-                    self.statements += 1
-                return out
+                return self._explained(conn, batch, out)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 # one clock reading for the whole write, taken once the write lock is held
                 now = canonical_time(datetime.now(UTC))
-                out = [conn.execute(sql, _with_now(params, now)).fetchall()
-                       for sql, params in batch.statements]
-                if batch.otherwise is not None and not out[-1]:
-                    sql, params = batch.otherwise
-                    out.append(conn.execute(sql, _with_now(params, now)).fetchall())
+                out = self._explained(conn, batch, [
+                    conn.execute(sql, _with_now(params, now)).fetchall()
+                    for sql, params in batch.statements], now)
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            self.statements += len(out) + 2
+            self.statements += len(batch.statements) + 2
             return out
         except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
             raise _sqlite_error(exc) from exc
+
+    def _explained(self, conn: sqlite3.Connection, batch: Batch, out: Rows,
+                   now: str | None = None) -> Rows:
+        """``out`` and, when its last statement returned no row, the rows of the batch's
+        ``otherwise`` (the read explaining a refused write), on the same connection."""
+        if batch.otherwise is not None and not out[-1]:
+            sql, params = batch.otherwise
+            out.append(conn.execute(sql, _with_now(params, now)).fetchall())
+            self.statements += 1
+        return out
 
     def execute_script(self, sql: str) -> None:
         _no_script_in_unit(self._unit)
