@@ -209,18 +209,29 @@ def cmd_tender_list(ctx: Context, args: argparse.Namespace) -> int:
     from . import tenders
 
     found = [t.as_json() for t in tenders.all_tenders(ctx.pub())]
+    return _listing(ctx, args, found, "no tenders yet: add one with `pubsched tender add "
+                    "NAME EMAIL`", ("id", "name", "email", "active", "max shifts"),
+                    lambda t: (str(t["id"]), t["name"], t["email"],
+                               "yes" if t["active"] else "no",
+                               "" if t["max_shifts"] is None else str(t["max_shifts"])))
+
+
+def _listing(ctx: Context, args: argparse.Namespace, found: list[dict[str, Any]],
+             empty: str, headers: tuple[str, ...],
+             row: Callable[[dict[str, Any]], tuple[str, ...]]) -> int:
+    """A list command's answer: JSON with ``--json``, else a hint when there is nothing,
+    else a table (rich is imported only here: ``--json`` and scripts never load it)."""
     if args.json:
         ctx.emit_json(found)
         return EXIT_APPLIED
     if not found:
-        ctx.say("no tenders yet: add one with `pubsched tender add NAME EMAIL`")
+        ctx.say(empty)
         return EXIT_APPLIED
     from rich.table import Table
 
-    table = Table("id", "name", "email", "active", "max shifts", box=None)
-    for t in found:
-        table.add_row(str(t["id"]), t["name"], t["email"], "yes" if t["active"] else "no",
-                      "" if t["max_shifts"] is None else str(t["max_shifts"]))
+    table = Table(*headers, box=None)
+    for item in found:
+        table.add_row(*row(item))
     ctx.console().print(table)
     return EXIT_APPLIED
 
@@ -300,21 +311,11 @@ def cmd_week_show(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_weeks(ctx: Context, args: argparse.Namespace) -> int:
     from .view import weeks_list
 
-    found = weeks_list(ctx.pub())
-    if args.json:
-        ctx.emit_json(found)
-        return EXIT_APPLIED
-    if not found:
-        ctx.say("no weeks yet: open one with `pubsched week open MONDAY`")
-        return EXIT_APPLIED
-    from rich.table import Table
-
-    table = Table("week", "state", "legacy status", "autopilot", "deadline (UTC)", box=None)
-    for w in found:
-        table.add_row(w["week_of"], w["state"], str(w["legacy_status"]),
-                      "on" if w["autopilot"] else "off", w["deadline_at"] or "")
-    ctx.console().print(table)
-    return EXIT_APPLIED
+    return _listing(ctx, args, weeks_list(ctx.pub()),
+                    "no weeks yet: open one with `pubsched week open MONDAY`",
+                    ("week", "state", "legacy status", "autopilot", "deadline (UTC)"),
+                    lambda w: (w["week_of"], w["state"], str(w["legacy_status"]),
+                               "on" if w["autopilot"] else "off", w["deadline_at"] or ""))
 
 
 def cmd_avail(ctx: Context, args: argparse.Namespace) -> int:
