@@ -17,7 +17,7 @@ import pytest
 from pubsched.app import Config, Pub
 from pubsched.db import open_store
 from pubsched.web import serve
-from pubsched.web.app import WebSettings
+from pubsched.web.settings import WebSettings
 
 
 def test_the_tick_runs_every_minute_coalesced_with_a_grace_time(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ from pubsched import flags, links, tenders
 from pubsched.app import Config, Pub
 from pubsched.db import open_store
 from pubsched.mailconfig import MailSettings
-from pubsched.web.app import WebSettings
 from pubsched.web.auth import AdminPassword, LoginThrottle
+from pubsched.web.settings import WebSettings
 
 PASSWORD = "correct horse battery staple"
 SECRET = "web-tests-secret-0123456789abcdef"

@@ -23,7 +23,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ..app import Config, Pub
-from .app import WebSettings, create_app
+from .app import create_app
+from .settings import WebSettings
 
 log = logging.getLogger("pubsched.serve")
 
