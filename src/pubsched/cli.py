@@ -38,8 +38,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import rowstate
 
-from .app import DEFAULT_DB, BadInput, Config, Pub, Verdict
-from .mailconfig import MailConfigError
+from .mail.settings import MailConfigError
+from .pub import DEFAULT_DB, BadInput, Config, Pub, Verdict
 
 EXIT_APPLIED, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 WEEK_ACTIONS = ("open", "close", "generate", "reopen", "approve", "unapprove", "send")
@@ -249,13 +249,13 @@ def cmd_tender_link(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_flag(ctx: Context, args: argparse.Namespace) -> int:
-    from .cutover import flip
+    from .engines.cutover import flip
 
     return report(ctx, flip(ctx.pub(), args.value == "on", force=args.force, now=ctx.now))
 
 
 def cmd_cutover_check(ctx: Context, args: argparse.Namespace) -> int:
-    from .cutover import cutover_check
+    from .engines.cutover import cutover_check
 
     check = cutover_check(ctx.pub(), ctx.now)
     if check.idle:
@@ -266,7 +266,7 @@ def cmd_cutover_check(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
-    from .actions import perform
+    from .engines.actions import perform
 
     pub = ctx.pub()
     if args.action != "send":
@@ -284,14 +284,14 @@ def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_week_extend(ctx: Context, args: argparse.Namespace) -> int:
-    from .actions import perform
+    from .engines.actions import perform
 
     return report(ctx, perform(ctx.pub(), "extend", args.week, now=ctx.now,
                                deadline=args.deadline))
 
 
 def cmd_week_autopilot(ctx: Context, args: argparse.Namespace) -> int:
-    from .actions import perform
+    from .engines.actions import perform
 
     return report(ctx, perform(ctx.pub(), "autopilot", args.week, on=args.value == "on",
                                now=ctx.now))

@@ -61,8 +61,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import links, tenders, view
-from ..app import BadInput, Pub, Verdict, utc
 from ..machine import RUN
+from ..pub import BadInput, Pub, Verdict, utc
 from ..send import resend
 from .auth import (
     SESSION_COOKIE,
@@ -382,7 +382,7 @@ class Web:
                           outcome.message or (outcome.reason or ""))
 
     def _act(self, week: str, name: str, form: FormData, check_seen: bool) -> Verdict:
-        from .. import actions
+        from ..engines import actions
         from ..weeks import week_key
 
         week = week_key(week)
@@ -448,8 +448,8 @@ class Web:
         return self.flash(back, "ok", f"{outcome.message}: the new link is on this page")
 
     async def cutover_page(self, request: Request) -> Response:
-        from .. import cutover
-        from ..flags import v2_enabled
+        from ..engines import cutover
+        from ..engines.flags import v2_enabled
 
         def context() -> dict[str, Any]:
             return {"check": cutover.cutover_check(self.pub, now=utc(self.clock())),
@@ -458,7 +458,7 @@ class Web:
         return self.admin_page(request, "cutover.html", await run_in_threadpool(context))
 
     async def flag(self, request: Request) -> Response:
-        from .. import cutover
+        from ..engines import cutover
 
         form = await request.form()
         on = _text(form, "on") == "1"

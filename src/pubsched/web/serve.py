@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ..app import Config, Pub
+from ..pub import Config, Pub
 from .app import WebSettings, create_app
 
 log = logging.getLogger("pubsched.serve")

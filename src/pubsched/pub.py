@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 import rowstate
 
 from .machine import RUNS
-from .mailconfig import MailSettings, load_mail_settings
-from .mailer import Mailer, mailer_for
+from .mail.mailer import Mailer, mailer_for
+from .mail.settings import MailSettings, load_mail_settings
 from .weektime import (
     DEFAULT_SETTINGS,
     DEFAULT_TEMPLATE,
