@@ -38,8 +38,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import rowstate
 
+from .db.urls import DEFAULT_URL as DEFAULT_DB
 from .mail.settings import MailConfigError
-from .pub import DEFAULT_DB, BadInput, Config, Pub, Verdict
+from .pub import BadInput, Config, Pub, Verdict
 
 EXIT_APPLIED, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 WEEK_ACTIONS = ("open", "close", "generate", "reopen", "approve", "unapprove", "send")
@@ -139,7 +140,7 @@ def _require_schema(url: str) -> None:
     """A database that was never initialised, or is behind the code, is bad usage said as
     such (not a traceback from the first query); a missing SQLite file is not created."""
     from .db import sqlite_path
-    from .migrate import status
+    from .db.migrate import status
 
     path = sqlite_path(url) if url.startswith("sqlite:") else None
     if path is not None and not os.path.exists(path):
@@ -181,7 +182,7 @@ def progress(ctx: Context, text: str) -> Iterator[None]:
 
 
 def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
-    from .migrate import migrate
+    from .db.migrate import migrate
 
     applied = migrate(ctx.db_url)
     where = redacted(ctx.db_url)
@@ -531,7 +532,7 @@ def run(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None 
     import psycopg
 
     from .db import DatabaseURLError, dialect_of
-    from .migrate import MigrationError
+    from .db.migrate import MigrationError
 
     ctx = Context(args.db or env.get("PUBSCHED_DB") or DEFAULT_DB, args.now, env, out, err)
     handler: Handler = args.handler

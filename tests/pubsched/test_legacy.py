@@ -29,9 +29,9 @@ from pub_setup import (
 from smtp_server import SmtpTestServer
 
 import rowstate
+from pubsched.db.migrate import migrate
 from pubsched.engines import legacy
 from pubsched.engines.flags import set_v2
-from pubsched.migrate import migrate
 from pubsched.pub import BadInput, Pub, Verdict
 from pubsched.submissions import submit
 from pubsched.weeks import ensure_week, shifts

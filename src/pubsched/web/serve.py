@@ -81,7 +81,7 @@ def open_pub(config: Config) -> Pub:
     at start (``pubsched init`` applies them), rather than failing at the first request; an
     in-memory one is migrated here, as it lives only inside this process's connection."""
     from ..db import open_store
-    from ..migrate import status
+    from ..db.migrate import status
 
     memory = config.db_url in ("sqlite://", "sqlite:", "sqlite:///:memory:")
     if not memory:
