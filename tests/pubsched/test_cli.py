@@ -30,7 +30,7 @@ from smtp_server import SmtpTestServer
 import services
 from pubsched import cli, links, tenders
 from pubsched import db as pubdb
-from pubsched.app import Config, Pub
+from pubsched.pub import Config, Pub
 
 WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York time
 NEXT = "2026-12-14"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from ..app import BadInput
+from ..pub import BadInput
 
 
 def instant(text: str) -> datetime:

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import IO, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from ..app import Config, Pub, Verdict
+from ..pub import Config, Pub, Verdict
 
 EXIT_APPLIED, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
@@ -64,7 +64,7 @@ class Context:
     def pub(self) -> Pub:
         """The pub, opened on first use (bad input found by the parser never opens it)."""
         if self._pub is None:
-            from ..db import open_store
+            from ..db.store import open_store
 
             config = self.config()  # a bad setting is bad input before anything is opened
             _require_schema(self.db_url)
@@ -100,8 +100,8 @@ class Context:
 def _require_schema(url: str) -> None:
     """A database that was never initialised, or is behind the code, is bad usage said as
     such (not a traceback from the first query); a missing SQLite file is not created."""
-    from ..db import sqlite_path
-    from ..migrate import status
+    from ..db.migrate import status
+    from ..db.urls import sqlite_path
 
     path = sqlite_path(url) if url.startswith("sqlite:") else None
     if path is not None and not os.path.exists(path):

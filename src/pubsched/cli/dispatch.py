@@ -15,8 +15,9 @@ from typing import IO, NoReturn
 
 import rowstate
 
-from ..app import DEFAULT_DB, BadInput
-from ..mailconfig import MailConfigError
+from ..db.urls import configured_url
+from ..mail.settings import MailConfigError
+from ..pub import BadInput
 from .context import EXIT_FAILED, EXIT_USAGE, Context, Usage
 from .parser import Handler, build_parser
 
@@ -34,11 +35,10 @@ def run(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None 
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     import psycopg
 
-    from ..db import DatabaseURLError, dialect_of
-    from ..migrate import MigrationError
+    from ..db.migrate import MigrationError
+    from ..db.urls import DatabaseURLError, dialect_of
 
-    ctx = Context(args.db or env.get("PUBSCHED_DB") or DEFAULT_DB, args.now, env, out, err,
-                  runner=run)
+    ctx = Context(args.db or configured_url(env), args.now, env, out, err, runner=run)
     handler: Handler = args.handler
     try:
         if getattr(args, "checks_db_url", True):

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..app import DEFAULT_DB
+from ..db.urls import DEFAULT_URL
 from .arguments import instant, week, whole
 from .commands.cutover import cmd_cutover_check, cmd_flag
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 applied, 1 ran and failed, 2 bad usage or input "
                "(nothing written), 3 refused (the reason on stderr)")
     parser.add_argument("--db", metavar="URL", default=None,
-                        help=f"database URL (default $PUBSCHED_DB, else {DEFAULT_DB})")
+                        help=f"database URL (default $PUBSCHED_DB, else {DEFAULT_URL})")
     parser.add_argument("--now", metavar="ISO", type=instant, default=None,
                         help="the instant to act at, with an offset or Z (default: now)")
     common = argparse.ArgumentParser(add_help=False)

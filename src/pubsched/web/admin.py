@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import links, tenders, view
-from ..app import BadInput, Verdict
+from ..pub import BadInput, Verdict
 from .buttons import Buttons, diagram, drawn, fingerprint
 from .forms import text, week_of
 from .pages import ADMIN_PATH
@@ -132,8 +132,8 @@ class AdminPages:
     # -- the cutover ----------------------------------------------------------------------
 
     async def cutover_page(self, request: Request) -> Response:
-        from .. import cutover
-        from ..flags import v2_enabled
+        from ..engines import cutover
+        from ..engines.flags import v2_enabled
 
         pub = self.site.pub
 
@@ -144,7 +144,7 @@ class AdminPages:
         return self.pages.admin_page(request, "cutover.html", await run_in_threadpool(context))
 
     async def flag(self, request: Request) -> Response:
-        from .. import cutover
+        from ..engines import cutover
 
         form = await request.form()
         on = text(form, "on") == "1"

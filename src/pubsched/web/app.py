@@ -45,7 +45,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
-from ..app import Pub
+from ..pub import Pub
 from .admin import AdminPages
 from .login import Login
 from .pages import ADMIN_PATH, HERE, Pages

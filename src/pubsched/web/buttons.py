@@ -19,8 +19,8 @@ from typing import Any
 
 from starlette.datastructures import FormData
 
-from ..app import BadInput, Verdict
 from ..machine import RUN
+from ..pub import BadInput, Verdict
 from ..send import resend
 from .forms import local_input, text
 from .site import Site
@@ -84,7 +84,7 @@ class Buttons:
     def press(self, week: str, name: str, form: FormData, check_seen: bool) -> Verdict:
         """The action ``name`` on ``week`` (synchronous: handlers run it in the thread
         pool); a stale fingerprint is refused as ``STALE`` before the engine is asked."""
-        from .. import actions
+        from ..engines import actions
         from ..weeks import week_key
 
         pub = self.site.pub

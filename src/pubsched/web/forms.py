@@ -8,7 +8,7 @@ from datetime import UTC, datetime, tzinfo
 
 from starlette.datastructures import FormData
 
-from ..app import BadInput
+from ..pub import BadInput
 
 
 def text(form: FormData, name: str) -> str | None:

@@ -19,7 +19,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from ..app import Config
+from ..pub import Config
 
 HERE = Path(__file__).parent
 ADMIN_PATH = "/admin"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from ..app import Pub, utc
+from ..pub import Pub, utc
 from .auth import Sessions
 from .pages import Pages
 from .settings import WebSettings

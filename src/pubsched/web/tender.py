@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .. import links, tenders, view
-from ..app import BadInput
+from ..pub import BadInput
 from .forms import text
 from .site import Site
 

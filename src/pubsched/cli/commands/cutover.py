@@ -9,13 +9,13 @@ from ..context import EXIT_APPLIED, EXIT_REFUSED, Context, report
 
 
 def cmd_flag(ctx: Context, args: argparse.Namespace) -> int:
-    from ...cutover import flip
+    from ...engines.cutover import flip
 
     return report(ctx, flip(ctx.pub(), args.value == "on", force=args.force, now=ctx.now))
 
 
 def cmd_cutover_check(ctx: Context, args: argparse.Namespace) -> int:
-    from ...cutover import cutover_check
+    from ...engines.cutover import cutover_check
 
     check = cutover_check(ctx.pub(), ctx.now)
     if check.idle:

@@ -14,7 +14,7 @@ from ..context import EXIT_APPLIED, EXIT_FAILED, Context, Usage, redacted
 
 
 def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
-    from ...migrate import migrate
+    from ...db.migrate import migrate
 
     applied = migrate(ctx.db_url)
     where = redacted(ctx.db_url)

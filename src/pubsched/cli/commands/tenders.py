@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...app import BadInput
+from ...pub import BadInput
 from ..context import EXIT_APPLIED, Context, report
 from ..output import listing
 

@@ -16,7 +16,7 @@ from ..output import listing, print_week, progress
 def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
     """A plain action (open, close, ..., send); the send runs under a spinner on a
     terminal, as it waits on SMTP."""
-    from ...actions import perform
+    from ...engines.actions import perform
 
     pub = ctx.pub()
     if args.action != "send":
@@ -34,14 +34,14 @@ def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_week_extend(ctx: Context, args: argparse.Namespace) -> int:
-    from ...actions import perform
+    from ...engines.actions import perform
 
     return report(ctx, perform(ctx.pub(), "extend", args.week, now=ctx.now,
                                deadline=args.deadline))
 
 
 def cmd_week_autopilot(ctx: Context, args: argparse.Namespace) -> int:
-    from ...actions import perform
+    from ...engines.actions import perform
 
     return report(ctx, perform(ctx.pub(), "autopilot", args.week, on=args.value == "on",
                                now=ctx.now))
