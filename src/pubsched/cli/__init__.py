@@ -2,8 +2,9 @@
 
 A thin front end. It parses, opens the pub, calls one domain function and turns what that
 function said into an exit code and a line of output; it decides nothing about weeks,
-tenders or mail. Every week action goes through :func:`pubsched.actions.perform`, the same
-code the web buttons run, so the CLI and the admin can never disagree about what is legal.
+tenders or mail. Every week action is a row of the one table of actions and goes through
+:func:`pubsched.engines.actions.perform`, the same code the web buttons run, so the CLI and
+the admin can never disagree about what is legal.
 ``--json`` output goes to stdout alone, with no progress, colour or chatter mixed in.
 
 The parts, each importing only those listed after it::
@@ -28,9 +29,9 @@ from typing import IO
 from . import demo as _demo
 from .context import EXIT_APPLIED, EXIT_FAILED, EXIT_REFUSED, EXIT_USAGE, Context, Usage, redacted
 from .dispatch import main, run
-from .parser import WEEK_ACTIONS, build_parser
+from .parser import build_parser
 
-__all__ = ["EXIT_APPLIED", "EXIT_FAILED", "EXIT_REFUSED", "EXIT_USAGE", "WEEK_ACTIONS",
+__all__ = ["EXIT_APPLIED", "EXIT_FAILED", "EXIT_REFUSED", "EXIT_USAGE",
            "Context", "Usage", "build_parser", "main", "redacted", "run", "run_demo"]
 
 

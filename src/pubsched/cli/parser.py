@@ -1,5 +1,7 @@
 """The exact surface of docs/cli.md, in one place: every command, its arguments and its
-handler.
+handler. The ``week`` actions are not listed here: each is a row of the one table of
+actions (:data:`pubsched.engines.actions.ACTIONS`), which gives its name, its help and its
+options' spelling (a positional such as ``on|off``, a flag such as ``--deadline ISO``).
 
 The parser checks what can be checked without the database (a WEEK that is not a Monday, a
 time with no offset, a shift id that is not a number: :mod:`.arguments`), before the
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..db.urls import DEFAULT_URL
+from ..engines.actions import ACTIONS, INSTANT, Action
 from .arguments import instant, week, whole
 from .commands.cutover import cmd_cutover_check, cmd_flag
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
@@ -24,18 +27,13 @@ from .commands.tenders import (
     cmd_tender_link,
     cmd_tender_list,
 )
-from .commands.weeks import (
-    cmd_avail,
-    cmd_week_action,
-    cmd_week_autopilot,
-    cmd_week_extend,
-    cmd_week_show,
-    cmd_weeks,
-)
+from .commands.weeks import cmd_avail, cmd_week_action, cmd_week_show, cmd_weeks
 from .context import Context
 
 Handler = Callable[[Context, argparse.Namespace], int]
-WEEK_ACTIONS = ("open", "close", "generate", "reopen", "approve", "unapprove", "send")
+# the week actions the CLI has a command for, in the table's order (the web's "resend" is
+# not one of them): pubsched.engines.actions.ACTIONS is the only list of them
+CLI_ACTIONS: tuple[Action, ...] = tuple(a for a in ACTIONS if a.cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,16 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     week_parser = commands.add_parser("week", help="act on one week (WEEK: its Monday)")
     actions = week_parser.add_subparsers(dest="week_command", metavar="ACTION", required=True)
-    for name in WEEK_ACTIONS:
-        leaf(actions, name, cmd_week_action, f"{name} the week", action=name
-             ).add_argument("week", metavar="WEEK", type=week)
-    extend = leaf(actions, "extend", cmd_week_extend, "move the week's deadline")
-    extend.add_argument("week", metavar="WEEK", type=week)
-    extend.add_argument("--deadline", metavar="ISO", type=instant, required=True)
-    autopilot = leaf(actions, "autopilot", cmd_week_autopilot,
-                     "let the tick advance the week's timed steps (never approve or send)")
-    autopilot.add_argument("week", metavar="WEEK", type=week)
-    autopilot.add_argument("value", choices=["on", "off"], metavar="on|off")
+    for action in CLI_ACTIONS:
+        command = leaf(actions, action.name, cmd_week_action, action.help, action=action.name)
+        command.add_argument("week", metavar="WEEK", type=week)
+        for option in action.options:
+            if option.cli_arg is None:  # not asked on the command line (e.g. the holder)
+                continue
+            spelling: dict[str, Any] = {"metavar": option.cli_metavar,
+                                        "help": option.cli_help}
+            if option.kind == INSTANT:
+                spelling["type"] = instant
+            if option.cli_choices:
+                spelling["choices"] = list(option.cli_choices)
+            if option.cli_arg.startswith("--"):
+                spelling["required"] = option.required
+            command.add_argument(option.cli_arg, **spelling)
     show = leaf(actions, "show", cmd_week_show, "the week: state, shifts, submissions, ...")
     show.add_argument("week", metavar="WEEK", type=week)
     json_flag(show)

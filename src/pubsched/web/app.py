@@ -9,7 +9,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /admin/login   POST /admin/login   POST /admin/logout        login.py
     GET  /admin/                         the weeks, and a form to open a new one  admin.py
     GET  /admin/weeks/{week}             one week: diagram, buttons, grid, deliveries...
-    POST /admin/weeks/{week}/do/{name}   one button: pubsched.actions.perform(name)  buttons.py
+    POST /admin/weeks/{week}/do/{name}   one button: engines.actions.perform(name)  buttons.py
     GET  /admin/tenders                  each tender's personal links; revoke
     POST /admin/tenders/{id}/revoke
     GET  /admin/cutover   POST /admin/cutover/flag

@@ -5,8 +5,9 @@ A button posts the fingerprint of the run row the page was drawn from; the serve
 only while the row is still that one, under a per-week lock of this process, so a double
 click (or a second tab) has one effect even before the engine's own refusal (wrong state,
 lease held) is reached. The button also disables itself on submit (static/app.js). Every
-press is one call of :func:`pubsched.actions.perform` (``resend`` aside: one recipient,
-after the send), the same call the CLI's week commands make.
+press is one call of :func:`pubsched.engines.actions.perform`, the same call the CLI's week
+commands make; which edge is which button, what it asks first and which form fields carry
+its options are rows of that module's one table of actions, not a list of ours.
 """
 
 from __future__ import annotations
@@ -15,37 +16,28 @@ import hashlib
 import json
 import threading
 from collections.abc import Mapping
+from datetime import tzinfo
 from typing import Any
 
 from starlette.datastructures import FormData
 
+from ..engines.actions import ACTIONS, BY_NAME, INSTANT, ON_OFF, buttons, perform
 from ..machine import RUN
 from ..pub import BadInput, Verdict
-from ..send import resend
 from .forms import local_input, text
 from .site import Site
 
-# the button each edge of the machine is drawn as: (the action it performs, its label)
-BUTTONS: dict[str, tuple[str, str]] = {
-    "open": ("open", "Open the form"),
-    "extend": ("extend", "Extend the deadline"),
-    "close": ("close", "Close the form"),
-    "reopen": ("reopen", "Reopen the form"),
-    "generate": ("generate", "Generate the roster"),
-    "regenerate": ("generate", "Regenerate"),
-    "reopen_after_generate": ("reopen", "Reopen (keep the roster)"),
-    "approve": ("approve", "Approve"),
-    "unapprove": ("unapprove", "Un-approve"),
-    "send": ("send", "Send the schedule email"),
-}
-CONFIRM = {"send": "Send the schedule email to every assigned tender now?"}
+# the button each edge of the machine is drawn as: (the action it performs, its label), and
+# the question an action's button asks first; both read from the one table of actions
+BUTTONS: dict[str, tuple[str, str]] = buttons()
+CONFIRM: dict[str, str] = {a.name: a.confirm for a in ACTIONS if a.confirm is not None}
 
 
 def fingerprint(row: Mapping[str, Any]) -> str:
     """What a page saw of a run row: any change to the row (a move, a lease, a stamp, an
     error) makes a button drawn before it stale."""
-    text = json.dumps({k: str(v) for k, v in row.items()}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    canonical = json.dumps({k: str(v) for k, v in row.items()}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
 def drawn(edges: list[str]) -> list[dict[str, Any]]:
@@ -84,7 +76,6 @@ class Buttons:
     def press(self, week: str, name: str, form: FormData, check_seen: bool) -> Verdict:
         """The action ``name`` on ``week`` (synchronous: handlers run it in the thread
         pool); a stale fingerprint is refused as ``STALE`` before the engine is asked."""
-        from ..engines import actions
         from ..weeks import week_key
 
         pub = self.site.pub
@@ -98,12 +89,23 @@ class Buttons:
                     return Verdict(False, "STALE", message=(
                         "Refused: the week changed since this page was drawn (a second "
                         "click, another tab or the tick). Here it is as it is now."))
-            at = self.site.now()
-            if name == "resend":  # after the send, one recipient, either engine
-                return resend(pub, week, text(form, "email") or "", now=at)
-            options: dict[str, Any] = {}
-            if name == "extend":
-                options["deadline"] = local_input(text(form, "deadline"), pub.config.tz)
-            if name == "autopilot":
-                options["on"] = text(form, "on") == "1"
-            return actions.perform(pub, name, week, now=at, **options)
+            return perform(pub, name, week, now=self.site.now(),
+                           **_options(name, form, pub.config.tz))
+
+
+def _options(name: str, form: FormData, tz: tzinfo) -> dict[str, Any]:
+    """The options the action ``name`` takes from the form, by the table's field names and
+    kinds (an unknown name takes none: :func:`perform` refuses it as bad input)."""
+    action = BY_NAME.get(name)
+    options: dict[str, Any] = {}
+    for option in action.options if action is not None else ():
+        if option.field is None:  # not asked on the web (e.g. the holder)
+            continue
+        raw = text(form, option.field)
+        if option.kind == INSTANT:
+            options[option.name] = local_input(raw, tz)
+        elif option.kind == ON_OFF:
+            options[option.name] = raw == "1"
+        else:
+            options[option.name] = raw or ""
+    return options

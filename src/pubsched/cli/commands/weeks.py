@@ -1,50 +1,46 @@
 """``pubsched week ACTION WEEK``, ``weeks`` and ``avail``: a week's actions, its view, the
 list of weeks, and a tender's availability given on their behalf.
 
-Every week action goes through :func:`pubsched.actions.perform`, the same code the web
-buttons run, so the CLI and the admin can never disagree about what is legal.
+Every week action is one row of the table of actions and goes through
+:func:`pubsched.engines.actions.perform`, the same code the web buttons run, so the CLI and
+the admin can never disagree about what an action is called, takes, or may do.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..context import EXIT_APPLIED, Context, report
 from ..output import listing, print_week, progress
 
 
 def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
-    """A plain action (open, close, ..., send); the send runs under a spinner on a
-    terminal, as it waits on SMTP."""
-    from ...engines.actions import perform
+    """One row of the table of actions (:mod:`pubsched.engines.actions`): its options read
+    from the arguments the parser built for them, then :func:`perform`; an action with a
+    progress text (the send, which waits on SMTP) runs under a spinner on a terminal."""
+    from ...engines.actions import BY_NAME, ON_OFF, perform
 
+    action = BY_NAME[args.action]
+    options: dict[str, Any] = {}
+    for option in action.options:
+        if option.cli_arg is None:
+            continue
+        value = getattr(args, option.cli_arg.lstrip("-").replace("-", "_"))
+        options[option.name] = value == "on" if option.kind == ON_OFF else value
     pub = ctx.pub()
-    if args.action != "send":
-        return report(ctx, perform(pub, args.action, args.week, now=ctx.now))
+    if action.progress is None:
+        return report(ctx, perform(pub, action.name, args.week, now=ctx.now, **options))
     if ctx.is_tty():
         from ...view import week_show
 
         people = {e for s in week_show(pub, args.week)["shifts"] for e in s["assigned"]}
-        text = f"sending the schedule of week {args.week} to {len(people)} tender(s)..."
+        text = action.progress.format(week=args.week, people=len(people))
     else:
         text = ""
     with progress(ctx, text):
-        verdict = perform(pub, "send", args.week, now=ctx.now)
+        verdict = perform(pub, action.name, args.week, now=ctx.now, **options)
     return report(ctx, verdict)
-
-
-def cmd_week_extend(ctx: Context, args: argparse.Namespace) -> int:
-    from ...engines.actions import perform
-
-    return report(ctx, perform(ctx.pub(), "extend", args.week, now=ctx.now,
-                               deadline=args.deadline))
-
-
-def cmd_week_autopilot(ctx: Context, args: argparse.Namespace) -> int:
-    from ...engines.actions import perform
-
-    return report(ctx, perform(ctx.pub(), "autopilot", args.week, on=args.value == "on",
-                               now=ctx.now))
 
 
 def cmd_week_show(ctx: Context, args: argparse.Namespace) -> int:
