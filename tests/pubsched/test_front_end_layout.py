@@ -60,7 +60,7 @@ def test_no_import_circle_in_pubsched() -> None:
     def visit(name: str, stack: list[str]) -> None:
         if name in stack:
             raise AssertionError("import circle: " + " -> ".join(
-                stack[stack.index(name):] + [name]))
+                [*stack[stack.index(name):], name]))
         if name in done:
             return
         for imported in sorted(graph[name]):
@@ -85,8 +85,8 @@ def test_the_cli_week_commands_are_the_table_rows() -> None:
 
 
 def test_the_web_buttons_are_the_table_rows() -> None:
-    assert BUTTONS == {edge: (a.name, label) for a in ACTIONS for edge, label in a.buttons}
-    assert CONFIRM == {a.name: a.confirm for a in ACTIONS if a.confirm}
+    assert {edge: (a.name, label) for a in ACTIONS for edge, label in a.buttons} == BUTTONS
+    assert {a.name: a.confirm for a in ACTIONS if a.confirm} == CONFIRM
 
 
 def _help(argv: list[str]) -> str:
