@@ -31,7 +31,8 @@ An :class:`Action`'s fields
 ``options``
     The keywords ``perform`` passes on to the engine, each an :class:`Option` (below).
 ``cli``
-    Whether ``pubsched week NAME`` exists (``resend`` is a web action only).
+    Whether ``pubsched week NAME WEEK ...`` exists (every such command takes the week's
+    Monday, ``WEEK``, as its first positional; ``resend`` is a web action only).
 ``progress``
     The CLI's spinner text on a terminal while the action runs (``{week}`` and
     ``{people}``, the number of assigned tenders, are filled in); None: no spinner.
