@@ -16,7 +16,7 @@ from datetime import date, datetime
 from typing import Any
 
 from . import picker
-from .app import Pub
+from .pub import Pub
 from .weeks import shifts
 
 HISTORY_SQL = (

@@ -15,7 +15,7 @@ from typing import Literal
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from .app import Config, Pub
+from .pub import Config, Pub
 from .tenders import Tender, by_id
 
 Purpose = Literal["form", "calendar"]

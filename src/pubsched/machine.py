@@ -1,7 +1,7 @@
 """The v2 run lifecycle: the seed's six states and its TRANSITIONS table, bound to
 ``pub_schedule_runs`` (migration 0035's columns plus the engine's own, 0036).
 
-This is the one machine of the pub run. ``transition`` (pubsched.v2) is the only way a
+This is the one machine of the pub run. ``transition`` (pubsched.engines.v2) is the only way a
 run's ``v2_state`` changes; every actor (operator buttons, the autopilot tick, reopen)
 goes through it. ``v2_state`` NULL means "not yet adopted": the effective state is
 derived from the legacy ``status`` (pending -> DRAFT, approved -> APPROVED, sent -> SENT)

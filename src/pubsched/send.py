@@ -26,9 +26,9 @@ from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
-from .app import BadInput, Pub, Verdict, utc
-from .compose import Recipient, Roster, ShiftLine, compose_schedule
-from .mailer import Delivery
+from .mail.compose import Recipient, Roster, ShiftLine, compose_schedule
+from .mail.mailer import Delivery
+from .pub import BadInput, Pub, Verdict, utc
 from .weeks import shifts
 
 IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"

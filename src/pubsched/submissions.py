@@ -2,10 +2,11 @@
 
 One global survey, open for at most one week at a time. A submission is bucketed into the
 week it was made for (the form names it), never by the date it arrived: the seed's H1 fix.
-It is stored inside a unit of work that holds the run open: with v2, ``tx.hold(week,
-COLLECTING)``, so a submission racing a close either commits before the close applies (the
-close's UPDATE waits for it) or is refused; with the legacy engine, the same row lock, and
-the legacy "open" rule (``opened_at`` set, ``closed_at`` not). Past the deadline it is still
+It is stored inside a unit of work that the engine in charge holds open
+(:meth:`pubsched.engines.base.Engine.hold_form`): with v2, ``tx.hold(week, COLLECTING)``,
+so a submission racing a close either commits before the close applies (the close's
+UPDATE waits for it) or is refused; with the legacy engine, the same row lock, and the
+legacy "open" rule (``opened_at`` set, ``closed_at`` not). Past the deadline it is still
 accepted while the form is open: the deadline drives nudges and autopilot; the close is
 what ends submissions.
 """
@@ -16,9 +17,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from .app import BadInput, Pub, Verdict, utc
-from .flags import v2_enabled
-from .machine import COLLECTING, RUN
+from .engines.choose import engine_for
+from .pub import BadInput, Pub, Verdict, utc
 from .tenders import check_max, get
 from .weeks import shifts, week_key
 
@@ -43,7 +43,7 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
         raise BadInput(f"shift(s) {foreign} are not shifts of week {key}")
     at = utc(now)
     with pub.atomic() as tx:
-        refused = _held(tx, key, v2_enabled(pub))
+        refused = engine_for(pub).hold_form(tx, key)
         if refused is not None:
             return refused
         tx.execute("INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
@@ -62,30 +62,6 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
     note = " (the deadline has passed; the form is still open)" if late else ""
     return Verdict(True, message=f"saved {len(wanted)} shift(s) for {tender.email}{note}",
                    detail={"deadline_passed": late, "shift_ids": wanted})
-
-
-def _held(tx: Any, week: str, v2: bool) -> Verdict | None:
-    """Hold the run open for this unit; a refusal (and the unit can no longer commit)."""
-    closed = Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
-    if v2:
-        held = tx.hold(week, COLLECTING)
-        if not held:
-            if held.reason == "RECORD_NOT_FOUND":
-                raise BadInput(f"no week {week}")
-            if held.reason == "LEASE_HELD":  # a close (or another act) is in flight
-                return Verdict(False, held.reason, message=f"the form for week {week} is "
-                               "being closed right now; nothing was saved")
-            return closed
-        return None
-    held = tx.hold(week, RUN.states)  # the row lock; the legacy rule read from the row
-    if not held:
-        if held.reason == "RECORD_NOT_FOUND":
-            raise BadInput(f"no week {week}")
-        return Verdict(False, held.reason, message=f"week {week} is busy")
-    row = held.row or {}
-    if row.get("opened_at") is None or row.get("closed_at") is not None:
-        return closed
-    return None
 
 
 def _aware(value: Any) -> datetime:

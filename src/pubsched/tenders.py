@@ -11,7 +11,7 @@ from typing import Any
 
 import rowstate
 
-from .app import BadInput, Pub, Verdict, utc
+from .pub import BadInput, Pub, Verdict, utc
 
 COLUMNS = "id, name, email, active, max_shifts, link_version"
 _EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")

@@ -1,9 +1,11 @@
 """What a week looks like to its operator: ``week show --json``, the admin page, the tests.
 
-One function builds it for both engines. With the flag off the state is the legacy
-engine's inferred one (read from which timestamps are NULL), with ``legacy_status`` beside
-it; with the flag on it is the v2 state (``v2_state``, or the state derived from the
-legacy status while the column is still NULL).
+One function builds it for both engines: the engine in charge
+(:func:`pubsched.engines.choose.engine_for`, the flag read once per view) says the state
+and the times. With the flag off the state is the legacy engine's inferred one (read from
+which timestamps are NULL), with ``legacy_status`` beside it; with the flag on it is the
+v2 state (``v2_state``, or the state derived from the legacy status while the column is
+still NULL).
 """
 
 from __future__ import annotations
@@ -11,30 +13,16 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from .app import BadInput, Pub
-from .flags import v2_enabled
+from .engines.base import Engine
+from .engines.choose import engine_for
 from .generate import assignments
-from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, RUN, SENT
+from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
+from .pub import BadInput, Pub
 from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
 from .tenders import Tender
-from .weeks import settings_override, shifts, times_of, week_key
-
-
-def inferred_state(row: dict[str, Any]) -> str:
-    """The legacy engine's implicit state: which of the week's timestamps are set."""
-    if row.get("status") == "sent" or row.get("sent_at") is not None:
-        return SENT
-    if row.get("status") == "approved":
-        return APPROVED
-    if row.get("generated_at") is not None:
-        return ASSIGNED
-    if row.get("closed_at") is not None:
-        return CLOSED
-    if row.get("opened_at") is not None:
-        return COLLECTING
-    return DRAFT
+from .weeks import shifts, week_key
 
 
 def iso(value: Any) -> str | None:
@@ -55,23 +43,9 @@ def iso(value: Any) -> str | None:
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 
 
-def state_of(pub: Pub, row: dict[str, Any], v2: bool | None = None) -> str:
-    if v2 if v2 is not None else v2_enabled(pub):
-        return pub.runs.core.state_of(row) or DRAFT
-    return inferred_state(row)
-
-
-def _times(pub: Pub, row: dict[str, Any], v2: bool) -> dict[str, Any]:
-    """The week's moments as the engine in charge judges them: v2 reads its columns (an
-    extension moves ``deadline_at``); the legacy engine computes them from the settings
-    and the week's ``settings_override`` (where its extensions are written)."""
-    if v2:
-        parse = pub.runs.core.d.parse_time
-        return {name: parse(row.get(name)) for name in
-                ("opens_at", "deadline_at", "generate_at", "send_window_at")}
-    times = times_of(pub, str(row["week_of"]), settings_override(row))
-    return {"opens_at": times.opens_at, "deadline_at": times.deadline_at,
-            "generate_at": times.generate_at, "send_window_at": times.send_window_end}
+def state_of(pub: Pub, row: dict[str, Any], engine: Engine | None = None) -> str:
+    """The week's state as the engine in charge (or ``engine``) reads its run row."""
+    return (engine or engine_for(pub)).state_of(pub, row)
 
 
 def week_show(pub: Pub, week: str) -> dict[str, Any]:
@@ -80,17 +54,17 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     row = pub.runs.get(key)
     if row is None:
         raise BadInput(f"no week {key}")
-    v2 = v2_enabled(pub)
+    engine = engine_for(pub)
     assigned = assignments(pub, key)
     week_shifts = shifts(pub, key)
     delivered = deliveries(pub, key)
-    times = _times(pub, row, v2)
+    times = engine.times(pub, row)
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
                 "by": e.owner, "at": iso(e.at)} for e in pub.runs.history(key)]
     return {
         "week_of": key,
-        "state": state_of(pub, row, v2),
-        "engine": "v2" if v2 else "legacy",
+        "state": engine.state_of(pub, row),
+        "engine": engine.name,
         "legacy_status": row.get("status"),
         "v2_state": row.get("v2_state"),
         "opens_at": iso(times["opens_at"]),
@@ -104,7 +78,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
                     "ends_at": iso(s.ends_at), "slots": s.slots,
                     "assigned": assigned.get(s.id, [])} for s in week_shifts],
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
-        if assigned or state_of(pub, row, v2) in (ASSIGNED, APPROVED, SENT) else 0,
+        if assigned or engine.state_of(pub, row) in (ASSIGNED, APPROVED, SENT) else 0,
         "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"]}
                         for s in of_week(pub, key)],
         "last_error": row.get("last_error"),
@@ -116,25 +90,16 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
 
 def legal_edges(pub: Pub, week: str) -> list[str]:
     """The edges an operator may take from here, in the machine's order: what the admin
-    draws a button for. With v2, the engine's enabled edges (state, lease, invariants: one
-    read); with the legacy engine, which has no such check, the machine's edges out of the
-    inferred state (the legacy action itself still refuses what its rules refuse)."""
-    key = week_key(week)
-    if v2_enabled(pub):
-        return [e.edge for e in pub.runs.enabled_edges(key) if e.allowed]
-    row = pub.runs.get(key)
-    if row is None:
-        return []
-    state = inferred_state(row)
-    return [e.name for e in RUN.edges if e.src == state]
+    draws a button for (:meth:`pubsched.engines.base.Engine.enabled_edges`)."""
+    return engine_for(pub).enabled_edges(pub, week_key(week))
 
 
 def weeks_list(pub: Pub) -> list[dict[str, Any]]:
-    v2 = v2_enabled(pub)
+    engine = engine_for(pub)
     rows = pub.runs.find(order_by="week_of", limit=10_000)
-    return [{"week_of": r["week_of"], "state": state_of(pub, r, v2),
+    return [{"week_of": r["week_of"], "state": engine.state_of(pub, r),
              "legacy_status": r.get("status"), "autopilot": bool(r.get("autopilot")),
-             "deadline_at": iso(_times(pub, r, v2)["deadline_at"])} for r in rows]
+             "deadline_at": iso(engine.times(pub, r)["deadline_at"])} for r in rows]
 
 
 def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
@@ -144,9 +109,9 @@ def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
 
     ``status`` is ``open``, ``closed`` or ``none``; one global survey, so at most one week
     is open (H3 with v2; the legacy rule otherwise)."""
-    v2 = v2_enabled(pub)
+    engine = engine_for(pub)
     rows = pub.runs.find(order_by="week_of", limit=10_000)
-    states = [(r, state_of(pub, r, v2)) for r in rows]
+    states = [(r, engine.state_of(pub, r)) for r in rows]
     shown = next((r for r, s in states if s == COLLECTING), None)
     status = "open"
     if shown is None:
@@ -157,7 +122,7 @@ def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
         return {"status": "none", "tender": tender.as_json()}
     key = str(shown["week_of"])
     mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
-    times = _times(pub, shown, v2)
+    times = engine.times(pub, shown)
     return {
         "status": status,
         "tender": tender.as_json(),

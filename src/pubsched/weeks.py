@@ -2,7 +2,7 @@
 ``ensureRow``) and the week's shifts, made from the template in the pub's local time.
 
 A week is named by its Monday (``week_of``, an ISO date); anything else is
-:class:`~pubsched.app.BadInput` with nothing written. The run's times (opens-at,
+:class:`~pubsched.pub.BadInput` with nothing written. The run's times (opens-at,
 deadline, generate time, send window) are computed from the pub's settings and the week's
 ``settings_override`` and stored in UTC, so the tick compares instants, never local times.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from .app import BadInput, Pub, utc
+from .pub import BadInput, Pub, utc
 from .weektime import BadSettings, BadWeek, RunTimes, run_times, shifts_for_week
 from .weektime import week_of as monday_of
 

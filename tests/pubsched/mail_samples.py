@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from pubsched.compose import Recipient, Roster, ShiftLine
+from pubsched.mail.compose import Recipient, Roster, ShiftLine
 
 WEEK = date(2026, 12, 7)  # a Monday
 NOW = datetime(2026, 12, 5, 15, 30, tzinfo=UTC)

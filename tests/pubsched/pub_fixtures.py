@@ -17,9 +17,9 @@ from pub_setup import migrated_url
 from smtp_server import SmtpTestServer
 
 from pubsched import tenders
-from pubsched.app import Pub
-from pubsched.flags import set_v2
-from pubsched.mailconfig import load_mail_settings
+from pubsched.engines.flags import set_v2
+from pubsched.mail.settings import load_mail_settings
+from pubsched.pub import Pub
 
 WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York
 NOW = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)

@@ -20,10 +20,10 @@ from smtp_server import SmtpTestServer
 
 import services
 from pubsched import tenders
-from pubsched.app import Config, Pub
 from pubsched.db import open_store
-from pubsched.mailconfig import MailSettings, load_mail_settings
-from pubsched.migrate import migrate
+from pubsched.db.migrate import migrate
+from pubsched.mail.settings import MailSettings, load_mail_settings
+from pubsched.pub import Config, Pub
 from pubsched.weeks import times_of
 
 OPERATOR = "ops@pub.example"

@@ -29,8 +29,8 @@ from smtp_server import SmtpTestServer
 from web_helpers import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
 
 from pubsched import tenders
-from pubsched.app import Pub
-from pubsched.mailconfig import load_mail_settings
+from pubsched.mail.settings import load_mail_settings
+from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
 

@@ -30,7 +30,7 @@ from smtp_server import SmtpTestServer
 import services
 from pubsched import cli, links, tenders
 from pubsched import db as pubdb
-from pubsched.app import Config, Pub
+from pubsched.pub import Config, Pub
 
 WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York time
 NEXT = "2026-12-14"
@@ -615,7 +615,7 @@ def test_serve_hands_host_port_and_config_to_the_web_app(
 
 def test_demo_runs_a_whole_week_and_exits_0(tmp_path: Path, env: SmtpTestServer,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from pubsched.demo import run_demo
+    from pubsched.cli import run_demo
 
     out = io.StringIO()
     code = run_demo(out, now=datetime(2026, 11, 27, 15, 0, tzinfo=UTC), directory=str(tmp_path))
@@ -667,9 +667,31 @@ def test_the_console_script_runs_the_demo(tmp_path: Path) -> None:
     assert "email 1 of" in ran.stdout
 
 
+def test_python_m_pubsched_is_the_console_script(tmp_path: Path, env: SmtpTestServer) -> None:
+    """``python -m pubsched`` runs the same command line: same output, same exit codes."""
+    environ = {**os.environ, "PUBSCHED_DB": f"sqlite:///{tmp_path}/module.db"}
+
+    def call(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pubsched", *argv], capture_output=True,
+                              text=True, env=environ, timeout=120, check=False)
+
+    helped = call("--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: pubsched ")
+    assert call("week", "show", WEEK).returncode == 2  # no database yet: bad usage
+    assert call("init").returncode == 0
+    assert call("tender", "add", "Ana", "ana@pub.example").returncode == 0
+    twice = call("tender", "add", "Ana", "Ana@Pub.Example")
+    assert twice.returncode == 3 and len(twice.stderr.strip().splitlines()) == 1
+    assert call("week", "open", "2026-12-08").returncode == 2
+    assert call("week", "open", WEEK, "--now", T_OPEN).returncode == 0
+    shown = call("week", "show", WEEK, "--json")
+    assert shown.returncode == 0
+    assert json.loads(shown.stdout)["week_of"] == WEEK
+
+
 def test_the_demo_falls_back_to_the_log_mailer_without_aiosmtpd(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pubsched.demo import run_demo
+    from pubsched.cli import run_demo
 
     monkeypatch.setitem(sys.modules, "aiosmtpd.controller", None)  # import -> ImportError
     out = io.StringIO()

@@ -19,10 +19,10 @@ from pub_setup import (
 )
 from smtp_server import SmtpTestServer
 
-from pubsched import actions, legacy, v2
-from pubsched.app import Pub
-from pubsched.cutover import cutover_check, flip
-from pubsched.flags import v2_enabled
+from pubsched.engines import actions, legacy, v2
+from pubsched.engines.cutover import cutover_check, flip
+from pubsched.engines.flags import v2_enabled
+from pubsched.pub import Pub
 from pubsched.submissions import submit
 from pubsched.view import state_of
 from pubsched.weeks import ensure_week, shifts

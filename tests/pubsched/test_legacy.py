@@ -29,10 +29,10 @@ from pub_setup import (
 from smtp_server import SmtpTestServer
 
 import rowstate
-from pubsched import legacy
-from pubsched.app import BadInput, Pub, Verdict
-from pubsched.flags import set_v2
-from pubsched.migrate import migrate
+from pubsched.db.migrate import migrate
+from pubsched.engines import legacy
+from pubsched.engines.flags import set_v2
+from pubsched.pub import BadInput, Pub, Verdict
 from pubsched.submissions import submit
 from pubsched.weeks import ensure_week, shifts
 from pubsched.weektime import shifts_for_week

@@ -11,7 +11,7 @@ import pytest
 from icalendar import Calendar
 from mail_samples import ALICE, BOB, FRI, NOW, OPERATOR, OWN, ROSTER, SAT, THU, TZ, WEEK
 
-from pubsched.compose import (
+from pubsched.mail.compose import (
     Nudge,
     Outgoing,
     Recipient,
@@ -20,7 +20,7 @@ from pubsched.compose import (
     compose_nudge,
     compose_schedule,
 )
-from pubsched.mailconfig import MailSettings
+from pubsched.mail.settings import MailSettings
 from pubsched.shiftcal import shift_uid
 
 SETTINGS = MailSettings(mail_from="pub@example.com", operator_email=OPERATOR)

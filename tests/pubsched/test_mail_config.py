@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from pubsched.mailconfig import MailConfigError, MailSettings, load_mail_settings
+from pubsched.mail.settings import MailConfigError, MailSettings, load_mail_settings
 
 
 def test_every_variable_is_read_from_the_mapping_given() -> None:

@@ -24,7 +24,7 @@ import pytest
 
 import rowstate
 from pubsched import db as pubdb
-from pubsched import migrate as mig
+from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037"]
@@ -479,7 +479,7 @@ def test_concurrent_migrations_apply_each_version_once(db_url: str,
 def test_concurrent_migrator_processes_apply_each_version_once(
         db_url: str, stores: list[pubdb.Store]) -> None:
     """Two app instances starting at once: separate processes, each migrating first."""
-    code = ("import json, sys, pubsched.migrate as m; "
+    code = ("import json, sys, pubsched.db.migrate as m; "
             "print(json.dumps(m.migrate(sys.argv[1])))")
     procs = [subprocess.Popen([sys.executable, "-c", code, db_url], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]

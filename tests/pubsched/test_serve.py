@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pubsched.app import Config, Pub
 from pubsched.db import open_store
+from pubsched.pub import Config, Pub
 from pubsched.web import serve
-from pubsched.web.app import WebSettings
+from pubsched.web.settings import WebSettings
 
 
 def test_the_tick_runs_every_minute_coalesced_with_a_grace_time(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_serve_answers_healthz_and_stops_on_sigterm(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
     env = {**os.environ, "PUBSCHED_DB": url, "PUBSCHED_ADMIN_PASSWORD": "pw",
            "PUBSCHED_INSECURE_COOKIES": "1"}
-    code = ("import sys; from pubsched.app import Config; from pubsched.web.serve import main;"
+    code = ("import sys; from pubsched.pub import Config; from pubsched.web.serve import main;"
             f" main('127.0.0.1', {port}, Config.from_env())")
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

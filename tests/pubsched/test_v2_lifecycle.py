@@ -14,9 +14,10 @@ import pytest
 from pub_fixtures import NOW, OPERATOR, WEEK, crew, make_pub
 from smtp_server import SmtpTestServer
 
-from pubsched import submissions, tenders, v2, weeks
-from pubsched.app import BadInput, Pub
+from pubsched import submissions, tenders, weeks
+from pubsched.engines import v2
 from pubsched.machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
+from pubsched.pub import BadInput, Pub
 from pubsched.view import week_show
 
 
@@ -200,7 +201,7 @@ def test_rehearsal_mode_sends_everything_to_the_operator_only(
         db_url: str, smtp: SmtpTestServer) -> None:
     """The seed's dress rehearsal: a complete real lifecycle with sends going only to the
     operator, the intended recipient named in the subject; delivery records as usual."""
-    from pubsched.flags import set_v2
+    from pubsched.engines.flags import set_v2
 
     rehearsing = make_pub(db_url, smtp, PUBSCHED_REHEARSAL="1")
     try:

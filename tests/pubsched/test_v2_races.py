@@ -22,8 +22,9 @@ from pub_fixtures import NOW, WEEK, crew, make_pub
 from smtp_server import SmtpTestServer
 
 import rowstate
-from pubsched import generate, submissions, v2, weeks
-from pubsched.app import Pub
+from pubsched import generate, submissions, weeks
+from pubsched.engines import v2
+from pubsched.pub import Pub
 from pubsched.view import week_show
 
 HERE = Path(__file__).resolve().parent
@@ -32,10 +33,10 @@ import json, sys
 sys.path[:0] = [{here!r}, {tests!r}]
 from datetime import datetime
 from pub_fixtures import NOW, WEEK
-from pubsched import v2
-from pubsched.app import Config, Pub
+from pubsched.engines import v2
+from pubsched.pub import Config, Pub
 from pubsched.db import open_store
-from pubsched.mailconfig import load_mail_settings
+from pubsched.mail.settings import load_mail_settings
 import os
 mail = load_mail_settings(dict(os.environ))
 pub = Pub(open_store(sys.argv[1]), Config(db_url=sys.argv[1], mail=mail))

@@ -11,9 +11,10 @@ from datetime import timedelta
 from pub_fixtures import NOW, OPERATOR, WEEK, crew, make_pub
 from smtp_server import SmtpTestServer
 
-from pubsched import submissions, v2, weeks
-from pubsched.app import Pub
+from pubsched import submissions, weeks
+from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
+from pubsched.pub import Pub
 from pubsched.tick import tick
 from pubsched.view import week_show
 

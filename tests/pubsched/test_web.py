@@ -25,12 +25,14 @@ from web_helpers import (
     web_settings,
 )
 
-from pubsched import flags, links, tenders, v2, weeks
-from pubsched.app import Pub
-from pubsched.mailconfig import load_mail_settings
+from pubsched import links, tenders, weeks
+from pubsched.engines import flags, v2
+from pubsched.mail.settings import load_mail_settings
+from pubsched.pub import Pub
 from pubsched.view import week_show
-from pubsched.web.app import create_app, fingerprint
+from pubsched.web.app import create_app
 from pubsched.web.auth import LoginThrottle
+from pubsched.web.buttons import fingerprint
 
 EVIL = "https://evil.example"
 # the login, cookie and header tests do not read the database in any way that differs

@@ -10,12 +10,13 @@ from typing import Any
 from argon2 import PasswordHasher
 from starlette.testclient import TestClient
 
-from pubsched import flags, links, tenders
-from pubsched.app import Config, Pub
+from pubsched import links, tenders
 from pubsched.db import open_store
-from pubsched.mailconfig import MailSettings
-from pubsched.web.app import WebSettings
+from pubsched.engines import flags
+from pubsched.mail.settings import MailSettings
+from pubsched.pub import Config, Pub
 from pubsched.web.auth import AdminPassword, LoginThrottle
+from pubsched.web.settings import WebSettings
 
 PASSWORD = "correct horse battery staple"
 SECRET = "web-tests-secret-0123456789abcdef"

@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ..app import Config, Pub
-from .app import WebSettings, create_app
+from ..pub import Config, Pub
+from .app import create_app
+from .settings import WebSettings
 
 log = logging.getLogger("pubsched.serve")
 
@@ -81,7 +82,7 @@ def open_pub(config: Config) -> Pub:
     at start (``pubsched init`` applies them), rather than failing at the first request; an
     in-memory one is migrated here, as it lives only inside this process's connection."""
     from ..db import open_store
-    from ..migrate import status
+    from ..db.migrate import status
 
     memory = config.db_url in ("sqlite://", "sqlite:", "sqlite:///:memory:")
     if not memory:

@@ -40,7 +40,7 @@ sender whose lease was taken over meanwhile.
 
 The message goes to ``outgoing.envelope_to`` only (one SMTP recipient per message, so that
 each outcome is one recipient's); rehearsal's redirect to the operator was decided once, in
-:mod:`pubsched.compose`. With no SMTP host configured, :class:`LogMailer` writes each
+:mod:`pubsched.mail.compose`. With no SMTP host configured, :class:`LogMailer` writes each
 message to the log and reports it DELIVERED: there is nothing else that could be done with
 it. A session is for one thread; async callers run the batch in a thread
 (``asyncio.to_thread``), since smtplib blocks.
@@ -59,7 +59,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from .compose import Outgoing, Recipient
-from .mailconfig import MailSettings
+from .settings import MailSettings
 
 log = logging.getLogger("pubsched.mail")
 

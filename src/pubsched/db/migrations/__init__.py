@@ -1,7 +1,7 @@
 """pubsched's schema, as numbered plain SQL files: one file per version per dialect.
 
 ``NNNN_name.sqlite.sql`` and ``NNNN_name.postgresql.sql`` hold the same version for each
-database (every version has both; :mod:`pubsched.migrate` refuses a package where one is
+database (every version has both; :mod:`pubsched.db.migrate` refuses a package where one is
 missing). The numbers follow the seed's line: 0001 the base tables, then 0032-0035 as the
 seed names them, then 0036 for rowstate's engine columns and events table, and from 0037
 on the application's own additions (0037: ``pub_tenders.link_version``).

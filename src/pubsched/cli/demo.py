@@ -13,6 +13,11 @@ The mail goes through the real send path: an SMTP server (aiosmtpd, a dev depend
 aiosmtpd, the log mailer (what pubsched does with no SMTP host), whose messages are caught
 from the log. The steps act at instants a few minutes apart from ``--now`` (default: the
 real clock), on the week after next, as an operator preparing it would.
+
+The command line is handed in (``run_demo(out, run=...)``: the ``demo`` command passes the
+dispatcher it was called by, :func:`pubsched.cli.run_demo` binds :func:`pubsched.cli.run`), so
+this module imports nothing of the CLI but its context's types, and the CLI's dispatcher
+may reach the demo without the demo reaching back.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from email import message_from_bytes, message_from_string, policy
 from email.message import EmailMessage
 from pathlib import Path
 from typing import IO, Any
+
+from .context import Runner
 
 WEB_ADDRESS = "http://127.0.0.1:8000/"
 OPERATOR = "operator@pub.example"
@@ -131,8 +138,10 @@ def mail_catcher() -> Iterator[Inbox]:
 class Narrator:
     """Runs each step as a ``pubsched`` command and prints it, its output and exit code."""
 
-    def __init__(self, out: IO[str], env: dict[str, str], start: datetime) -> None:
+    def __init__(self, out: IO[str], env: dict[str, str], start: datetime,
+                 run: Runner) -> None:
         self.out = out
+        self._run = run
         self.env = env
         self.at = start
         self.chapter = 0
@@ -146,13 +155,11 @@ class Narrator:
 
     def run(self, *argv: str, expect: int = 0, now: bool = True, quiet: bool = False) -> str:
         """One command; its stdout (also printed unless ``quiet``)."""
-        from .cli import run
-
         if now:
             self.at += timedelta(minutes=7)
             argv = (*argv, "--now", self.at.isoformat().replace("+00:00", "Z"))
         out, err = io.StringIO(), io.StringIO()
-        code = run(list(argv), environ=self.env, stdout=out, stderr=err)
+        code = self._run(list(argv), environ=self.env, stdout=out, stderr=err)
         if not quiet:
             print(f"   $ pubsched {' '.join(_quoted(a) for a in argv)}", file=self.out)
             for line in (out.getvalue() + err.getvalue()).rstrip("\n").splitlines():
@@ -272,7 +279,8 @@ def _script() -> str:
         return str(beside)
 
 
-def run_demo(out: IO[str], *, now: datetime | None = None, directory: str | None = None) -> int:
+def run_demo(out: IO[str], *, run: Runner, now: datetime | None = None,
+             directory: str | None = None) -> int:
     """The narrated week; exit 0 when every step did what the story says, 1 otherwise."""
     start = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     folder = directory or tempfile.mkdtemp(prefix="pubsched-demo-")
@@ -284,7 +292,7 @@ def run_demo(out: IO[str], *, now: datetime | None = None, directory: str | None
         print(f"pubsched demo: one week of a pub's schedule, start to finish.\n"
               f"database: {db_url}\nmail: {inbox.how}", file=out)
         try:
-            story(Narrator(out, env, start), db_url, inbox)
+            story(Narrator(out, env, start, run), db_url, inbox)
         except DemoFailed as exc:
             print(f"\ndemo failed: {exc}", file=out)
             return 1

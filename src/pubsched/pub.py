@@ -18,9 +18,10 @@ from zoneinfo import ZoneInfo
 
 import rowstate
 
+from .db.urls import DEFAULT_URL, configured_url
 from .machine import RUNS
-from .mailconfig import MailSettings, load_mail_settings
-from .mailer import Mailer, mailer_for
+from .mail.mailer import Mailer, mailer_for
+from .mail.settings import MailSettings, load_mail_settings
 from .weektime import (
     DEFAULT_SETTINGS,
     DEFAULT_TEMPLATE,
@@ -28,8 +29,6 @@ from .weektime import (
     ShiftTemplate,
     zone_from_env,
 )
-
-DEFAULT_DB = "sqlite:///pubsched.db"
 
 
 class PubError(Exception):
@@ -60,7 +59,7 @@ class Verdict:
 class Config:
     """The pub's settings, read once (``from_env``) and then passed around."""
 
-    db_url: str = DEFAULT_DB
+    db_url: str = DEFAULT_URL
     tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("America/New_York"))
     template: tuple[ShiftTemplate, ...] = DEFAULT_TEMPLATE
     times: RunSettings = DEFAULT_SETTINGS
@@ -72,7 +71,7 @@ class Config:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {
-            "db_url": env.get("PUBSCHED_DB") or DEFAULT_DB,
+            "db_url": configured_url(env),
             "tz": zone_from_env(env),
             "mail": load_mail_settings(env),
             "secret": env.get("PUBSCHED_SECRET") or "pubsched-dev-secret",

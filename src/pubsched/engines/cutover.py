@@ -6,13 +6,14 @@ strand a week the other cannot read.
 live (v2's ``acting_at``, the legacy send lease ``send_lease_at``, each within its TTL by
 the database clock, as the engines themselves age them). A fresh install is idle.
 
-A run is judged by BOTH engines' views, because the flag cannot tell which engine last
-moved a row: the legacy view reads the timestamps (:func:`pubsched.view.inferred_state`),
-the v2 view reads ``v2_state`` (or, while it is NULL, the state derived from the legacy
-status). A legacy week that is open reads DRAFT to v2 (its status is still 'pending'), and
-a v2 week reopened from CLOSED reads CLOSED to the legacy engine: either one is in flight.
-The two views agree on exactly the idle states: a SENT run has status 'sent' (v2 writes it
-through), and a run not yet opened has no timestamps and v2_state NULL or DRAFT.
+A run is judged by BOTH engines' views (each engine's ``state_of``), because the flag
+cannot tell which engine last moved a row: the legacy view reads the timestamps
+(:func:`pubsched.engines.legacy_state.inferred_state`), the v2 view reads ``v2_state``
+(or, while it is NULL, the state derived from the legacy status). A legacy week that is
+open reads DRAFT to v2 (its status is still 'pending'), and a v2 week reopened from CLOSED
+reads CLOSED to the legacy engine: either one is in flight. The two views agree on exactly
+the idle states: a SENT run has status 'sent' (v2 writes it through), and a run not yet
+opened has no timestamps and v2_state NULL or DRAFT.
 
 **The flip.** :func:`flip` reads the runs and writes the flag in one unit of work; on
 PostgreSQL it first takes a SHARE lock on ``pub_schedule_runs``, so no week can be opened
@@ -38,15 +39,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .app import BadInput, Pub, Verdict, utc
+from ..machine import DRAFT, SEND_LEASE_TTL, SENT
+from ..pub import BadInput, Pub, Verdict, utc
+from ..weeks import settings_override, times_of
+from .choose import ENGINES
 from .flags import set_v2, v2_enabled
-from .legacy import db_now_sql, lease_live
-from .machine import DRAFT, SEND_LEASE_TTL, SENT
-from .view import inferred_state
-from .weeks import settings_override, times_of
+from .legacy_state import db_now_sql, lease_live
 
 NOT_IDLE = "NOT_IDLE"
 IDLE_STATES = (DRAFT, SENT)
+
 
 @dataclass(frozen=True)
 class Check:
@@ -61,7 +63,7 @@ class Check:
 
 def views(pub: Pub, row: dict[str, Any]) -> dict[str, str]:
     """The run's state as each engine reads it."""
-    return {"legacy": inferred_state(row), "v2": pub.runs.core.state_of(row) or DRAFT}
+    return {name: engine.state_of(pub, row) for name, engine in ENGINES.items()}
 
 
 def _reasons(pub: Pub, rows: list[dict[str, Any]]) -> list[str]:

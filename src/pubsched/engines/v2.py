@@ -14,8 +14,9 @@ send                                    the send body, under lease ACT.SEND
 =====================================  =============================================
 
 Operator actions are not time-gated: they act when the operator says; the times drive
-only the tick. Every side effect that writes the app's tables (assignments, deliveries)
-does so through a unit fenced by its lease: a zombie writes nothing.
+only the tick (:mod:`pubsched.engines.v2_tick`). Every side effect that writes the app's
+tables (assignments, deliveries) does so through a unit fenced by its lease: a zombie
+writes nothing. :data:`ENGINE` is this engine behind :class:`pubsched.engines.base.Engine`.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from typing import Any
 
 import rowstate
 
-from .app import BadInput, Pub, Verdict, utc
-from .generate import generate_body
-from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
-from .send import failure_text, send_body
-from .weeks import ensure_week, set_autopilot, settings_override, times_of, week_key
+from ..generate import generate_body
+from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
+from ..pub import BadInput, Pub, Verdict, utc
+from ..send import failure_text, send_body
+from ..weeks import ensure_week, set_autopilot, settings_override, times_of, week_key
+from .base import Times, parse_instant
+from .v2_tick import v2_tick
 
 
 class _Rollback(Exception):
@@ -210,9 +213,10 @@ def send(pub: Pub, week: str, *, now: datetime | None = None,
 
 def autopilot(pub: Pub, week: str, on: bool = True, *,
               now: datetime | None = None) -> Verdict:
-    """Autopilot on or off for one run (the button of ``actions.perform``, beside the
-    legacy engine's refusal). A column, not a state (see :func:`weeks.set_autopilot`):
-    the tick then advances the run's timed steps and stops at ASSIGNED."""
+    """Autopilot on or off for one run (an action of the table in
+    :mod:`pubsched.engines.actions`, beside the legacy engine's refusal). A column, not a
+    state (see :func:`weeks.set_autopilot`): the tick then advances the run's timed steps
+    and stops at ASSIGNED."""
     key = week_key(week)
     utc(now)
     set_autopilot(pub, key, on)
@@ -220,6 +224,81 @@ def autopilot(pub: Pub, week: str, on: bool = True, *,
                    detail={"autopilot": on})
 
 
-ACTIONS = {"open": open_form, "close": close, "generate": generate, "reopen": reopen,
-           "approve": approve, "unapprove": unapprove, "send": send}
-STATE_ORDER = (DRAFT, COLLECTING, CLOSED, ASSIGNED, APPROVED, SENT)
+
+# -- the engine behind the protocol ----------------------------------------------------------
+
+
+class V2Engine:
+    """The v2 engine as an :class:`~pubsched.engines.base.Engine`: the functions of this
+    module, the tick of :mod:`pubsched.engines.v2_tick`, and the machine's readings of a week
+    (its state column, its due columns, its enabled edges, its hold)."""
+
+    @property
+    def name(self) -> str:
+        return "v2"
+
+    def open_form(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+        return open_form(pub, week, now=now)
+
+    def close(self, pub: Pub, week: str, *, now: datetime | None = None,
+              holder: str | None = None) -> Verdict:
+        return close(pub, week, now=now, holder=holder)
+
+    def reopen(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+        return reopen(pub, week, now=now)
+
+    def extend(self, pub: Pub, week: str, deadline: datetime, *,
+               now: datetime | None = None) -> Verdict:
+        return extend(pub, week, deadline, now=now)
+
+    def generate(self, pub: Pub, week: str, *, now: datetime | None = None,
+                 holder: str | None = None) -> Verdict:
+        return generate(pub, week, now=now, holder=holder)
+
+    def approve(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+        return approve(pub, week, now=now)
+
+    def unapprove(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+        return unapprove(pub, week, now=now)
+
+    def send(self, pub: Pub, week: str, *, now: datetime | None = None,
+             holder: str | None = None) -> Verdict:
+        return send(pub, week, now=now, holder=holder)
+
+    def autopilot(self, pub: Pub, week: str, on: bool = True, *,
+                  now: datetime | None = None) -> Verdict:
+        return autopilot(pub, week, on, now=now)
+
+    def tick(self, pub: Pub, now: datetime) -> list[Verdict]:
+        return v2_tick(pub, now)
+
+    def state_of(self, pub: Pub, row: dict[str, Any]) -> str:
+        """``v2_state``, or the state derived from the legacy status while it is NULL."""
+        return pub.runs.core.state_of(row) or DRAFT
+
+    def enabled_edges(self, pub: Pub, week: str) -> list[str]:
+        """The engine's enabled edges (state, lease, invariants: one read)."""
+        return [e.edge for e in pub.runs.enabled_edges(week_key(week)) if e.allowed]
+
+    def times(self, pub: Pub, row: dict[str, Any]) -> Times:
+        """The run's own columns (an extension moves ``deadline_at``)."""
+        return {"opens_at": parse_instant(row.get("opens_at")),
+                "deadline_at": parse_instant(row.get("deadline_at")),
+                "generate_at": parse_instant(row.get("generate_at")),
+                "send_window_at": parse_instant(row.get("send_window_at"))}
+
+    def hold_form(self, tx: Any, week: str) -> Verdict | None:
+        """``tx.hold(week, COLLECTING)``: a submission racing a close commits before the
+        close applies (the close waits for it) or is refused."""
+        held = tx.hold(week, COLLECTING)
+        if held:
+            return None
+        if held.reason == "RECORD_NOT_FOUND":
+            raise BadInput(f"no week {week}")
+        if held.reason == "LEASE_HELD":  # a close (or another act) is in flight
+            return Verdict(False, held.reason, message=f"the form for week {week} is "
+                           "being closed right now; nothing was saved")
+        return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
+
+
+ENGINE = V2Engine()

@@ -29,8 +29,8 @@ from email.message import EmailMessage
 from email.utils import format_datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .mailconfig import MailSettings, address_problem
-from .shiftcal import shifts_calendar
+from ..shiftcal import shifts_calendar
+from .settings import MailSettings, address_problem
 
 SENDER_NAME = "Pub scheduler"
 

@@ -1,10 +1,12 @@
-"""Where pubsched's database is, and opening it as a rowstate store.
+"""Where pubsched's database is: its URL, the one reading of ``PUBSCHED_DB``, and the
+forms pubsched accepts.
 
 One URL names the database everywhere (the store, the migrations, the CLI):
 ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``sqlite://`` (in memory:
 tests only, it lives in one connection) or ``postgresql://user@host/dbname``. The
-application reads it once at start-up with :func:`database_url` (``PUBSCHED_DB``, default
-``sqlite:///pubsched.db``) and hands it down; nothing deeper reads the environment.
+application reads it once at start-up and hands it down; nothing deeper reads the
+environment. :func:`configured_url` is the one reading of ``PUBSCHED_DB`` (with the one
+default, :data:`DEFAULT_URL`); :func:`database_url` is that reading, checked.
 """
 
 from __future__ import annotations
@@ -14,17 +16,22 @@ from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import unquote
 
-import rowstate
-
 DB_ENV = "PUBSCHED_DB"
 DEFAULT_URL = "sqlite:///pubsched.db"
 
 Dialect = Literal["sqlite", "postgresql"]
-Store = rowstate.SQLiteStore | rowstate.PostgresStore
 
 
 class DatabaseURLError(ValueError):
     """A database URL pubsched cannot open; the message says which forms it can."""
+
+
+def configured_url(environ: Mapping[str, str] | None = None) -> str:
+    """The database URL ``PUBSCHED_DB`` names in ``environ`` (default: the process's
+    environment), unchecked; unset, empty or blank means :data:`DEFAULT_URL`. Every reader
+    of the variable reads it here (the pub's config, the CLI, the migrator)."""
+    env = os.environ if environ is None else environ
+    return (env.get(DB_ENV) or "").strip() or DEFAULT_URL
 
 
 def database_url(environ: Mapping[str, str] | None = None) -> str:
@@ -34,8 +41,7 @@ def database_url(environ: Mapping[str, str] | None = None) -> str:
     Checked here, at start-up, so that a typo is an error naming the variable rather than a
     failure at the first query.
     """
-    env = os.environ if environ is None else environ
-    url = (env.get(DB_ENV) or "").strip() or DEFAULT_URL
+    url = configured_url(environ)
     try:
         dialect_of(url)
     except DatabaseURLError as exc:
@@ -65,27 +71,3 @@ def sqlite_path(url: str) -> str | None:
         raise DatabaseURLError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
     path = unquote(url[len("sqlite:///"):])
     return None if path in ("", ":memory:") else path
-
-
-def open_store(url: str, *, migrate: bool = False) -> Store:
-    """A rowstate store on ``url`` (``rowstate.connect``); the caller closes it.
-
-    With ``migrate=True`` every pending migration is applied first (:mod:`pubsched.migrate`).
-    That is how an in-memory database gets its schema: it exists only inside the store's one
-    connection, so it is migrated through that connection. A real deployment runs the
-    migrations as their own step (``pubsched.migrate.migrate(url)``) before any instance
-    starts, and opens stores without it.
-    """
-    from . import migrate as migrations
-
-    dialect = dialect_of(url)
-    if migrate and dialect == "postgresql":
-        migrations.migrate(url)
-    store = rowstate.connect(url)
-    if migrate and isinstance(store, rowstate.SQLiteStore):
-        try:
-            migrations.migrate_connection(store.connection())
-        except BaseException:
-            store.close()
-            raise
-    return store

@@ -1,12 +1,12 @@
 """The ``PUB_SCHEDULER_V2`` flag, kept in the database (``pub_flags``) so that every
 instance of the app (web, CLI, ticker) sees the same engine. Off by default: the legacy
-engine runs until an operator flips it in the idle gap (:mod:`pubsched.cutover`)."""
+engine runs until an operator flips it in the idle gap (:mod:`pubsched.engines.cutover`)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from .app import Pub, utc
+from ..pub import Pub, utc
 
 V2_FLAG = "PUB_SCHEDULER_V2"
 
@@ -17,7 +17,7 @@ def v2_enabled(pub: Pub) -> bool:
 
 
 def set_v2(pub: Pub, on: bool, *, now: datetime | None = None) -> None:
-    """Write the flag (the cutover's checks come first: :func:`pubsched.cutover.flip`)."""
+    """Write the flag (the cutover's checks come first: :func:`pubsched.engines.cutover.flip`)."""
     with pub.atomic() as tx:
         tx.execute("INSERT INTO pub_flags (name, value, changed_at) VALUES (%s, %s, %s) "
                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value, "

@@ -1,4 +1,4 @@
-"""Applying pubsched's numbered SQL migrations (``pubsched/migrations/``) to SQLite or
+"""Applying pubsched's numbered SQL migrations (``pubsched/db/migrations/``) to SQLite or
 PostgreSQL.
 
 Why a small runner of our own, not yoyo-migrations: yoyo 9.0 was tried here (psycopg 3
@@ -33,7 +33,7 @@ What this runner guarantees instead (one module, no new dependency):
 Statements are split at a ``;`` that ends a line (optionally followed by a ``-- comment``),
 never by ``executescript()``, which COMMITs first on SQLite and would break the
 transaction. The files therefore keep ``;`` out of strings, comments' ends and trigger
-bodies (see :mod:`pubsched.migrations`).
+bodies (see :mod:`pubsched.db.migrations`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .db import Dialect, dialect_of, sqlite_path
+from .urls import DatabaseURLError, Dialect, database_url, dialect_of, sqlite_path
 
 if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL database is migrated
     import psycopg
@@ -105,13 +105,13 @@ def split_statements(sql: str) -> list[str]:
 
 
 def load(dialect: Dialect) -> tuple[Migration, ...]:
-    """Every migration shipped in ``pubsched/migrations`` for ``dialect``, in version order.
+    """Every migration shipped in ``pubsched/db/migrations`` for ``dialect``, in version order.
 
     The package must hold both dialects of every version (a version missing on one database
     would make the two schemas silently differ), and each version once.
     """
     found: dict[str, dict[str, Migration]] = {}
-    for entry in resources.files("pubsched.migrations").iterdir():
+    for entry in resources.files("pubsched.db.migrations").iterdir():
         if not entry.name.endswith(".sql"):
             continue
         m = _FILE.match(entry.name)
@@ -351,15 +351,13 @@ def _applied(db: _Db) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pubsched.migrate [--status] [--to VERSION] [URL]``: the step a deployment
+    """``python -m pubsched.db [--status] [--to VERSION] [URL]``: the step a deployment
     runs before any instance starts (URL default: ``PUBSCHED_DB``). Exit 0 when done, 1
     when a migration is refused or fails (the reason on stderr), 2 for a bad URL."""
     import argparse
     import sys
 
-    from .db import DatabaseURLError, database_url
-
-    parser = argparse.ArgumentParser(prog="python -m pubsched.migrate",
+    parser = argparse.ArgumentParser(prog="python -m pubsched.db",
                                      description="Apply pubsched's SQL migrations.")
     parser.add_argument("url", nargs="?", help="database URL (default: $PUBSCHED_DB)")
     parser.add_argument("--to", help="stop after this version")
@@ -385,7 +383,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not done:
         print("up to date")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

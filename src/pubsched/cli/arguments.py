@@ -1,0 +1,40 @@
+"""What the parser checks before anything is opened: an instant with an offset, a Monday, a
+whole number. A bad value here is exit 2 from argparse itself, and the database is never
+opened."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from ..pub import BadInput
+
+
+def instant(text: str) -> datetime:
+    """An ISO 8601 instant with an offset or ``Z``; a naive time is refused, because the
+    same wall time names different instants in the pub's zone and on the operator's."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no offset: give the instant with Z or +HH:MM") from None
+    return value.astimezone(UTC)
+
+
+def week(text: str) -> str:
+    """The Monday's ISO date (anything else is bad input before the database is opened)."""
+    from ..weeks import week_key
+
+    try:
+        return week_key(text)
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None

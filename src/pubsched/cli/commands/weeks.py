@@ -1,0 +1,71 @@
+"""``pubsched week ACTION WEEK``, ``weeks`` and ``avail``: a week's actions, its view, the
+list of weeks, and a tender's availability given on their behalf.
+
+Every week action is one row of the table of actions and goes through
+:func:`pubsched.engines.actions.perform`, the same code the web buttons run, so the CLI and
+the admin can never disagree about what an action is called, takes, or may do.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..context import EXIT_APPLIED, Context, report
+from ..output import listing, print_week, progress
+
+
+def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
+    """One row of the table of actions (:mod:`pubsched.engines.actions`): its options read
+    from the arguments the parser built for them, then :func:`perform`; an action with a
+    progress text (the send, which waits on SMTP) runs under a spinner on a terminal."""
+    from ...engines.actions import BY_NAME, ON_OFF, perform
+
+    action = BY_NAME[args.action]
+    options: dict[str, Any] = {}
+    for option in action.options:
+        if option.cli_arg is None:
+            continue
+        value = getattr(args, option.cli_arg.lstrip("-").replace("-", "_"))
+        options[option.name] = value == "on" if option.kind == ON_OFF else value
+    pub = ctx.pub()
+    if action.progress is None:
+        return report(ctx, perform(pub, action.name, args.week, now=ctx.now, **options))
+    if ctx.is_tty():
+        from ...view import week_show
+
+        people = {e for s in week_show(pub, args.week)["shifts"] for e in s["assigned"]}
+        text = action.progress.format(week=args.week, people=len(people))
+    else:
+        text = ""
+    with progress(ctx, text):
+        verdict = perform(pub, action.name, args.week, now=ctx.now, **options)
+    return report(ctx, verdict)
+
+
+def cmd_week_show(ctx: Context, args: argparse.Namespace) -> int:
+    from ...view import week_show
+
+    shown = week_show(ctx.pub(), args.week)
+    if args.json:
+        ctx.emit_json(shown)
+    else:
+        print_week(ctx.console(), shown)
+    return EXIT_APPLIED
+
+
+def cmd_weeks(ctx: Context, args: argparse.Namespace) -> int:
+    from ...view import weeks_list
+
+    return listing(ctx, args.json, weeks_list(ctx.pub()),
+                   "no weeks yet: open one with `pubsched week open MONDAY`",
+                   ("week", "state", "legacy status", "autopilot", "deadline (UTC)"),
+                   lambda w: (w["week_of"], w["state"], str(w["legacy_status"]),
+                              "on" if w["autopilot"] else "off", w["deadline_at"] or ""))
+
+
+def cmd_avail(ctx: Context, args: argparse.Namespace) -> int:
+    from ...submissions import submit
+
+    return report(ctx, submit(ctx.pub(), args.week, args.email, args.shift_ids,
+                              max_shifts=args.max, now=ctx.now))

@@ -1,0 +1,137 @@
+"""What one command runs in, and how its outcome becomes an exit code.
+
+Exit codes, which scripts depend on:
+
+===  =====================================================================================
+0    the action applied
+1    the action ran and failed (SMTP down, a recipient refused: the run stays where it
+     was, ``last_error`` set), or the database could not be reached
+2    bad usage or bad input (not a Monday, a naive ``--now``, an unknown tender or shift):
+     nothing written
+3    refused (a lost race, the wrong state, a lease held, an invariant, a tender that
+     already exists): the reason on stderr, in one line
+===  =====================================================================================
+
+This module is the bottom of the CLI: the commands, the output helpers and the demo import
+it, it imports none of them. The pub is opened on first use, so that bad input the parser
+found never opens the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import IO, Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from ..pub import Config, Pub, Verdict
+
+EXIT_APPLIED, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+
+
+class Usage(Exception):
+    """Bad usage found after parsing (e.g. no database yet): exit 2, nothing written."""
+
+
+class Runner(Protocol):
+    """The command line itself (:func:`pubsched.cli.dispatch.run`), as a command that runs other
+    commands (the demo) is handed it: handed, not imported, so the demo never imports the
+    module that dispatches to it."""
+
+    def __call__(self, argv: Sequence[str] | None = None, *,
+                 environ: Mapping[str, str] | None = None, stdout: IO[str] | None = None,
+                 stderr: IO[str] | None = None) -> int: ...
+
+
+@dataclass
+class Context:
+    """Where a command writes, which database it opens, and the instant it acts at."""
+
+    db_url: str
+    now: datetime | None
+    environ: Mapping[str, str]
+    stdout: IO[str]
+    stderr: IO[str]
+    runner: Runner
+    _pub: Pub | None = field(default=None, repr=False)
+
+    def config(self) -> Config:
+        return Config.from_env(self.environ, db_url=self.db_url)
+
+    def pub(self) -> Pub:
+        """The pub, opened on first use (bad input found by the parser never opens it)."""
+        if self._pub is None:
+            from ..db.store import open_store
+
+            config = self.config()  # a bad setting is bad input before anything is opened
+            _require_schema(self.db_url)
+            self._pub = Pub(open_store(self.db_url), config)
+        return self._pub
+
+    def close(self) -> None:
+        if self._pub is not None:
+            self._pub.close()
+            self._pub = None
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.stdout)
+
+    def complain(self, text: str) -> None:
+        """One line on stderr: what a script's log shows (newlines would split it)."""
+        print(f"pubsched: {' '.join(text.split())}", file=self.stderr)
+
+    def emit_json(self, value: Any) -> None:
+        json.dump(value, self.stdout, indent=2, ensure_ascii=False, default=str)
+        self.stdout.write("\n")
+
+    def console(self) -> Any:
+        from rich.console import Console
+
+        return Console(file=self.stdout, highlight=False, soft_wrap=False)
+
+    def is_tty(self) -> bool:
+        isatty = getattr(self.stdout, "isatty", None)
+        return bool(isatty and isatty())
+
+
+def _require_schema(url: str) -> None:
+    """A database that was never initialised, or is behind the code, is bad usage said as
+    such (not a traceback from the first query); a missing SQLite file is not created."""
+    from ..db.migrate import status
+    from ..db.urls import sqlite_path
+
+    path = sqlite_path(url) if url.startswith("sqlite:") else None
+    if path is not None and not os.path.exists(path):
+        raise Usage(f"no database at {path}: run `pubsched init` first")
+    pending = [version for version, applied in status(url) if not applied]
+    if pending:
+        raise Usage(f"the database {redacted(url)} lacks migration(s) {', '.join(pending)}: "
+                    "run `pubsched init`")
+
+
+def report(ctx: Context, verdict: Verdict) -> int:
+    """A verdict as an exit code: its message on stdout when applied, else one line on
+    stderr."""
+    if verdict.applied:
+        ctx.say(verdict.message)
+        return EXIT_APPLIED
+    if verdict.reason == "RECORD_NOT_FOUND":  # the engine's word for a week never created
+        ctx.complain(f"error: no such week ({verdict.message or verdict.reason})")
+        return EXIT_USAGE
+    if verdict.failed:
+        ctx.complain(f"failed: {verdict.message or verdict.failed}")
+        return EXIT_FAILED
+    ctx.complain(f"refused ({verdict.reason}): {verdict.message or verdict.reason}")
+    return EXIT_REFUSED
+
+
+def redacted(url: str) -> str:
+    """The URL as it may be printed: a password in it is not."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))

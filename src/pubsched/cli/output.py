@@ -1,0 +1,91 @@
+"""How the CLI draws what it was told: listings, a week, a spinner.
+
+rich is imported inside these functions only, so ``--json`` and scripts never load it. What
+is drawn is decided by the domain (:mod:`pubsched.view`); this module only lays it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from .context import EXIT_APPLIED, Context
+
+
+def listing(ctx: Context, as_json: bool, found: list[dict[str, Any]], empty: str,
+            headers: tuple[str, ...], row: Callable[[dict[str, Any]], tuple[str, ...]]) -> int:
+    """A list command's answer: JSON with ``--json``, else a hint when there is nothing,
+    else a table."""
+    if as_json:
+        ctx.emit_json(found)
+        return EXIT_APPLIED
+    if not found:
+        ctx.say(empty)
+        return EXIT_APPLIED
+    from rich.table import Table
+
+    table = Table(*headers, box=None)
+    for item in found:
+        table.add_row(*row(item))
+    ctx.console().print(table)
+    return EXIT_APPLIED
+
+
+@contextmanager
+def progress(ctx: Context, text: str) -> Iterator[None]:
+    """A spinner on a terminal around a long operation; nothing at all otherwise (a pipe, a
+    file, ``--json``), so that scripts read only the result."""
+    if not ctx.is_tty():
+        yield
+        return
+    with ctx.console().status(text):
+        yield
+
+
+def roster_table(shown: Mapping[str, Any]) -> Any:
+    """The week's shifts with who works them and the slots left empty."""
+    from rich.table import Table
+
+    table = Table("id", "shift", "slots", "assigned", box=None)
+    for s in shown["shifts"]:
+        names = list(s["assigned"])
+        empty = max(0, int(s["slots"]) - len(names))
+        table.add_row(str(s["id"]), s["label"], str(s["slots"]),
+                      ", ".join(names + ["(unfilled)"] * empty) if names or empty else "")
+    return table
+
+
+def print_week(console: Any, shown: Mapping[str, Any]) -> None:
+    """``pubsched week show``: the week's line, its times, the roster, then the
+    submissions, the deliveries and the history when there are any."""
+    from rich.table import Table
+
+    console.print(f"week {shown['week_of']}: {shown['state']} "
+                  f"(legacy status {shown['legacy_status']}, {shown.get('engine', '')} engine, "
+                  f"autopilot {'on' if shown['autopilot'] else 'off'})")
+    console.print(f"  form opens {shown['opens_at']}, deadline {shown['deadline_at']}")
+    if shown.get("lease"):
+        console.print(f"  in flight: {shown['lease']['kind']} since {shown['lease']['since']}")
+    if shown["last_error"]:
+        console.print(f"  last error: {shown['last_error']}")
+    console.print(roster_table(shown))
+    if shown["unfilled"]:
+        console.print(f"  {shown['unfilled']} slot(s) unfilled")
+    if shown["submissions"]:
+        subs = Table("submitted by", "shift ids", "max", box=None)
+        for s in shown["submissions"]:
+            subs.add_row(s["email"], " ".join(str(i) for i in s["shift_ids"]),
+                         "" if s["max"] is None else str(s["max"]))
+        console.print(subs)
+    if shown["deliveries"]:
+        sent = Table("delivery to", "status", "error", box=None)
+        for d in shown["deliveries"]:
+            sent.add_row(d["email"], d["status"], d.get("error") or "")
+        console.print(sent)
+    if shown["history"]:
+        past = Table("when", "edge", "from", "to", "by", box=None)
+        for h in shown["history"]:
+            past.add_row(str(h["at"]), str(h["edge"]), str(h["from"] or "[*]"), str(h["to"]),
+                         str(h["by"] or ""))
+        console.print(past)

@@ -1,0 +1,136 @@
+"""The exact surface of docs/cli.md, in one place: every command, its arguments and its
+handler. The ``week`` actions are not listed here: each is a row of the one table of
+actions (:data:`pubsched.engines.actions.ACTIONS`), which gives its name, its help and its
+options' spelling (a positional such as ``on|off``, a flag such as ``--deadline ISO``).
+
+The parser checks what can be checked without the database (a WEEK that is not a Monday, a
+time with no offset, a shift id that is not a number: :mod:`.arguments`), before the
+database is opened at all; the domain checks the rest. A command whose handler must not
+meet a malformed ``--db`` check first (``demo`` makes its own database, ``serve`` reports
+through the web's own start) says so with ``checks_db_url=False``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from ..db.urls import DEFAULT_URL
+from ..engines.actions import ACTIONS, INSTANT, Action
+from .arguments import instant, week, whole
+from .commands.cutover import cmd_cutover_check, cmd_flag
+from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
+from .commands.tenders import (
+    cmd_tender_add,
+    cmd_tender_deactivate,
+    cmd_tender_link,
+    cmd_tender_list,
+)
+from .commands.weeks import cmd_avail, cmd_week_action, cmd_week_show, cmd_weeks
+from .context import Context
+
+Handler = Callable[[Context, argparse.Namespace], int]
+# the week actions the CLI has a command for, in the table's order (the web's "resend" is
+# not one of them): pubsched.engines.actions.ACTIONS is the only list of them
+CLI_ACTIONS: tuple[Action, ...] = tuple(a for a in ACTIONS if a.cli)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``--db`` and ``--now`` are accepted before the command and after it (the later one
+    wins)."""
+    parser = argparse.ArgumentParser(
+        prog="pubsched", description="The pub scheduler's operator command line.",
+        epilog="exit codes: 0 applied, 1 ran and failed, 2 bad usage or input "
+               "(nothing written), 3 refused (the reason on stderr)")
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help=f"database URL (default $PUBSCHED_DB, else {DEFAULT_URL})")
+    parser.add_argument("--now", metavar="ISO", type=instant, default=None,
+                        help="the instant to act at, with an offset or Z (default: now)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", metavar="URL", default=argparse.SUPPRESS,
+                        help="database URL (as before the command)")
+    common.add_argument("--now", metavar="ISO", type=instant, default=argparse.SUPPRESS,
+                        help="the instant to act at, with an offset or Z (default: now)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def leaf(group: Any, name: str, handler: Handler, text: str,
+             **defaults: Any) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = group.add_parser(name, parents=[common], help=text,
+                                                        description=text)
+        sub.set_defaults(handler=handler, **defaults)
+        return sub
+
+    def json_flag(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--json", action="store_true",
+                         help="print JSON (the shape in docs/cli.md)")
+
+    leaf(commands, "init", cmd_init, "create or upgrade the database (migrations)")
+
+    tender = commands.add_parser("tender", help="add, deactivate, list tenders; their links")
+    tenders = tender.add_subparsers(dest="tender_command", metavar="ACTION", required=True)
+    add = leaf(tenders, "add", cmd_tender_add, "add a tender (an email once, in any case)")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("email", metavar="EMAIL")
+    add.add_argument("--max-shifts", metavar="N", type=whole, default=None,
+                     help="at most N shifts a week")
+    leaf(tenders, "deactivate", cmd_tender_deactivate,
+         "deactivate a tender (kept for history; their link stops working)"
+         ).add_argument("email", metavar="EMAIL")
+    json_flag(leaf(tenders, "list", cmd_tender_list, "every tender"))
+    link = leaf(tenders, "link", cmd_tender_link, "the tender's signed personal link")
+    link.add_argument("email", metavar="EMAIL")
+    link.add_argument("--base-url", metavar="URL", default=None,
+                      help="the site's address (default $PUBSCHED_BASE_URL)")
+
+    flag = leaf(commands, "flag", cmd_flag,
+                "turn the v2 engine on or off (refused outside the idle gap unless --force)")
+    flag.add_argument("name", choices=["v2"], metavar="v2")
+    flag.add_argument("value", choices=["on", "off"], metavar="on|off")
+    flag.add_argument("--force", action="store_true", help="flip outside the idle gap")
+
+    cutover = commands.add_parser("cutover", help="the cutover's idle-gap check")
+    checks = cutover.add_subparsers(dest="cutover_command", metavar="ACTION", required=True)
+    leaf(checks, "check", cmd_cutover_check,
+         "is this the idle gap (exit 0), or why not (exit 3)")
+
+    week_parser = commands.add_parser("week", help="act on one week (WEEK: its Monday)")
+    actions = week_parser.add_subparsers(dest="week_command", metavar="ACTION", required=True)
+    for action in CLI_ACTIONS:
+        command = leaf(actions, action.name, cmd_week_action, action.help, action=action.name)
+        command.add_argument("week", metavar="WEEK", type=week)
+        for option in action.options:
+            if option.cli_arg is None:  # not asked on the command line (e.g. the holder)
+                continue
+            spelling: dict[str, Any] = {"metavar": option.cli_metavar,
+                                        "help": option.cli_help}
+            if option.kind == INSTANT:
+                spelling["type"] = instant
+            if option.cli_choices:
+                spelling["choices"] = list(option.cli_choices)
+            if option.cli_arg.startswith("--"):
+                spelling["required"] = option.required
+            command.add_argument(option.cli_arg, **spelling)
+    show = leaf(actions, "show", cmd_week_show, "the week: state, shifts, submissions, ...")
+    show.add_argument("week", metavar="WEEK", type=week)
+    json_flag(show)
+
+    json_flag(leaf(commands, "weeks", cmd_weeks, "every week with its state"))
+
+    avail = leaf(commands, "avail", cmd_avail, "submit availability as that tender")
+    avail.add_argument("week", metavar="WEEK", type=week)
+    avail.add_argument("email", metavar="EMAIL")
+    avail.add_argument("shift_ids", metavar="SHIFT_ID", type=whole, nargs="+")
+    avail.add_argument("--max", metavar="N", type=whole, default=None,
+                       help="at most N shifts this week")
+
+    leaf(commands, "tick", cmd_tick,
+         "the every-minute cron's work, once (legacy crons with the flag off)")
+    leaf(commands, "demo", cmd_demo,
+         "a whole week's lifecycle on a temporary SQLite database, narrated",
+         checks_db_url=False)
+    serve = leaf(commands, "serve", cmd_serve, "the web admin and the every-minute ticker",
+                 checks_db_url=False)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=whole, default=8000)
+    return parser

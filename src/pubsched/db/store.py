@@ -1,0 +1,37 @@
+"""Opening pubsched's database as a rowstate store (and, for a database in memory,
+migrating it through the store's own connection).
+
+Above the URLs and the migration runner, so that neither of them needs the other's
+caller: ``store`` -> ``migrate`` -> ``urls``, one way.
+"""
+
+from __future__ import annotations
+
+import rowstate
+
+from . import migrate as migrations
+from .urls import dialect_of
+
+Store = rowstate.SQLiteStore | rowstate.PostgresStore
+
+
+def open_store(url: str, *, migrate: bool = False) -> Store:
+    """A rowstate store on ``url`` (``rowstate.connect``); the caller closes it.
+
+    With ``migrate=True`` every pending migration is applied first (:mod:`pubsched.db.migrate`).
+    That is how an in-memory database gets its schema: it exists only inside the store's one
+    connection, so it is migrated through that connection. A real deployment runs the
+    migrations as their own step (``pubsched.db.migrate.migrate(url)``) before any instance
+    starts, and opens stores without it.
+    """
+    dialect = dialect_of(url)
+    if migrate and dialect == "postgresql":
+        migrations.migrate(url)
+    store = rowstate.connect(url)
+    if migrate and isinstance(store, rowstate.SQLiteStore):
+        try:
+            migrations.migrate_connection(store.connection())
+        except BaseException:
+            store.close()
+            raise
+    return store

@@ -1,0 +1,105 @@
+"""What an engine of the pub run is: the :class:`Engine` protocol.
+
+Two engines run a week (the seed's cutover): the legacy implicit-status flow and the v2
+state machine. Everything outside ``pubsched.engines`` that depends on which one runs
+(the actions, the tick, the week's page, a tender's submission) asks the one chosen by
+:func:`pubsched.engines.choose.engine_for` through this protocol, never the flag, so the
+choice is made in one place and the two engines can only differ where the protocol lets
+them.
+
+Both implement every member with the same meaning:
+
+* **the actions** (``open_form`` ... ``autopilot``): one per operator action, the same
+  names and signatures in both engines; operator actions are not time-gated, ``now`` is
+  the instant they act at. A lost race, a wrong state or a held lease is a refused
+  :class:`~pubsched.pub.Verdict`, never an exception; bad input raises
+  :class:`~pubsched.pub.BadInput` with nothing written. ``holder`` names the worker in
+  the lease a side effect runs under (the legacy close and generate have none and accept
+  it for the signature's sake);
+* **the tick** (``tick``): what the every-minute cron does as of ``now``;
+* **the state of a week** (``state_of``, ``enabled_edges``): the state as this engine
+  reads the run row (one of :data:`pubsched.machine.STATES`), and the machine's edges an
+  operator may take from here, in the machine's order (what the admin draws buttons for);
+* **its times** (``times``): the week's four moments as this engine judges them;
+* **the submission hold** (``hold_form``): inside a tender's unit of work, hold the run
+  open for the unit, or say why the form takes no submission now.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypedDict
+
+from ..pub import Pub, Verdict
+
+
+class Times(TypedDict):
+    """A week's moments as its engine judges them (aware UTC instants; None where the
+    row has none yet)."""
+
+    opens_at: datetime | None
+    deadline_at: datetime | None
+    generate_at: datetime | None
+    send_window_at: datetime | None
+
+
+class Engine(Protocol):
+    """One engine of the pub run (module docstring)."""
+
+    @property
+    def name(self) -> str:
+        """``"v2"`` or ``"legacy"``: what ``week show --json`` reports as ``engine``."""
+        ...
+
+    # -- the actions ----------------------------------------------------------------------
+
+    def open_form(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict: ...
+
+    def close(self, pub: Pub, week: str, *, now: datetime | None = None,
+              holder: str | None = None) -> Verdict: ...
+
+    def reopen(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict: ...
+
+    def extend(self, pub: Pub, week: str, deadline: datetime, *,
+               now: datetime | None = None) -> Verdict: ...
+
+    def generate(self, pub: Pub, week: str, *, now: datetime | None = None,
+                 holder: str | None = None) -> Verdict: ...
+
+    def approve(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict: ...
+
+    def unapprove(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict: ...
+
+    def send(self, pub: Pub, week: str, *, now: datetime | None = None,
+             holder: str | None = None) -> Verdict: ...
+
+    def autopilot(self, pub: Pub, week: str, on: bool = True, *,
+                  now: datetime | None = None) -> Verdict: ...
+
+    # -- the tick -------------------------------------------------------------------------
+
+    def tick(self, pub: Pub, now: datetime) -> list[Verdict]: ...
+
+    # -- the state of a week, its times ---------------------------------------------------
+
+    def state_of(self, pub: Pub, row: dict[str, Any]) -> str: ...
+
+    def enabled_edges(self, pub: Pub, week: str) -> list[str]: ...
+
+    def times(self, pub: Pub, row: dict[str, Any]) -> Times: ...
+
+    # -- the submission hold --------------------------------------------------------------
+
+    def hold_form(self, tx: Any, week: str) -> Verdict | None:
+        """Hold the run open for the unit ``tx``; None when held, else the refusal (the
+        unit can then no longer commit). An unknown week is :class:`BadInput`."""
+        ...
+
+
+def parse_instant(raw: Any) -> datetime | None:
+    """A stored instant as the database hands it back (PostgreSQL: a datetime; SQLite: its
+    canonical text), aware; None for NULL. The engine's own reading of its columns."""
+    if raw is None or isinstance(raw, datetime):
+        return raw
+    parsed = datetime.fromisoformat(str(raw))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -1,0 +1,156 @@
+"""The operator's pages under ``/admin`` (behind the gate of :mod:`.security`): the weeks,
+one week with its buttons, the tenders and their links, the cutover.
+
+Each handler reads or acts through the domain in the thread pool (the domain is
+synchronous) and answers with a page or a redirect carrying a flash: a refusal is a flash
+of kind "refused" with the engine's reason, a bad input one with the message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from .. import links, tenders, view
+from ..pub import BadInput, Verdict
+from .buttons import Buttons, diagram, drawn, fingerprint
+from .forms import text, week_of
+from .pages import ADMIN_PATH
+from .site import Site
+
+
+class AdminPages:
+    """The admin's handlers; what they share is the site and the buttons' locks."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.pages = site.pages
+        self.buttons = Buttons(site)
+
+    # -- the weeks ------------------------------------------------------------------------
+
+    async def weeks(self, request: Request) -> Response:
+        rows = await run_in_threadpool(view.weeks_list, self.site.pub)
+        return self.pages.admin_page(request, "weeks.html", {"weeks": rows})
+
+    async def week(self, request: Request) -> Response:
+        week = request.path_params["week"]
+        try:
+            context = await run_in_threadpool(self._week_context, week)
+        except BadInput as exc:
+            return self.pages.admin_page(request, "problem.html", {
+                "title": "No such week", "text": str(exc)}, status=404)
+        return self.pages.admin_page(request, "week.html", context)
+
+    def _week_context(self, week: str) -> dict[str, Any]:
+        pub = self.site.pub
+        # the row the buttons' fingerprint is taken from is read FIRST: whatever the page
+        # then shows is that row or newer, so a click never acts on a state it did not see
+        row = pub.runs.get(week_of(week)) or {}
+        shown = view.week_show(pub, week)
+        buttons = drawn(view.legal_edges(pub, shown["week_of"]))
+        people = sorted({email for s in shown["shifts"] for email in s["assigned"]})
+        by_email = {t.email: t for t in tenders.all_tenders(pub)}
+        return {
+            "w": shown,
+            "seen": fingerprint(row),
+            "buttons": buttons,
+            "diagram": diagram(shown["state"]),
+            "people": people,
+            "names": {e: by_email[e].name if e in by_email else e for e in people},
+            "submitted": {s["email"] for s in shown["submissions"]},
+            "shift_labels": {s["id"]: s["label"] for s in shown["shifts"]},
+        }
+
+    async def act(self, request: Request) -> Response:
+        return await self._press(request.path_params["week"], request.path_params["name"],
+                                 await request.form(), check_seen=True)
+
+    async def open_week(self, request: Request) -> Response:
+        """The weeks page's "open a week" form: the Monday to open, then its page (no
+        fingerprint: a second click meets the engine's refusal, the week being open)."""
+        form = await request.form()
+        try:
+            week = await run_in_threadpool(week_of, text(form, "week") or "")
+        except BadInput as exc:
+            return self.pages.flash(RedirectResponse(ADMIN_PATH + "/", status_code=303),
+                                    "refused", str(exc))
+        return await self._press(week, "open", form, check_seen=False)
+
+    async def _press(self, week: str, name: str, form: FormData, *,
+                     check_seen: bool) -> Response:
+        back = f"{ADMIN_PATH}/weeks/{quote(week)}"
+        try:
+            outcome = await run_in_threadpool(self.buttons.press, week, name, form, check_seen)
+        except BadInput as exc:
+            return self.pages.flash(RedirectResponse(back, status_code=303), "refused",
+                                    str(exc))
+        kind = "ok" if outcome.applied else "failed" if outcome.failed else "refused"
+        return self.pages.flash(RedirectResponse(back, status_code=303), kind,
+                                outcome.message or (outcome.reason or ""))
+
+    # -- the tenders ----------------------------------------------------------------------
+
+    async def tender_list(self, request: Request) -> Response:
+        pub = self.site.pub
+
+        def rows() -> list[dict[str, Any]]:
+            out = []
+            for t in tenders.all_tenders(pub):
+                version = t.link_version
+                out.append({"t": t, "form": links.tender_url(pub.config, t.id, version),
+                            "calendar": links.calendar_url(pub.config, t.id, version)})
+            return out
+
+        return self.pages.admin_page(request, "tenders.html",
+                                     {"rows": await run_in_threadpool(rows)})
+
+    async def revoke(self, request: Request) -> Response:
+        back = RedirectResponse(ADMIN_PATH + "/tenders", status_code=303)
+        try:
+            tender_id = int(request.path_params["tender_id"])
+        except ValueError:
+            return self.pages.flash(back, "refused", "no such tender")
+
+        def go() -> Verdict:
+            found = tenders.by_id(self.site.pub, tender_id)
+            if found is None:
+                raise BadInput("no such tender")
+            return tenders.revoke_links(self.site.pub, found.email)
+
+        try:
+            outcome = await run_in_threadpool(go)
+        except BadInput as exc:
+            return self.pages.flash(back, "refused", str(exc))
+        return self.pages.flash(back, "ok", f"{outcome.message}: the new link is on this page")
+
+    # -- the cutover ----------------------------------------------------------------------
+
+    async def cutover_page(self, request: Request) -> Response:
+        from ..engines import cutover
+        from ..engines.flags import v2_enabled
+
+        pub = self.site.pub
+
+        def context() -> dict[str, Any]:
+            return {"check": cutover.cutover_check(pub, now=self.site.now()),
+                    "v2": v2_enabled(pub), "mail": pub.config.mail}
+
+        return self.pages.admin_page(request, "cutover.html", await run_in_threadpool(context))
+
+    async def flag(self, request: Request) -> Response:
+        from ..engines import cutover
+
+        form = await request.form()
+        on = text(form, "on") == "1"
+        force = text(form, "force") == "1"
+        back = RedirectResponse(ADMIN_PATH + "/cutover", status_code=303)
+        outcome = await run_in_threadpool(
+            lambda: cutover.flip(self.site.pub, on, force=force, now=self.site.now()))
+        kind = "ok" if outcome.applied else "refused"
+        return self.pages.flash(back, kind, outcome.message or (outcome.reason or ""))

@@ -1,0 +1,97 @@
+"""How a page is drawn: the Jinja2 templates (``templates/``), the ``local`` filter that
+shows a stored UTC instant in the pub's zone, and the flash message that survives one
+redirect (a signed cookie on the admin path).
+
+Rendering only: no route, no domain call. The admin's pages carry ``cache-control:
+no-store`` (they show live state and the buttons' fingerprints), and show a pending flash
+once, then drop its cookie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from ..pub import Config
+
+HERE = Path(__file__).parent
+ADMIN_PATH = "/admin"
+FLASH_COOKIE = "pubsched_flash"
+FLASH_MAX_AGE = 120
+
+
+def as_time(value: Any) -> datetime | None:
+    """A stored instant (a datetime, or the ISO text SQLite hands back), else None."""
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+class Pages:
+    """The templates and the flash cookie, for one pub's zone and secret."""
+
+    def __init__(self, config: Config, *, secure_cookies: bool) -> None:
+        self.config = config
+        self.secure_cookies = secure_cookies
+        self.flashes = URLSafeTimedSerializer(config.secret, salt="pubsched.flash.v1")
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                               autoescape=select_autoescape(["html"]))
+        self.env.filters["local"] = self.local
+
+    def local(self, value: Any, style: str = "long") -> str:
+        """A stored UTC instant in the pub's own time zone, as people read it."""
+        moment = as_time(value)
+        if moment is None:
+            return "—" if value in (None, "") else str(value)
+        here = moment.astimezone(self.config.tz)
+        if style == "short":
+            return f"{here:%a %d %b %H:%M}"
+        return f"{here:%a %d %b %Y, %H:%M} {here.tzname()}"
+
+    def page(self, request: Request, name: str, context: Mapping[str, Any], *,
+             status: int = 200, headers: Mapping[str, str] | None = None) -> HTMLResponse:
+        text = self.env.get_template(name).render(request=request, **context)
+        return HTMLResponse(text, status_code=status, headers=dict(headers or {}))
+
+    def admin_page(self, request: Request, name: str, context: Mapping[str, Any], *,
+                   status: int = 200) -> HTMLResponse:
+        flash = self.take_flash(request)
+        response = self.page(request, name, {"flash": flash, "admin": True, **context},
+                             status=status, headers={"cache-control": "no-store"})
+        if flash is not None:
+            response.delete_cookie(FLASH_COOKIE, path=ADMIN_PATH)
+        return response
+
+    def flash(self, response: Response, kind: str, text: str) -> Response:
+        """``response`` carrying a message for the next admin page (``kind``: ok, refused,
+        failed)."""
+        if len(text) > 1500:  # a cookie holds about 4 kB; the page shows the rest anyway
+            text = text[:1500] + "…"
+        response.set_cookie(FLASH_COOKIE, self.flashes.dumps({"k": kind, "t": text}),
+                            max_age=FLASH_MAX_AGE, path=ADMIN_PATH, httponly=True,
+                            samesite="lax", secure=self.secure_cookies)
+        return response
+
+    def take_flash(self, request: Request) -> dict[str, str] | None:
+        raw = request.cookies.get(FLASH_COOKIE)
+        if not raw:
+            return None
+        try:
+            data = self.flashes.loads(raw, max_age=FLASH_MAX_AGE)
+        except BadSignature:
+            return None
+        if not isinstance(data, dict):
+            return None
+        return {"kind": str(data.get("k", "ok")), "text": str(data.get("t", ""))}

@@ -1,0 +1,92 @@
+"""The two gates every request meets before a handler: the cross-origin check with the
+security headers (on the whole app), and the operator's session (on ``/admin``).
+
+Both are pure ASGI middleware, so no route can forget them: every unsafe request, the
+login and the tender form included, passes :func:`pubsched.web.auth.cross_origin_refusal`
+first; everything under ``/admin`` but the login page needs a valid session. The session
+cookie's path is ``/admin``, so a tender's pages never even receive it, and nothing a
+tender's link carries is ever read by the gate: a tender link on an admin URL meets the
+login page. The rules themselves (password, throttle, sessions, the header check) are in
+:mod:`pubsched.web.auth`, which knows nothing of ASGI.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .auth import SESSION_COOKIE, Sessions, cross_origin_refusal
+from .pages import ADMIN_PATH
+
+log = logging.getLogger("pubsched.web")
+
+
+class SecurityHeaders:
+    """The cross-origin check on every unsafe request, and the headers every answer
+    carries (no framing, no referrer: a tender's link is a secret in the URL; nothing but
+    our own scripts). Built by ``add_middleware``: the app first, keywords after."""
+
+    HEADERS = [
+        (b"content-security-policy",
+         b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+         b"img-src 'self' data:; font-src 'self' data:; object-src 'none'; "
+         b"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+        (b"x-frame-options", b"DENY"),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"no-referrer"),
+    ]
+
+    def __init__(self, app: ASGIApp, trusted: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.trusted = trusted
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope["headers"]}
+        refusal = cross_origin_refusal(scope["method"], headers, trusted=self.trusted)
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], *self.HEADERS]
+            await send(message)
+
+        if refusal is not None:
+            log.warning("refused %s %s: %s", scope["method"], scope["path"], refusal)
+            response = HTMLResponse(f"<h1>Refused</h1><p>{html.escape(refusal)}.</p>",
+                                    status_code=403)
+            await response(scope, receive, with_headers)
+            return
+        await self.app(scope, receive, with_headers)
+
+
+class OperatorGate:
+    """Everything under /admin needs a valid operator session, except the login page; the
+    session's id is left in ``scope["state"]["operator_sid"]`` (the logout ends it)."""
+
+    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
+        self.app = app
+        self.sessions = sessions
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            if path != ADMIN_PATH + "/login":
+                request = Request(scope)
+                sid = self.sessions.valid(request.cookies.get(SESSION_COOKIE))
+                if sid is None:
+                    target = path if scope["method"] == "GET" else ADMIN_PATH + "/"
+                    response = RedirectResponse(
+                        f"{ADMIN_PATH}/login?next={quote(target)}", status_code=303)
+                    await response(scope, receive, send)
+                    return
+                scope["state"] = {**scope.get("state", {}), "operator_sid": sid}
+        await self.app(scope, receive, send)

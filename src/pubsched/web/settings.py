@@ -1,0 +1,25 @@
+"""What only the web front end reads from the environment (the pub's own settings are
+:class:`pubsched.pub.Config`, shared with the CLI)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .auth import SESSION_MAX_AGE, AdminPassword, LoginThrottle
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """What only the web front end reads: the operator's password (hashed here, at start),
+    whether cookies may travel over plain http (local use), and the session's max age."""
+
+    password: AdminPassword
+    insecure_cookies: bool = False
+    session_max_age: int = SESSION_MAX_AGE
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> WebSettings:
+        return cls(AdminPassword(environ.get("PUBSCHED_ADMIN_PASSWORD") or None),
+                   insecure_cookies=environ.get("PUBSCHED_INSECURE_COOKIES", "") == "1")

@@ -1,0 +1,100 @@
+"""A tender's own pages, reached by signed link and no login: the availability form
+(``/t/{token}``) and the calendar feed (``/cal/{token}.ics``).
+
+A link that does not verify (mistyped, replaced by a newer one, revoked) is a 404 that says
+what to do; a submission refused because the form closed is a 409 with the form as it is
+now, never a silent loss. These pages are never cached (they show the tender's own
+choices).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from .. import links, tenders, view
+from ..pub import BadInput
+from .forms import text
+from .site import Site
+
+
+class TenderPages:
+    """The tender's form, its submission, and the calendar feed."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+
+    async def form(self, request: Request) -> Response:
+        pub = self.site.pub
+        tender = await run_in_threadpool(links.tender_for_link, pub,
+                                         request.path_params["token"], "form")
+        if tender is None:
+            return self._bad_link(request)
+        form = await run_in_threadpool(view.tender_form, pub, tender)
+        saved = request.query_params.get("saved") == "1"
+        return self._page(request, tender, form, notice="Saved." if saved else None)
+
+    def _page(self, request: Request, tender: tenders.Tender, form: dict[str, Any], *,
+              notice: str | None = None, error: str | None = None,
+              status: int = 200) -> HTMLResponse:
+        token = request.path_params["token"]
+        config = self.site.pub.config
+        return self.site.pages.page(request, "tender.html", {
+            "f": form, "notice": notice, "error": error, "action": f"/t/{token}",
+            "calendar": "/cal/" + links.tender_token(config, tender.id,
+                                                     tender.link_version, "calendar") + ".ics",
+        }, status=status, headers={"cache-control": "no-store"})
+
+    def _bad_link(self, request: Request) -> HTMLResponse:
+        return self.site.pages.page(request, "problem.html", {
+            "title": "This link does not work",
+            "text": "It may have been mistyped, replaced by a newer link, or switched off. "
+                    "Ask the pub's operator for your current link."},
+            status=404, headers={"cache-control": "no-store"})
+
+    async def submit(self, request: Request) -> Response:
+        from ..submissions import submit
+
+        pub = self.site.pub
+        token = request.path_params["token"]
+        tender = await run_in_threadpool(links.tender_for_link, pub, token, "form")
+        if tender is None:
+            return self._bad_link(request)
+        form = await request.form()
+        week = text(form, "week") or ""
+        raw_max = (text(form, "max") or "").strip()
+        try:
+            picked = [int(v) for v in form.getlist("shift") if isinstance(v, str)]
+            limit = int(raw_max) if raw_max else None
+        except ValueError:
+            picked, limit = [], -1
+        try:
+            if limit == -1:
+                raise BadInput("the maximum is a whole number (or empty for no maximum)")
+            outcome = await run_in_threadpool(
+                lambda: submit(pub, week, tender.email, picked, max_shifts=limit,
+                               now=self.site.now()))
+        except BadInput as exc:
+            shown = await run_in_threadpool(view.tender_form, pub, tender)
+            return self._page(request, tender, shown, error=str(exc), status=400)
+        if not outcome.applied:
+            shown = await run_in_threadpool(view.tender_form, pub, tender)
+            return self._page(request, tender, shown, status=409, error=(
+                "The form for this week is closed: your change was not saved."
+                if outcome.reason == "FORM_CLOSED" else outcome.message))
+        return RedirectResponse(f"/t/{token}?saved=1", status_code=303)
+
+    async def calendar(self, request: Request) -> Response:
+        pub = self.site.pub
+        token = request.path_params["token"]
+        tender = await run_in_threadpool(links.tender_for_link, pub, token, "calendar")
+        if tender is None:
+            return Response("unknown or revoked calendar link\n", status_code=404,
+                            media_type="text/plain")
+        body = await run_in_threadpool(view.tender_calendar, pub, tender)
+        return Response(body, media_type="text/calendar; charset=utf-8",
+                        headers={"cache-control": "no-cache",
+                                 "content-disposition": 'inline; filename="pub-shifts.ics"'})

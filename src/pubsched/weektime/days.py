@@ -1,0 +1,138 @@
+"""The week, the zone and the local wall clock: the rules the rest of :mod:`pubsched.weektime`
+builds on (which Monday a week is, which zone, how a local time becomes an instant, how a
+week's ``settings_override`` is read), and the errors of the package. Pure: no database,
+no clock, no environment read (``zone_from_env`` is handed the environment)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Literal, get_args
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+DEFAULT_TZ = "America/New_York"
+TZ_ENV = "PUBSCHED_TZ"
+
+_DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEKDAY_BY_NAME = {
+    name: number for number, day in enumerate(_DAY_NAMES) for name in (day, day[:3])
+}
+"""``"thu"`` or ``"thursday"`` (any case) -> 3, as ``date.weekday()`` numbers them."""
+
+RunMoment = Literal[
+    "opens_at", "deadline_at", "generate_at", "send_window_start", "send_window_end"
+]
+RUN_MOMENTS: tuple[RunMoment, ...] = get_args(RunMoment)
+OVERRIDE_KEYS = (*RUN_MOMENTS, "shifts")
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+class WeekTimeError(ValueError):
+    """Root of this module's errors: bad input from the caller, never a lost race."""
+
+
+class BadWeek(WeekTimeError):
+    """A ``week_of`` that is not the ISO date of a Monday."""
+
+
+class BadSettings(WeekTimeError):
+    """A zone, template, setting or ``settings_override`` that cannot be used."""
+
+
+class NaiveTimeError(WeekTimeError):
+    """A ``datetime`` without a zone where an instant is needed (``now`` above all)."""
+
+
+# -- weeks and zones ------------------------------------------------------------------------
+
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_HH_MM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+
+
+def week_of(value: str | date) -> date:
+    """The week's Monday, from ``YYYY-MM-DD`` or a ``date``; anything else is `BadWeek`."""
+    if isinstance(value, str):
+        if not _ISO_DATE.fullmatch(value):
+            raise BadWeek(f"week_of must be an ISO date YYYY-MM-DD, got {value!r}")
+        try:
+            day = date.fromisoformat(value)
+        except ValueError:
+            raise BadWeek(f"week_of is not a calendar date: {value!r}") from None
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        day = value
+    else:
+        raise BadWeek(f"week_of must be an ISO date string or a date, got {value!r}")
+    if day.weekday() != 0:
+        raise BadWeek(f"week_of must be a Monday, got {day.isoformat()} ({day:%A})")
+    return day
+
+
+def week_containing(at: date | datetime, tz: str | ZoneInfo) -> date:
+    """The Monday of the week that ``at`` falls in, on the pub's local calendar."""
+    day = as_utc(at).astimezone(zone(tz)).date() if isinstance(at, datetime) else at
+    return day - timedelta(days=day.weekday())
+
+
+def zone(tz: str | ZoneInfo) -> ZoneInfo:
+    """The zone named ``tz`` (an IANA name such as ``Europe/London``), or `BadSettings`."""
+    if isinstance(tz, ZoneInfo):
+        return tz
+    if not isinstance(tz, str) or not tz:
+        raise BadSettings(f"time zone must be an IANA name, got {tz!r}")
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise BadSettings(f"unknown time zone {tz!r}") from None
+
+
+def zone_from_env(environ: Mapping[str, str]) -> ZoneInfo:
+    """The zone ``PUBSCHED_TZ`` names in ``environ`` (pass ``os.environ``), default NY."""
+    return zone(environ.get(TZ_ENV) or DEFAULT_TZ)
+
+
+def as_utc(now: datetime) -> datetime:
+    """``now`` as UTC; a naive datetime is `NaiveTimeError`, never guessed at."""
+    if not isinstance(now, datetime):
+        raise NaiveTimeError(f"expected an aware datetime, got {now!r}")
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise NaiveTimeError(f"datetime without a zone: {now!r} (pass an aware UTC time)")
+    return now.astimezone(UTC)
+
+
+def local_to_utc(day: date, at: time, tz: str | ZoneInfo) -> datetime:
+    """The instant of wall time ``at`` on ``day``: a time in a gap moves forward by the
+    gap, a time that happens twice is its first occurrence (``fold=0``; module docstring).
+    """
+    if at.tzinfo is not None:
+        raise BadSettings(f"local time must be naive (the zone is the pub's), got {at!r}")
+    local = datetime.combine(day, at.replace(fold=0), tzinfo=zone(tz))
+    return local.astimezone(UTC)
+
+
+def parse_hh_mm(value: object) -> time:
+    match = _HH_MM.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise BadSettings(f"expected a local time HH:MM, got {value!r}")
+    return time(int(match.group(1)), int(match.group(2)))
+
+
+def parse_override(override: Mapping[str, object] | str | None) -> Mapping[str, object]:
+    """A week's ``settings_override``, from its JSON text or the decoded object; None and
+    ``""`` mean no override. Unknown keys are `BadSettings`."""
+    if override is None or override == "":
+        return {}
+    if isinstance(override, str):
+        try:
+            override = json.loads(override)
+        except json.JSONDecodeError as exc:
+            raise BadSettings(f"settings_override is not JSON: {exc}") from None
+    if not isinstance(override, Mapping):
+        raise BadSettings(f"settings_override must be a JSON object, got {override!r}")
+    unknown = sorted(str(key) for key in override if key not in OVERRIDE_KEYS)
+    if unknown:
+        raise BadSettings(f"unknown settings_override keys {unknown}; known: {OVERRIDE_KEYS}")
+    return override
