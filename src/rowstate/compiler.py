@@ -25,12 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
-from .binding import NOW, Binding
+from .binding import Binding
 from .conditions import Check, Const, Ref, Slot, SqlOut, Value, render
 from .dialects import Dialect, Postgres
 from .outbox import EVENT_COLUMNS
+from .protocol import Batch
+from .specs import NOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,19 +73,6 @@ def _plain_binder(params: tuple[Value, ...]) -> Callable[[dict[str, Any]], list[
 
 # adapt() of these returns a constant's value and a non-JSON slot's value unchanged
 _PLAIN_ADAPT = frozenset({Dialect.adapt, Postgres.adapt})
-
-
-class Batch(NamedTuple):
-    """Statements a store runs in order; ``transaction`` makes them one atomic unit
-    (``BEGIN IMMEDIATE`` on SQLite). The store returns the rows of each statement.
-    A named tuple: one is built per round trip."""
-
-    statements: tuple[tuple[str, Sequence[Any]], ...]
-    transaction: bool = False
-    # run after the last statement when it returned no rows, on the same connection (a
-    # lane's refused write and the read explaining it: one checkout, one store call);
-    # its rows are appended to the batch's
-    otherwise: tuple[str, Sequence[Any]] | None = None
 
 
 Set = tuple[str, str, tuple[Value, ...]]  # column, SQL expression, its parameters
@@ -196,7 +185,7 @@ class Compiler:
                                           returning or self.columns)
             return self._cas_pg(tuple(checks), sets, event)
         set_out = SqlOut()
-        set_sql = self._set_clause(sets, set_out)
+        set_sql = self.set_clause(sets, set_out)
         where_out = SqlOut()
         where_sql = self.where(checks, None, where_out)
         if known_from and event is None:
@@ -228,7 +217,7 @@ class Compiler:
             )
         return CasPlan(tuple(checks), main, pre, ev, False, self.columns)
 
-    def _set_clause(self, sets: Sequence[Set], out: SqlOut) -> str:
+    def set_clause(self, sets: Sequence[Set], out: SqlOut) -> str:
         parts = []
         for column, expr, params in sets:
             parts.append(f"{self.d.quote(column)} = {expr}")
@@ -270,7 +259,7 @@ class Compiler:
             f"cur AS (SELECT {self.cols('c')} FROM {self.table} AS c "
             f"WHERE {self.key_where('c', out)}{d.for_update})"
         )
-        set_sql = self._set_clause(sets, out)
+        set_sql = self.set_clause(sets, out)
         where_sql = self.where(checks, "t", out)
         upd = (
             f"upd AS (UPDATE {self.table} AS t SET {set_sql} FROM cur WHERE {where_sql} "
@@ -317,7 +306,7 @@ class Compiler:
         ~10 us of client time dearer (bench/, measured per backend process), and applied
         writes are the common case."""
         out = SqlOut()
-        set_sql = self._set_clause(sets, out)
+        set_sql = self.set_clause(sets, out)
         where_sql = self.where(checks, "t", out)
         update = (f"UPDATE {self.table} AS t SET {set_sql} WHERE {where_sql} "
                   f"RETURNING {self.cols('t', names)}")
@@ -359,7 +348,7 @@ class Compiler:
     def conditional_update(self, checks: Sequence[Check], sets: Sequence[Set]) -> Statement:
         """An UPDATE that reports only whether it applied (releases)."""
         out = SqlOut()
-        set_sql = self._set_clause(sets, out)
+        set_sql = self.set_clause(sets, out)
         where = self.where(checks, None, out)
         key = self.d.quote(self.b.key[0])
         return Statement(

@@ -16,11 +16,12 @@ from inspect import CO_COROUTINE
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .binding import Binding, GuardSpec
-from .core import ActiveLease, Core, Op
+from .binding import Binding
+from .core import Core
+from .core.lane import adrive_lane, drive_lane
 from .dialects import Dialect, Postgres, SQLite
-from .drive import adrive, adrive_lane, drive, drive_lane
 from .errors import UsageError
+from .protocol import ActiveLease, Door, Op, adrive, drive
 from .results import (
     BulkResult,
     CheckResult,
@@ -34,6 +35,7 @@ from .results import (
     TransitionResult,
 )
 from .schemacheck import check_schema
+from .specs import GuardSpec
 from .units import AsyncUnit, Unit
 
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver
@@ -60,12 +62,12 @@ def _dialect(name: str, clock: Callable[[], datetime] | None) -> Dialect:
 class _Base:
     def __init__(self, store: Store | AsyncStore, binding: Binding, *,
                  clock: Callable[[], datetime] | None = None,
-                 publishers: Sequence[Publisher] = ()) -> None:
+                 publishers: Sequence[Publisher] = (), door: Door) -> None:
         self.store = store
         self.binding = binding
         self.machine = binding.machine
-        self.core = Core(binding, _dialect(store.dialect, clock), clock)
-        self.core.door = self  # acts receive leases whose atomic() opens a fenced unit
+        # acts receive leases whose atomic() opens a unit of work fenced by them
+        self.core = Core(binding, _dialect(store.dialect, clock), clock, door=door)
         self.publishers = list(publishers)
 
     def _in_unit(self) -> Unit | AsyncUnit | None:
@@ -73,7 +75,7 @@ class _Base:
         return unit
 
     def schema_sql(self) -> str:
-        return self.binding.schema_sql(self.core.d)
+        return self.binding.schema_sql(self.core.dialect)
 
 
 class Lifecycle(_Base):
@@ -84,14 +86,14 @@ class Lifecycle(_Base):
     def __init__(self, store: Store, binding: Binding, *,
                  clock: Callable[[], datetime] | None = None,
                  publishers: Sequence[Publisher] = ()) -> None:
-        super().__init__(store, binding, clock=clock, publishers=publishers)
+        super().__init__(store, binding, clock=clock, publishers=publishers, door=self)
 
     def create_schema(self) -> None:
         self.store.execute_script(self.schema_sql())
 
     def check_schema(self) -> None:
         """Raise :class:`~rowstate.errors.SchemaMismatch` if the table lacks anything."""
-        drive(self.store, check_schema(self.binding, self.core.d))
+        drive(self.store, check_schema(self.binding, self.core.dialect))
 
     def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers
@@ -116,7 +118,7 @@ class Lifecycle(_Base):
         call = (self.core.transition_lane(key, to, from_, owner, returning)
                 if payload is None and guards is None and data is None else None)
         if call is not None:
-            result = drive_lane(self.store, self.core, call)
+            result = drive_lane(self.store, call)
         else:
             result = drive(self.store, self.core.transition(
                 key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,
@@ -252,13 +254,13 @@ class AsyncLifecycle(_Base):
     def __init__(self, store: AsyncStore, binding: Binding, *,
                  clock: Callable[[], datetime] | None = None,
                  publishers: Sequence[Publisher] = ()) -> None:
-        super().__init__(store, binding, clock=clock, publishers=publishers)
+        super().__init__(store, binding, clock=clock, publishers=publishers, door=self)
 
     async def create_schema(self) -> None:
         await self.store.execute_script(self.schema_sql())
 
     async def check_schema(self) -> None:
-        await adrive(self.store, check_schema(self.binding, self.core.d))
+        await adrive(self.store, check_schema(self.binding, self.core.dialect))
 
     async def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers
@@ -286,7 +288,7 @@ class AsyncLifecycle(_Base):
         call = (self.core.transition_lane(key, to, from_, owner, returning)
                 if payload is None and guards is None and data is None else None)
         if call is not None:
-            result = await adrive_lane(self.store, self.core, call)
+            result = await adrive_lane(self.store, call)
         else:
             result = await adrive(self.store, self.core.transition(
                 key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,

@@ -43,11 +43,9 @@ import uuid
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .compiler import Batch
-from .core import Call
 from .dialects import Dialect, Postgres, SQLite, check_ident
-from .drive import adrive, drive
 from .errors import DefinitionError, StoreError
+from .protocol import Batch, Call, adrive, drive
 from .results import Event
 
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver

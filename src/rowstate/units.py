@@ -45,6 +45,8 @@ from typing import Any
 
 from .dialects import canonical_time
 from .errors import UnitRefusedError, ValidationError
+from .protocol import Batch, Door, adrive, drive
+from .results import HoldResult
 
 Rows = list[list[tuple[Any, ...]]]
 Params = Sequence[Any] | Mapping[str, Any] | None
@@ -122,7 +124,7 @@ class UnitBase:
     """What the sync and async units share: the refusal, savepoint names, the callbacks
     to run after the commit, and the lifecycle that ``hold``/``fence`` default to."""
 
-    def __init__(self, dialect: str, door: Any = None,
+    def __init__(self, dialect: str, door: Door | None = None,
                  to_json: Callable[[Any], Any] = json.dumps) -> None:
         self.dialect = dialect
         self.door = door
@@ -162,7 +164,7 @@ class UnitBase:
         """Run ``callback`` once the unit committed (never if it rolled back)."""
         self._after_commit.append(callback)
 
-    def _door(self, lifecycle: Any) -> Any:
+    def _door(self, lifecycle: Door | None) -> Door:
         door = lifecycle if lifecycle is not None else self.door
         if door is None:
             raise ValidationError("hold/fence on a store's unit need lifecycle=: the "
@@ -180,11 +182,12 @@ class Unit(UnitBase):
     connection and returns ``(rows, column names or None)``, errors already translated."""
 
     def __init__(self, dialect: str, raw: Callable[[str, Any], tuple[list[Any], Any]],
-                 door: Any = None, to_json: Callable[[Any], Any] = json.dumps) -> None:
+                 door: Door | None = None,
+                 to_json: Callable[[Any], Any] = json.dumps) -> None:
         super().__init__(dialect, door, to_json)
         self._raw = raw
 
-    def run(self, batch: Any) -> Rows:
+    def run(self, batch: Batch) -> Rows:
         """An engine batch, inside this transaction (a savepoint where it must be)."""
         self._usable()
         statements = batch.statements
@@ -224,24 +227,20 @@ class Unit(UnitBase):
             yield self
 
     def hold(self, key: object, states: str | Sequence[str], *,
-             lifecycle: Any = None) -> Any:
+             lifecycle: Door | None = None) -> HoldResult:
         """Lock the row and check it is in one of ``states`` with no live lease (see the
         module docstring). Refused: a :class:`~rowstate.results.HoldResult` saying why,
         and this unit can no longer commit."""
-        from .drive import drive
-
         self._usable()
         got = drive(self, self._door(lifecycle).core.hold(key, states))
         if not got.held:
             self._refuse(got.reason)
         return got
 
-    def fence(self, lease: Any, *, lifecycle: Any = None) -> Any:
+    def fence(self, lease: object, *, lifecycle: Door | None = None) -> HoldResult:
         """Check that ``lease`` (a claim, or the object ``run()`` hands its act) still
         holds the row: its token is still the row's, and the row is locked against a
         takeover until the unit ends. Refused (``LEASE_LOST``): the unit cannot commit."""
-        from .drive import drive
-
         self._usable()
         got = drive(self, self._door(lifecycle).core.fence(lease))
         if not got.held:
@@ -253,11 +252,12 @@ class AsyncUnit(UnitBase):
     """One open transaction (asyncio); the twin of :class:`Unit`."""
 
     def __init__(self, dialect: str, raw: Callable[[str, Any], Any],
-                 door: Any = None, to_json: Callable[[Any], Any] = json.dumps) -> None:
+                 door: Door | None = None,
+                 to_json: Callable[[Any], Any] = json.dumps) -> None:
         super().__init__(dialect, door, to_json)
         self._raw = raw
 
-    async def run(self, batch: Any) -> Rows:
+    async def run(self, batch: Batch) -> Rows:
         self._usable()
         statements = batch.statements
         if not self._isolated(statements, batch.transaction):
@@ -294,18 +294,15 @@ class AsyncUnit(UnitBase):
         return _AsyncSavepoint(self)
 
     async def hold(self, key: object, states: str | Sequence[str], *,
-                   lifecycle: Any = None) -> Any:
-        from .drive import adrive
-
+                   lifecycle: Door | None = None) -> HoldResult:
         self._usable()
         got = await adrive(self, self._door(lifecycle).core.hold(key, states))
         if not got.held:
             self._refuse(got.reason)
         return got
 
-    async def fence(self, lease: Any, *, lifecycle: Any = None) -> Any:
-        from .drive import adrive
-
+    async def fence(self, lease: object, *,
+                    lifecycle: Door | None = None) -> HoldResult:
         self._usable()
         got = await adrive(self, self._door(lifecycle).core.fence(lease))
         if not got.held:

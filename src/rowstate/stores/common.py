@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import UnitRefusedError
+from ..protocol import Door
 from ..units import AsyncUnit, Unit
 
 Rows = list[list[tuple[Any, ...]]]
@@ -76,7 +77,7 @@ def _unit_var(store: object) -> ContextVar[Any]:
 
 
 @contextlib.contextmanager
-def _nested(unit: Unit, door: Any) -> Iterator[Unit]:
+def _nested(unit: Unit, door: Door | None) -> Iterator[Unit]:
     """A unit opened while one is open on the same store: a savepoint of it."""
     previous = unit.door
     if door is not None:
@@ -116,7 +117,7 @@ def _unit_scope(var: ContextVar[Any], unit: Unit, begin: str) -> Iterator[Unit]:
 
 
 @contextlib.asynccontextmanager
-async def _anested(unit: AsyncUnit, door: Any) -> AsyncIterator[AsyncUnit]:
+async def _anested(unit: AsyncUnit, door: Door | None) -> AsyncIterator[AsyncUnit]:
     previous = unit.door
     if door is not None:
         unit.door = door

@@ -22,7 +22,6 @@ from psycopg import pq
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ..compiler import Batch
 from ..errors import (
     ConnectionLostError,
     InvariantViolation,
@@ -30,6 +29,7 @@ from ..errors import (
     StoreError,
     ValidationError,
 )
+from ..protocol import Batch, Door
 from ..units import AsyncUnit, Unit
 from .common import (
     Raw,
@@ -238,7 +238,7 @@ class PostgresStore(StatementCounter):
             self.pool.putconn(conn)
 
     @contextlib.contextmanager
-    def atomic(self, *, door: Any = None) -> Iterator[Unit]:
+    def atomic(self, *, door: Door | None = None) -> Iterator[Unit]:
         """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint."""
         current = self._unit.get()
         if current is not None:
@@ -326,7 +326,7 @@ class AsyncPostgresStore:
         self._returning: set[asyncio.Task[Any]] = set()  # see _checkout
 
     @contextlib.asynccontextmanager
-    async def atomic(self, *, door: Any = None) -> AsyncIterator[AsyncUnit]:
+    async def atomic(self, *, door: Door | None = None) -> AsyncIterator[AsyncUnit]:
         """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint."""
         current = self._unit.get()
         if current is not None:

@@ -19,9 +19,9 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
-from ..compiler import Batch
 from ..dialects import STORE_NOW, canonical_time
 from ..errors import InvariantViolation, StoreError, ValidationError
+from ..protocol import Batch, Door
 from ..units import AsyncUnit, Unit
 from .common import (
     Raw,
@@ -142,7 +142,7 @@ class SQLiteStore(StatementCounter):
             yield self._threads.get()
 
     @contextlib.contextmanager
-    def atomic(self, *, door: Any = None) -> Iterator[Unit]:
+    def atomic(self, *, door: Door | None = None) -> Iterator[Unit]:
         """A unit of work (:mod:`rowstate.units`); nested, a savepoint."""
         current = self._unit.get()
         if current is not None:
@@ -235,7 +235,7 @@ class AsyncSQLiteStore:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.sync.run, batch)
 
     @contextlib.asynccontextmanager
-    async def atomic(self, *, door: Any = None) -> AsyncIterator[AsyncUnit]:
+    async def atomic(self, *, door: Door | None = None) -> AsyncIterator[AsyncUnit]:
         """A unit of work on a thread of its own (it holds the write lock throughout, so
         it must not wait behind the store's workers), with a connection of its own."""
         current = self._unit.get()
