@@ -43,6 +43,8 @@ TWINS: list[tuple[str, str]] = [
     ("src/dataset_lifecycle/_async/mock.py", "src/dataset_lifecycle/_sync/mock.py"),
     ("src/dataset_lifecycle/_async/store_adapter.py",
      "src/dataset_lifecycle/_sync/store_adapter.py"),
+    ("src/rowstate/_async/__init__.py", "src/rowstate/_sync/__init__.py"),
+    ("src/rowstate/_async/lifecycle.py", "src/rowstate/_sync/lifecycle.py"),
 ]
 
 # async name -> sync name: names that exist in both flavours under two spellings
@@ -54,6 +56,11 @@ NAMES: dict[str, str] = {
     "AsyncRunner": "SyncRunner",
     "connect_async": "connect",
     "adrive": "drive",
+    "adrive_lane": "drive_lane",
+    "AsyncUnit": "Unit",
+    # the front ends' pairs: rowstate.frontend
+    "apublish_one": "publish_one",
+    "accept_act_async": "accept_act",
     # psycopg_pool
     "AsyncConnectionPool": "ConnectionPool",
     # dataset_lifecycle's own pairs
@@ -69,6 +76,8 @@ NAMES: dict[str, str] = {
     # its store runs it before its first statement: dataset_lifecycle._setup
     "checked_at_first_use": "checked_now",
     # stdlib
+    "AsyncIterator": "Iterator",
+    "asynccontextmanager": "contextmanager",
     "aclose": "close",
     "asyncio.Lock": "threading.Lock",
 }
