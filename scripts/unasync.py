@@ -11,8 +11,9 @@ What a source may rely on:
 
 * every substitution is a whole word (``\\bAsyncStore\\b``), applied to every line, strings
   and comments included, in the order of :data:`SUBSTITUTIONS`: ``async def`` -> ``def``,
-  ``async with`` -> ``with``, ``async for`` -> ``for``, ``await x`` -> ``x``, the dunder
-  methods, then the names in :data:`NAMES`; a name not in the table stays as written;
+  ``async with`` -> ``with``, ``async for`` -> ``for``, ``await x`` -> ``x`` (and
+  ``(await f(x))[0]`` -> ``f(x)[0]``), the dunder methods, then the names in
+  :data:`NAMES`; a name not in the table stays as written;
 * ``from m import (...)`` lists are re-sorted afterwards the way ruff's isort sorts them
   (constants, classes, then the rest; case-insensitive), since ``AsyncStore`` -> ``Store``
   moves a name in the alphabet; a name imported twice by then is imported once;
@@ -45,6 +46,7 @@ TWINS: list[tuple[str, str]] = [
      "src/dataset_lifecycle/_sync/store_adapter.py"),
     ("src/rowstate/_async/__init__.py", "src/rowstate/_sync/__init__.py"),
     ("src/rowstate/_async/lifecycle.py", "src/rowstate/_sync/lifecycle.py"),
+    ("src/rowstate/_async/units.py", "src/rowstate/_sync/units.py"),
 ]
 
 # async name -> sync name: names that exist in both flavours under two spellings
@@ -58,6 +60,7 @@ NAMES: dict[str, str] = {
     "adrive": "drive",
     "adrive_lane": "drive_lane",
     "AsyncUnit": "Unit",
+    "AsyncRaw": "Raw",
     # the front ends' pairs: rowstate.frontend
     "apublish_one": "publish_one",
     "accept_act_async": "accept_act",
@@ -84,6 +87,8 @@ NAMES: dict[str, str] = {
 
 # the keywords and dunders first, then the names; applied in this order to every line
 SUBSTITUTIONS: list[tuple[str, str]] = [
+    # ``(await f(x))[0]`` -> ``f(x)[0]``: parentheses that only held an awaited call
+    (r"\(await ([\w.]+\((?:[^()]|\([^()]*\))*\))\)", r"\1"),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
     (r"\basync for\b", "for"),

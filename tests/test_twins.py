@@ -96,6 +96,7 @@ def test_the_substitutions() -> None:
         "                         batch)\n"
         "        async for row in store:\n"
         "            await row.aclose()\n"
+        "        return (await store.run(batch))[0]\n"
     )
     assert unasync.generate(source, "a.py") == unasync.HEADER.format(source="a.py") + (
         "from rowstate import Batch, Store, drive\n"
@@ -109,6 +110,7 @@ def test_the_substitutions() -> None:
         "                  batch)\n"
         "        for row in store:\n"
         "            row.close()\n"
+        "        return store.run(batch)[0]\n"
     )
 
 

@@ -1,0 +1,86 @@
+# Generated from src/rowstate/_async/units.py by scripts/unasync.py: do not edit.
+# Edit the source, then run `make unasync` (`make twins` checks).
+"""The unit of work (:mod:`rowstate.units`), written once: :class:`Unit` here, the
+source, and :class:`~rowstate.Unit` in ``_sync/units.py``, generated from it by
+``scripts/unasync.py``. What they share is :mod:`rowstate.unitbase`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..protocol import Batch, Door, drive
+from ..results import HoldResult
+from ..unitbase import Params, Raw, Rows, UnitBase, as_dicts, bound_params
+
+
+class Unit(UnitBase):
+    """One open transaction. ``raw(sql, params)`` runs a statement on the unit's
+    connection and returns ``(rows, column names or None)``, errors already translated."""
+
+    def __init__(self, dialect: str, raw: Raw, door: Door | None = None,
+                 to_json: Callable[[Any], Any] = json.dumps) -> None:
+        super().__init__(dialect, door, to_json)
+        self._raw = raw
+
+    def run(self, batch: Batch) -> Rows:
+        """An engine batch, inside this transaction (a savepoint where it must be)."""
+        self._usable()
+        statements = batch.statements
+        if not self._isolated(statements, batch.transaction):
+            out = [self._raw(sql, params)[0] for sql, params in statements]
+        else:
+            with self._savepoint():
+                out = [self._raw(sql, params)[0] for sql, params in statements]
+        if batch.otherwise is not None and not out[-1]:  # the read explaining a refusal
+            out.append(self._raw(*batch.otherwise)[0])
+        return out
+
+    def execute(self, sql: str, params: Params = None) -> list[dict[str, Any]]:
+        """Run the application's own statement; its rows (if any) as dicts."""
+        self._usable()
+        bound = bound_params(params, self.dialect, self.to_json)
+        rows, columns = self._raw(self._sql(sql), bound)
+        return as_dicts(columns, rows) if columns else []
+
+    @contextlib.contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        name = self._next_savepoint()
+        self._raw(f"SAVEPOINT {name}", ())
+        try:
+            yield
+        except BaseException:
+            self._raw(f"ROLLBACK TO SAVEPOINT {name}", ())
+            self._raw(f"RELEASE SAVEPOINT {name}", ())
+            raise
+        self._raw(f"RELEASE SAVEPOINT {name}", ())
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[Unit]:
+        """A nested unit: an exception inside rolls back only what was done inside."""
+        self._usable()
+        with self._savepoint():
+            yield self
+
+    def hold(self, key: object, states: str | Sequence[str], *,
+             lifecycle: Door | None = None) -> HoldResult:
+        """Lock the row and check it is in one of ``states`` with no live lease (see
+        :mod:`rowstate.units`). Refused: a :class:`~rowstate.results.HoldResult` saying
+        why, and this unit can no longer commit."""
+        self._usable()
+        got = drive(self, self._door(lifecycle).core.hold(key, states))
+        if not got.held:
+            self._refuse(got.reason)
+        return got
+
+    def fence(self, lease: object, *, lifecycle: Door | None = None) -> HoldResult:
+        """Check that ``lease`` (a claim, or the object ``run()`` hands its act) still
+        holds the row: its token is still the row's, and the row is locked against a
+        takeover until the unit ends. Refused (``LEASE_LOST``): the unit cannot commit."""
+        self._usable()
+        got = drive(self, self._door(lifecycle).core.fence(lease))
+        if not got.held:
+            self._refuse(got.reason)
+        return got
