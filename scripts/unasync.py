@@ -46,6 +46,7 @@ TWINS: list[tuple[str, str]] = [
      "src/dataset_lifecycle/_sync/store_adapter.py"),
     ("src/rowstate/_async/__init__.py", "src/rowstate/_sync/__init__.py"),
     ("src/rowstate/_async/lifecycle.py", "src/rowstate/_sync/lifecycle.py"),
+    ("src/rowstate/_async/relay.py", "src/rowstate/_sync/relay.py"),
     ("src/rowstate/_async/units.py", "src/rowstate/_sync/units.py"),
 ]
 
@@ -61,6 +62,7 @@ NAMES: dict[str, str] = {
     "adrive_lane": "drive_lane",
     "AsyncUnit": "Unit",
     "AsyncRaw": "Raw",
+    "AsyncRelay": "Relay",
     # the front ends' pairs: rowstate.frontend
     "apublish_one": "publish_one",
     "accept_act_async": "accept_act",
