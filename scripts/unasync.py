@@ -63,6 +63,11 @@ NAMES: dict[str, str] = {
     "AsyncUnit": "Unit",
     "AsyncRaw": "Raw",
     "AsyncRelay": "Relay",
+    # the unit of work's flow (rowstate._async.units): an async after-commit callback is
+    # awaited, a sync one called
+    "anested": "nested",
+    "aunit_scope": "unit_scope",
+    "acall_back": "call_back",
     # the front ends' pairs: rowstate.frontend
     "apublish_one": "publish_one",
     "accept_act_async": "accept_act",

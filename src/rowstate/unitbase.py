@@ -5,6 +5,7 @@ checks of an open unit. The units themselves are ``_async/units.py`` (the source
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -145,3 +146,16 @@ class UnitBase:
         if not isinstance(sql, str) or not sql.strip():
             raise ValidationError("application SQL is a non-empty string")
         return sqlite_sql(sql, rewrite=self.dialect == "sqlite")
+
+
+def call_back(callback: Callable[[], Any]) -> None:
+    """An after-commit callback of a sync unit: called."""
+    callback()
+
+
+async def acall_back(callback: Callable[[], Any]) -> None:
+    """An after-commit callback of an async unit: called, and awaited when it gives a
+    coroutine (``AsyncLifecycle`` publishes after the commit that way)."""
+    got = callback()
+    if asyncio.iscoroutine(got):
+        await got

@@ -37,8 +37,8 @@ The units are written once: ``_async/units.py`` is the source, ``_sync/units.py`
 generated from it by ``scripts/unasync.py``; what they share is :mod:`rowstate.unitbase`.
 """
 
-from ._async.units import AsyncUnit
-from ._sync.units import Unit
+from ._async.units import AsyncUnit, anested, aunit_scope
+from ._sync.units import Unit, nested, unit_scope
 from .unitbase import (
     Params,
     Rows,
@@ -56,9 +56,13 @@ __all__ = [
     "Rows",
     "Unit",
     "UnitBase",
+    "anested",
     "as_dicts",
+    "aunit_scope",
     "bound_params",
     "bound_value",
+    "nested",
     "read_value",
     "sqlite_sql",
+    "unit_scope",
 ]

@@ -1,17 +1,30 @@
 """The unit of work (:mod:`rowstate.units`), written once: :class:`AsyncUnit` here, the
 source, and :class:`~rowstate.Unit` in ``_sync/units.py``, generated from it by
-``scripts/unasync.py``. What they share is :mod:`rowstate.unitbase`."""
+``scripts/unasync.py``. What they share is :mod:`rowstate.unitbase`.
+
+Here too is the flow every store runs a unit in (:func:`aunit_scope`: BEGIN, COMMIT or
+ROLLBACK, then the after-commit callbacks; :func:`anested`: a unit opened inside one), so
+that the stores, which differ in how they reach a connection, share it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from ..protocol import Batch, Door, adrive
 from ..results import HoldResult
-from ..unitbase import AsyncRaw, Params, Rows, UnitBase, as_dicts, bound_params
+from ..unitbase import (
+    AsyncRaw,
+    Params,
+    Rows,
+    UnitBase,
+    acall_back,
+    as_dicts,
+    bound_params,
+)
 
 
 class AsyncUnit(UnitBase):
@@ -82,3 +95,47 @@ class AsyncUnit(UnitBase):
         if not got.held:
             self._refuse(got.reason)
         return got
+
+
+# -- the flow of a unit, as every store runs it ---------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def anested(unit: AsyncUnit, door: Door | None) -> AsyncIterator[AsyncUnit]:
+    """A unit opened while one is open on the same store: a savepoint of it."""
+    previous = unit.door
+    if door is not None:
+        unit.door = door
+    try:
+        async with unit.savepoint():
+            yield unit
+    finally:
+        unit.door = previous
+
+
+@contextlib.asynccontextmanager
+async def aunit_scope(var: ContextVar[Any], unit: AsyncUnit,
+                      begin: str) -> AsyncIterator[AsyncUnit]:
+    """BEGIN, make the unit the store's current one, COMMIT (ROLLBACK on an exception or
+    after a refused hold/fence), then the after-commit callbacks."""
+    raw = unit._raw
+    await raw(begin, ())
+    token = var.set(unit)
+    committed = False
+    try:
+        yield unit
+        if unit.refused is None:
+            await raw("COMMIT", ())
+            committed = True
+        else:
+            await raw("ROLLBACK", ())
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await raw("ROLLBACK", ())
+        raise
+    finally:
+        var.reset(token)
+        unit.closed = True
+    if committed:
+        for callback in unit._after_commit:
+            await acall_back(callback)

@@ -2,18 +2,31 @@
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The unit of work (:mod:`rowstate.units`), written once: :class:`Unit` here, the
 source, and :class:`~rowstate.Unit` in ``_sync/units.py``, generated from it by
-``scripts/unasync.py``. What they share is :mod:`rowstate.unitbase`."""
+``scripts/unasync.py``. What they share is :mod:`rowstate.unitbase`.
+
+Here too is the flow every store runs a unit in (:func:`unit_scope`: BEGIN, COMMIT or
+ROLLBACK, then the after-commit callbacks; :func:`nested`: a unit opened inside one), so
+that the stores, which differ in how they reach a connection, share it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from ..protocol import Batch, Door, drive
 from ..results import HoldResult
-from ..unitbase import Params, Raw, Rows, UnitBase, as_dicts, bound_params
+from ..unitbase import (
+    Params,
+    Raw,
+    Rows,
+    UnitBase,
+    as_dicts,
+    bound_params,
+    call_back,
+)
 
 
 class Unit(UnitBase):
@@ -84,3 +97,47 @@ class Unit(UnitBase):
         if not got.held:
             self._refuse(got.reason)
         return got
+
+
+# -- the flow of a unit, as every store runs it ---------------------------------------------
+
+
+@contextlib.contextmanager
+def nested(unit: Unit, door: Door | None) -> Iterator[Unit]:
+    """A unit opened while one is open on the same store: a savepoint of it."""
+    previous = unit.door
+    if door is not None:
+        unit.door = door
+    try:
+        with unit.savepoint():
+            yield unit
+    finally:
+        unit.door = previous
+
+
+@contextlib.contextmanager
+def unit_scope(var: ContextVar[Any], unit: Unit,
+               begin: str) -> Iterator[Unit]:
+    """BEGIN, make the unit the store's current one, COMMIT (ROLLBACK on an exception or
+    after a refused hold/fence), then the after-commit callbacks."""
+    raw = unit._raw
+    raw(begin, ())
+    token = var.set(unit)
+    committed = False
+    try:
+        yield unit
+        if unit.refused is None:
+            raw("COMMIT", ())
+            committed = True
+        else:
+            raw("ROLLBACK", ())
+    except BaseException:
+        with contextlib.suppress(Exception):
+            raw("ROLLBACK", ())
+        raise
+    finally:
+        var.reset(token)
+        unit.closed = True
+    if committed:
+        for callback in unit._after_commit:
+            call_back(callback)

@@ -13,6 +13,10 @@ The front ends run a lane without driving a generator (:func:`drive_lane`): at S
 path are a fifth of a call. A refused or failed lane falls back to the general path's
 explanation (``Lane.explain``, :meth:`rowstate.core.lanes.Lanes.refused`): the lane only
 answers "applied", so it cannot disagree with the explained path on a refusal.
+:func:`drive_lane` and :func:`adrive_lane` are twins kept by hand, as ``drive``/``adrive``
+in :mod:`rowstate.protocol` are: they are the lane's two drivers (ten lines each, differing
+only in awaiting the store), and they stay beside the lane they drive rather than split
+this module for a generated copy.
 
 Lanes are built by :class:`rowstate.core.lanes.Lanes` (the glue that knows the core's
 parts); this module knows only the statement, its templates and the protocol.
