@@ -323,7 +323,7 @@ class Compiler:
         """PostgreSQL: a fast plan's write, and the row as the statement saw it when the
         write was refused, in one statement: ``flag, every column`` (a column the write does
         not return is NULL on its branch). For moves refused more often than not
-        (:mod:`rowstate.lanes`): a refusal costs one round trip, not two."""
+        (:mod:`rowstate.core.lane`): a refusal costs one round trip, not two."""
         written = ", ".join(self.dialect.column(c, "upd") if c in plan.columns else "NULL"
                             for c in self.columns)
         out = SqlOut()

@@ -8,6 +8,9 @@ Time: by default "now" is the database's clock, so workers with skewed clocks ag
 is stale (SQLite has no server, so there it is the writing host's clock). With an injected
 clock, "now" is a bound parameter instead. SQLite stores times as one canonical UTC text
 format, ``YYYY-MM-DDTHH:MM:SS.sssZ``, so that comparing the text compares the instants.
+
+``base`` holds :class:`Dialect` (what both spell alike) and the shared helpers; ``sqlite``
+and ``postgres`` each spell their own database. This package re-exports all of them.
 """
 
 from __future__ import annotations
