@@ -75,11 +75,7 @@ class Leases:
         assert lease is not None and edge.lease is not None
         cols = self.inputs.returning(returning, lease.token or lease.at)
         kv = self.binding.key_values(key)
-        if holder is not None:
-            if not isinstance(holder, str) or not holder:
-                raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
-            check_scalar(holder, "holder", ValidationError)
-        holder = holder or default_holder()
+        holder = self.inputs.holder(holder) or default_holder()
         if owner is not None:
             owner = self.inputs.owner(owner)
         if guards or due is not None:
