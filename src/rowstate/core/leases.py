@@ -113,7 +113,7 @@ class Leases:
         assert lease is not None
         _, values = self.inputs.values(kv)
         values["holder"] = holder
-        if due_at is not None:  # a timer judged by business time (see _due_check)
+        if due_at is not None:  # a timer judged by business time (see Rules.due)
             values["due_at"] = due_at
         if owner is not None:
             values["owner"] = owner
