@@ -62,7 +62,7 @@ class RelayBase:
             raise DefinitionError(f"relay namespace {namespace!r}: a non-empty string")
         self.parts = _table_parts(table)
         self.publishers, self.table, self.batch = publishers, table, batch
-        self.d = _dialect(store)
+        self.dialect = _dialect(store)
         #: the first part of every delivered event's ``stable_id``; unless given, derived
         #: on the first pass that has an event to deliver
         self.namespace: str | None = namespace
@@ -70,7 +70,7 @@ class RelayBase:
     def _pass(self) -> Generator[Batch | Call, Any, int]:
         """One pass. The namespace is derived (and kept) before the first event is
         published, once there is one, so a redelivery carries the same stable id."""
-        d, parts, limit = self.d, self.parts, self.batch
+        d, parts, limit = self.dialect, self.parts, self.batch
         t = d.table(parts)
         p = d.placeholder
         rows = yield Batch(((

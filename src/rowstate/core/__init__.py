@@ -87,7 +87,7 @@ class Core:
         bulk = Bulk(context, inputs, rules, plans, moves, rows)
         timers = Timers(context, inputs, rules, cas, moves, leases, bulk)
 
-        self.context = context
+        self._context = context
         self.binding = binding
         self.machine = binding.machine
         self.dialect = dialect
@@ -124,8 +124,8 @@ class Core:
 
     @property
     def door(self) -> Door | None:
-        return self.context.door
+        return self._context.door
 
     @door.setter
     def door(self, door: Door | None) -> None:
-        self.context.door = door
+        self._context.door = door

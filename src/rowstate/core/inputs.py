@@ -52,6 +52,16 @@ class Inputs:
         check_scalar(owner, "owner", ValidationError)
         return owner
 
+    def holder(self, holder: object) -> str | None:
+        """A lease holder: a non-empty string both databases store alike (None: the
+        default holder, this host and process)."""
+        if holder is None:
+            return None
+        if not isinstance(holder, str) or not holder:
+            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
+        check_scalar(holder, "holder", ValidationError)
+        return holder
+
     def data(self, data: Any) -> str | None:
         """The event data's JSON text, by the JSON rules of docs/values.md (both databases
         store it alike; jsonb would refuse a nested NUL only at the write)."""

@@ -75,11 +75,7 @@ class Leases:
         assert lease is not None and edge.lease is not None
         cols = self.inputs.returning(returning, lease.token or lease.at)
         kv = self.binding.key_values(key)
-        if holder is not None:
-            if not isinstance(holder, str) or not holder:
-                raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
-            check_scalar(holder, "holder", ValidationError)
-        holder = holder or default_holder()
+        holder = self.inputs.holder(holder) or default_holder()
         if owner is not None:
             owner = self.inputs.owner(owner)
         if guards or due is not None:
@@ -117,7 +113,7 @@ class Leases:
         assert lease is not None
         _, values = self.inputs.values(kv)
         values["holder"] = holder
-        if due_at is not None:  # a timer judged by business time (see _due_check)
+        if due_at is not None:  # a timer judged by business time (see Rules.due)
             values["due_at"] = due_at
         if owner is not None:
             values["owner"] = owner

@@ -14,7 +14,6 @@ from ..machine import Edge
 from ..protocol import ActiveLease, Batch, Call, Op
 from ..results import Fired, FireReport
 from ..specs import Notice, TimedEdge
-from ..values import check_scalar
 from .bulk import Bulk
 from .cas import Cas
 from .context import Context
@@ -55,7 +54,8 @@ class Timers:
         query skips rows no write could move now (a live lease; an act that failed within
         the timer's back-off), so failing rows cannot take the places of healthy ones.
         """
-        _check_fire_args(acts, notify, limit, holder)
+        _check_fire_args(acts, notify, limit)
+        self.inputs.holder(holder)
         acts, notify = dict(acts or {}), dict(notify or {})
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"fire_due: limit is a positive int, got {limit!r}")
@@ -162,7 +162,7 @@ class Timers:
         return out
 
 
-def _check_fire_args(acts: object, notify: object, limit: object, holder: object) -> None:
+def _check_fire_args(acts: object, notify: object, limit: object) -> None:
     """fire_due's arguments, checked before any I/O: a bad one would otherwise escape as a
     TypeError from ``dict()`` or ``int()``, or fail each due row on its own."""
     for name, given in (("acts", acts), ("notify", notify)):
@@ -172,7 +172,4 @@ def _check_fire_args(acts: object, notify: object, limit: object, holder: object
             raise ValidationError(f"{name} must map names to callables, got {given!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit < 2**63:
         raise ValidationError(f"limit must be a non-negative int, got {limit!r}")
-    if holder is not None:
-        if not isinstance(holder, str) or not holder:
-            raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
-        check_scalar(holder, "holder", ValidationError)
+
