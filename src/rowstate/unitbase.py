@@ -1,7 +1,11 @@
 """What both units of work share (:mod:`rowstate.units` says what a unit is): the
 placeholder rewrite, how values are bound and read, and :class:`UnitBase`, the state and
 checks of an open unit. The units themselves are ``_async/units.py`` (the source) and
-``_sync/units.py`` (generated from it by ``scripts/unasync.py``)."""
+``_sync/units.py`` (generated from it by ``scripts/unasync.py``).
+
+One pair is here because it is not a matter of spelling, named in the generator's table:
+:func:`call_back` / :func:`acall_back`, an after-commit callback called, or called and
+awaited when it gives a coroutine (how ``AsyncLifecycle`` publishes after a commit)."""
 
 from __future__ import annotations
 
