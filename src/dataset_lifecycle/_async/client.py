@@ -1,6 +1,6 @@
 """The seed's ``DatasetLifecycle`` API as a client class, written once.
 
-This module (the asyncio client) is the source; ``_sync/client.py`` is generated from it by
+``_async/client.py`` (asyncio) is the source; ``_sync/client.py`` is generated from it by
 ``scripts/unasync.py`` (``make twins`` checks that it is current). ``init`` is a plain call
 on both: it checks the configuration and picks the persistence source, with precedence
 ``persistence`` > ``pool`` > ``dsn`` > ``$MULTIPLATFORM_PG_CONNECTION_STRING``:

@@ -1,7 +1,7 @@
 """The test double of the client, written once: the real client on a private in-memory
 database, recording its calls (see :mod:`dataset_lifecycle.testing`).
 
-This module (the asyncio mock) is the source; ``_sync/mock.py`` is generated from it by
+``_async/mock.py`` (asyncio) is the source; ``_sync/mock.py`` is generated from it by
 ``scripts/unasync.py``.
 """
 

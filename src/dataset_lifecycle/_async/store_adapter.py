@@ -1,7 +1,7 @@
 """The default :class:`PersistenceAdapter` (``create_persistence_adapter``), written once.
 
-This module (the asyncio adapter) is the source; ``_sync/store_adapter.py`` is generated
-from it by ``scripts/unasync.py``. The SQL is :mod:`dataset_lifecycle._statements`'.
+``_async/store_adapter.py`` (asyncio) is the source; ``_sync/store_adapter.py`` is generated
+from it by ``scripts/unasync.py``. The SQL is in :mod:`dataset_lifecycle._statements`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The front end, written once: :class:`AsyncLifecycle` here, the source, and
-:class:`~rowstate.Lifecycle` in ``_sync/lifecycle.py``, generated from it by
-``scripts/unasync.py`` (``make twins`` checks that it is current).
+"""The front end, written once: ``_async/lifecycle.py`` (asyncio) is the source, and
+``_sync/lifecycle.py`` is generated from it by ``scripts/unasync.py`` (``make twins``
+checks that it is current).
 
 Both are thin: each method builds the core operation and drives it on the store. The only
 thing they add is publishing events after commit when the binding has no events table (with

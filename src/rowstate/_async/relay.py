@@ -1,6 +1,6 @@
-"""The outbox relay (:mod:`rowstate.relay`), written once: :class:`AsyncRelay` here, the
-source, and :class:`~rowstate.Relay` in ``_sync/relay.py``, generated from it by
-``scripts/unasync.py``. The pass both drive is :mod:`rowstate.relaypass`."""
+"""The outbox relay (:mod:`rowstate.relay`), written once: ``_async/relay.py`` (asyncio)
+is the source, and ``_sync/relay.py`` is generated from it by ``scripts/unasync.py``. The
+pass both drive is :mod:`rowstate.relaypass`."""
 
 from __future__ import annotations
 

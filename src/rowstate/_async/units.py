@@ -1,6 +1,6 @@
-"""The unit of work (:mod:`rowstate.units`), written once: :class:`AsyncUnit` here, the
-source, and :class:`~rowstate.Unit` in ``_sync/units.py``, generated from it by
-``scripts/unasync.py``. What they share is :mod:`rowstate.unitbase`.
+"""The unit of work (:mod:`rowstate.units`), written once: ``_async/units.py`` (asyncio)
+is the source, and ``_sync/units.py`` is generated from it by ``scripts/unasync.py``.
+What they share is :mod:`rowstate.unitbase`.
 
 Here too is the flow every store runs a unit in (:func:`aunit_scope`: BEGIN, COMMIT or
 ROLLBACK, then the after-commit callbacks; :func:`anested`: a unit opened inside one), so

@@ -1,8 +1,8 @@
 # Generated from src/rowstate/_async/lifecycle.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
-"""The front end, written once: :class:`Lifecycle` here, the source, and
-:class:`~rowstate.Lifecycle` in ``_sync/lifecycle.py``, generated from it by
-``scripts/unasync.py`` (``make twins`` checks that it is current).
+"""The front end, written once: ``_async/lifecycle.py`` (asyncio) is the source, and
+``_sync/lifecycle.py`` is generated from it by ``scripts/unasync.py`` (``make twins``
+checks that it is current).
 
 Both are thin: each method builds the core operation and drives it on the store. The only
 thing they add is publishing events after commit when the binding has no events table (with

@@ -1,8 +1,8 @@
 # Generated from src/rowstate/_async/units.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
-"""The unit of work (:mod:`rowstate.units`), written once: :class:`Unit` here, the
-source, and :class:`~rowstate.Unit` in ``_sync/units.py``, generated from it by
-``scripts/unasync.py``. What they share is :mod:`rowstate.unitbase`.
+"""The unit of work (:mod:`rowstate.units`), written once: ``_async/units.py`` (asyncio)
+is the source, and ``_sync/units.py`` is generated from it by ``scripts/unasync.py``.
+What they share is :mod:`rowstate.unitbase`.
 
 Here too is the flow every store runs a unit in (:func:`unit_scope`: BEGIN, COMMIT or
 ROLLBACK, then the after-commit callbacks; :func:`nested`: a unit opened inside one), so
