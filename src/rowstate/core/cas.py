@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..compiler import CasPlan
-from ..conditions import Check, failing
+from ..conditions import Check, RowView, failing
 from ..errors import InvariantViolation
 from ..protocol import Batch, Op
 from ..results import Reason
@@ -125,7 +125,8 @@ class Cas:
         if not rows:
             return Outcome(None, None, None, None)
         row = rows[0]
-        return Outcome(self.context.row(row), None, None, row[len(self.columns)])
+        n = len(self.columns)
+        return Outcome(dict(zip(self.columns, row[:n], strict=True)), None, None, row[n])
 
     def explain(self, checks: tuple[Check, ...], out: Outcome,
                 values: dict[str, Any]) -> tuple[str, tuple[str, ...], str | None]:
@@ -140,7 +141,9 @@ class Cas:
             # a move checked for its state only: the row is in another state, or it
             # changed between the refused write and this read; both say STATE_MISMATCH
             return Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,), state
-        bad = failing(checks, self.context.view(out.cur, values, out.now))
+        dialect = self.dialect  # the RowView built here, not by context.view: a frame less
+        bad = failing(checks, RowView(out.cur, values, self.context.now(out.now),
+                                      dialect.parse_time, dialect.load_json))
         if not bad:
             # fast path only: the row changed between the refused write and the read
             return Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,), state

@@ -50,7 +50,14 @@ class Holds:
         for s in held:
             self.context.machine.check_state(s)
         _, values = self.inputs.values(key)
-        checks = self.rules.checks("hold", Ask(froms=held), values)
+        plans = self.context.plans
+        cached = plans.get(("hold", held))
+        if cached is None:  # the checks and the constants they name: once per held states
+            static: dict[str, Any] = {}
+            cached = plans[("hold", held)] = (self.rules.checks("hold", Ask(froms=held), static),
+                                              static)
+        checks, static = cached
+        values.update(static)
         got = yield from self._read_locked(values)
         return self._judged(checks, values, got)
 

@@ -52,11 +52,9 @@ class Inputs:
         check_scalar(owner, "owner", ValidationError)
         return owner
 
-    def holder(self, holder: object) -> str | None:
-        """A lease holder: a non-empty string both databases store alike (None: the
-        default holder, this host and process)."""
-        if holder is None:
-            return None
+    def holder(self, holder: object) -> str:
+        """A lease holder a caller names: a non-empty string both databases store alike
+        (a caller naming none gets the default holder, this host and process)."""
         if not isinstance(holder, str) or not holder:
             raise ValidationError(f"a lease holder is a non-empty string, got {holder!r}")
         check_scalar(holder, "holder", ValidationError)

@@ -75,7 +75,7 @@ class Leases:
         assert lease is not None and edge.lease is not None
         cols = self.inputs.returning(returning, lease.token or lease.at)
         kv = self.binding.key_values(key)
-        holder = self.inputs.holder(holder) or default_holder()
+        holder = default_holder() if holder is None else self.inputs.holder(holder)
         if owner is not None:
             owner = self.inputs.owner(owner)
         if guards or due is not None:
@@ -185,10 +185,11 @@ class Leases:
         values["fence"] = claim.fence
         # an act's exception text may hold NUL: escaped, or the release itself would fail
         values["error"] = None if error is None else safe_text(str(error)[:2000])
-        checks = self.rules.checks("release", Ask(kind=edge.lease), values)
+        values["lease_kind"] = edge.lease
         shape = ("release",)
         stmt = self.context.plans.get(shape)
-        if stmt is None:
+        if stmt is None:  # the checks name the lease kind and the fence: values, not shape
+            checks = self.rules.checks("release", Ask(kind=edge.lease), {})
             stmt = self.context.compiler.conditional_update(checks, self.rules.release_sets())
             self.context.plans[shape] = stmt
         rows = yield Batch((stmt.bind(self.context.dialect, values),))

@@ -55,7 +55,8 @@ class Timers:
         the timer's back-off), so failing rows cannot take the places of healthy ones.
         """
         _check_fire_args(acts, notify, limit)
-        self.inputs.holder(holder)
+        if holder is not None:
+            self.inputs.holder(holder)
         acts, notify = dict(acts or {}), dict(notify or {})
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"fire_due: limit is a positive int, got {limit!r}")
