@@ -27,7 +27,7 @@ unasync: $(STAMP)
 	$(BIN)/python scripts/unasync.py
 
 typecheck: $(STAMP)
-	$(BIN)/mypy src
+	$(BIN)/mypy src scripts/unasync.py
 
 unit: $(STAMP)
 	$(BIN)/pytest -q
