@@ -5,6 +5,7 @@ only names ``rowstate`` exports."""
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import re
 import subprocess
@@ -64,3 +65,34 @@ def test_an_app_outside_the_repository_drives_its_own_operation(tmp_path: Path) 
                            cwd=app.parent, env=env, capture_output=True, text=True,
                            timeout=60, check=True).stdout.strip()
     assert not Path(where).is_relative_to(tmp_path)
+
+
+# the core operations docs/extending.md lists as stable, with the parameters it names
+STABLE = {
+    "get": ["key"],
+    "transition": ["key", "to", "from_", "owner", "payload", "guards", "data", "returning"],
+    "can_transition": ["key", "to", "from_", "owner", "guards"],
+    "enabled_edges": ["key", "owner"],
+    "create": ["key", "state", "columns"],
+    "ensure": ["key", "state", "columns"],
+    "claim_finalization": ["key", "holder", "scope", "returning"],
+    "release_finalization": ["key", "holder", "scope"],
+    "transition_checks": ["key", "to", "from_", "owner", "guards"],
+    "finalization_checks": ["key", "holder", "scope"],
+}
+
+
+def test_the_core_operations_the_page_calls_stable_are_there() -> None:
+    doc = DOC.read_text()
+    machine = rowstate.Machine("t", states=["A", "B"], initial="A",
+                               edges=[rowstate.Edge("go", "A", "B")])
+    store = rowstate.connect("sqlite://")
+    try:
+        core = rowstate.Lifecycle(store, rowstate.Binding(machine, table="t", key=("id",),
+                                                          state="state")).core
+        for name, params in STABLE.items():
+            assert f"`{name}(" in doc, name
+            assert list(inspect.signature(getattr(core, name)).parameters) == params, name
+        assert core.clock is None
+    finally:
+        store.close()
