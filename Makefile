@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench chaos clean
+.PHONY: demo test lint twins unasync typecheck unit bench chaos clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,15 +16,23 @@ demo: $(STAMP)
 	$(BIN)/pubsched demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+
+# the sync twins are generated from their asyncio sources (scripts/unasync.py): fail when
+# one is stale; `make unasync` writes them
+twins: $(STAMP)
+	$(BIN)/python scripts/unasync.py --check
+
+unasync: $(STAMP)
+	$(BIN)/python scripts/unasync.py
 
 typecheck: $(STAMP)
-	$(BIN)/mypy src
+	$(BIN)/mypy src scripts/unasync.py
 
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint typecheck unit
+test: lint twins typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

@@ -28,7 +28,7 @@ EVENTS = ("machine, row_key, edge, from_state, to_state, owner, data, version, c
 
 
 def _handwritten_set(backend: str, store: Any) -> Callable[[list[int], str, str, str], int]:
-    from rowstate.compiler import Batch
+    from rowstate.protocol import Batch
 
     if backend == "postgresql":
         sql = ("WITH upd AS (UPDATE bulk_rows SET state = %s, version = version + 1 "
@@ -57,7 +57,7 @@ def _handwritten_set(backend: str, store: Any) -> Callable[[list[int], str, str,
 
 
 def _handwritten_loop(backend: str, store: Any) -> Callable[[list[int], str, str, str], int]:
-    from rowstate.compiler import Batch
+    from rowstate.protocol import Batch
 
     p = "%s" if backend == "postgresql" else "?"
     now = "now()" if backend == "postgresql" else "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"

@@ -16,7 +16,7 @@ checks, a dry run that evaluates exactly the rules the write enforces, and a
 
 from rowstate import InvalidTransitionError, ValidationError
 
-from ._adapter import AsyncStorePersistenceAdapter, StorePersistenceAdapter
+from ._async.store_adapter import AsyncStorePersistenceAdapter
 from ._client import (
     ENV_DSN,
     AsyncDatasetLifecycle,
@@ -37,6 +37,7 @@ from ._machine import (
 )
 from ._rules import BUSY_SIGNALS, DEFAULT_LOAD_GUARDS, DEFAULT_SCHEMA, DEFAULT_TABLE
 from ._schema import MIGRATION_SQL, migration_sql, schema_sql
+from ._sync.store_adapter import StorePersistenceAdapter
 from ._types import (
     AsyncDatasetLifecycleApi,
     BusyCheckResult,

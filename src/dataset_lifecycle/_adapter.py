@@ -23,14 +23,15 @@ operation is tried again against the new observation (a few times, then STATE_MI
 Time on this path is the process's clock (or the injected one): an adapter has no server
 clock to ask.
 
-:class:`StorePersistenceAdapter` is the default adapter (``create_persistence_adapter``):
-the two calls over a rowstate store, in SQL built from the same condition nodes.
+The translations between the tree and plain shapes are :mod:`._shapes`; the default
+adapter (``create_persistence_adapter``), the two calls over a rowstate store in SQL built
+from the same condition nodes, is :mod:`._statements` and its twins
+(``_async/store_adapter.py``, and ``_sync/store_adapter.py`` generated from it).
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -38,166 +39,30 @@ from typing import Any
 
 from rowstate import (
     NOW,
-    And,
-    AsyncStore,
     Batch,
-    Binding,
     Call,
     Check,
     CheckResult,
-    Compiler,
     Core,
-    DefinitionError,
-    Dialect,
     Event,
     FinalizationClaimResult,
-    In,
-    IsNull,
-    Node,
-    Not,
-    Older,
-    Or,
-    Postgres,
-    Ref,
     ReleaseResult,
     RowView,
-    Same,
-    Set,
-    Slot,
-    SQLite,
-    SqlOut,
-    Statement,
-    Store,
     TransitionResult,
     UsageError,
     ValidationError,
-    Value,
-    canonical_time,
-    check_scalar,
-    evaluate,
     failing,
     lookup,
-    set_path,
 )
 
 from ._machine import Reason
 from ._rules import Rules, parse_time, status_of
+from ._shapes import apply_update, observed, pin, to_shape
 
 log = logging.getLogger("dataset_lifecycle")
 MAX_ATTEMPTS = 5
 Op = Generator[Batch | Call, Any, Any]
 Key = tuple[str, str]
-
-# -- the condition tree as a plain shape ---------------------------------------------------
-
-
-def _resolve(value: Value, values: Mapping[str, Any]) -> Any:
-    return values[value.name] if isinstance(value, Slot) else value.value
-
-
-def _node_shape(node: Node, values: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The shape that means exactly ``node``, or None when the shapes cannot say it."""
-    match node:
-        case In(ref, vals, nullable) if ref.derived is None:
-            accepted = [_resolve(v, values) for v in vals] + ([None] if nullable else [])
-            if not accepted:
-                return None
-            return {ref.dotted: accepted[0] if len(accepted) == 1 else accepted}
-        case IsNull(ref) if ref.derived is None:
-            return {ref.dotted: None}
-        case Same(ref, value) if ref.derived is None:
-            return {ref.dotted: _resolve(value, values)}
-        case And(parts):
-            merged: dict[str, Any] = {}
-            for part in parts:
-                got = _node_shape(part, values)
-                if got is None or merged.keys() & got.keys():
-                    return None
-                merged.update(got)
-            return merged
-    return None
-
-
-def to_shape(checks: Sequence[Check], values: Mapping[str, Any],
-             ) -> tuple[dict[str, Any], list[Node]]:
-    """(the condition shape of the expressible checks, the checks that need a read)."""
-    shape: dict[str, Any] = {}
-    opaque: list[Node] = []
-    for check in checks:
-        got = _node_shape(check.node, values)
-        if got is None or shape.keys() & got.keys():
-            opaque.append(check.node)
-        else:
-            shape.update(got)
-    return shape, opaque
-
-
-def _refs(node: Node) -> list[Ref]:
-    match node:
-        case In(ref, _, _) | IsNull(ref) | Same(ref, _) | Older(ref, _, _):
-            return [ref]
-        case Or(parts) | And(parts):
-            return [r for p in parts for r in _refs(p)]
-        case Not(part):
-            return _refs(part)
-    raise TypeError(f"not a condition node: {node!r}")  # pragma: no cover
-
-
-def observed(nodes: Sequence[Node], row: Mapping[str, Any]) -> dict[str, Any]:
-    """Equalities on the values the nodes read, as the row has them: the CAS condition."""
-    out: dict[str, Any] = {}
-    for node in nodes:
-        for ref in _refs(node):
-            value = lookup(ref, row)
-            if isinstance(value, list | tuple | dict):
-                raise ValidationError(f"{ref.dotted}: a structured value cannot be "
-                                      "compared by a persistence adapter")
-            out[ref.dotted] = value
-    return out
-
-
-def pin(node: Node, view: RowView, values: Mapping[str, Any]) -> dict[str, Any]:
-    """A condition shape under which ``node`` (true on ``view.row``) stays true: the node
-    itself when it is a plain shape; for ``Or``, only the branch that holds (a free claim is
-    pinned as "holder IS NULL", a redelivery as "same holder and scope", a stale claim on
-    its exact claim time); otherwise the observed value of every field it reads."""
-    shape = _node_shape(node, values)
-    if shape is not None:
-        return shape
-    match node:
-        case Or(parts):
-            for part in parts:
-                if evaluate(part, view):
-                    return pin(part, view, values)
-        case And(parts):
-            merged: dict[str, Any] = {}
-            for part in parts:
-                got = pin(part, view, values)
-                if any(k in merged and merged[k] != v for k, v in got.items()):
-                    return observed([node], view.row)
-                merged.update(got)
-            return merged
-    return observed([node], view.row)
-
-
-def apply_update(row: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` as it is after ``update`` (dotted fields set inside their JSON column, by
-    the engine's rule: :func:`rowstate.conditions.set_path`)."""
-    out = dict(row)
-    for field, value in update.items():
-        column, *path = field.split(".")
-        if not path:
-            out[column] = value
-            continue
-        doc = out.get(column)
-        if isinstance(doc, str | bytes):
-            try:
-                doc = json.loads(doc)
-            except ValueError:  # a decoded JSON string, not JSON text: not an object
-                doc = None
-        out[column] = set_path(doc, path, value)
-    return out
-
 
 # -- the backend ---------------------------------------------------------------------------
 
@@ -381,193 +246,3 @@ class AdapterBackend:
 
 def _reasons(bad: Sequence[Check]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(c.reason for c in bad))
-
-
-# -- the default adapter: plain shapes as SQL ----------------------------------------------
-
-
-class ShapeStatements:
-    """Plain shapes to SQL for one binding and dialect.
-
-    Field names are checked against the binding (only checked names reach SQL text; a
-    dotted name must be inside a JSON column), values are always bound parameters, the full
-    key must be in every condition (one row, never a bulk update), and statements are cached
-    per shape so the SQL text of one shape is byte-identical across calls.
-    """
-
-    def __init__(self, binding: Binding, dialect: Dialect) -> None:
-        self.b = binding
-        self.d = dialect
-        self.c = Compiler(binding, dialect)
-        self.times = {binding.finalization.at} if binding.finalization else set()
-        out = SqlOut()
-        where = self.c.key_where(None, out)
-        self._read = Statement(f"SELECT {self.c.cols(None)} FROM {self.c.table} WHERE {where}",
-                               tuple(out.params))
-        self._cache: dict[tuple[Any, ...], Statement] = {}
-
-    def _key_values(self, fields: Mapping[str, Any], values: dict[str, Any]) -> None:
-        missing = [k for k in self.b.key if k not in fields]
-        if missing:
-            raise ValidationError(f"the shape must hold the whole key; missing {missing}")
-        for i, v in enumerate(self.b.key_values({k: fields[k] for k in self.b.key})):
-            values[f"k{i}"] = v
-
-    def _compare_value(self, value: Any, ref: Ref) -> Any:
-        if isinstance(value, datetime):
-            return canonical_time(value) if isinstance(self.d, SQLite) else value
-        check_scalar(value, f"condition on {ref.dotted}", ValidationError)
-        return value
-
-    def update(self, update: Mapping[str, Any], condition: Mapping[str, Any],
-               ) -> tuple[str, list[Any]]:
-        if not isinstance(update, Mapping) or not isinstance(condition, Mapping) or not update:
-            raise ValidationError("update and condition must be mappings; update not empty")
-        values: dict[str, Any] = {}
-        self._key_values(condition, values)
-        csig: list[Any] = []
-        checks: list[Check] = []
-        for i, (field, want) in enumerate(
-                (f, w) for f, w in condition.items() if f not in self.b.key):
-            ref = self.b.ref(field)
-            json_ = bool(ref.path)
-            if want is None:
-                checks.append(Check(IsNull(ref), "", ""))
-                csig.append((field, "null"))
-                continue
-            accepted = list(want) if isinstance(want, list | tuple) else [want]
-            given = [v for v in accepted if v is not None]
-            if not accepted:
-                raise ValidationError(f"condition on {field}: an empty list matches nothing")
-            slots = []
-            for j, v in enumerate(given):
-                values[f"c{i}_{j}"] = self._compare_value(v, ref)
-                slots.append(Slot(f"c{i}_{j}", json=json_))
-            checks.append(Check(In(ref, tuple(slots), len(given) < len(accepted)), "", ""))
-            csig.append((field, len(given), len(given) < len(accepted)))
-        usig: list[Any] = []
-        sets: list[Set] = []
-        by_json: dict[str, list[tuple[tuple[str, ...], Value]]] = {}
-        for j, (field, value) in enumerate(update.items()):
-            ref = self.b.ref(field)
-            if ref.column in self.b.key:
-                raise ValidationError(f"{field}: key columns cannot be updated")
-            name = f"u{j}"
-            if ref.path:
-                try:
-                    values[name] = json.dumps(value, allow_nan=False)
-                except (TypeError, ValueError) as exc:
-                    raise ValidationError(f"{field}: not a JSON value: {exc}") from None
-                by_json.setdefault(ref.column, []).append((ref.path, Slot(name)))
-                usig.append((field, "json"))
-            elif value is None:
-                sets.append(self.c.set_null(ref.column))
-                usig.append((field, "null"))
-            else:
-                values[name] = self.d.payload_value(value)
-                sets.append(self.c.set_value(ref.column, Slot(name)))
-                usig.append((field, "value"))
-        for column, writes in by_json.items():
-            out = SqlOut()
-            try:
-                expr = self.d.json_set(self.d.column(column, None), writes, out)
-            except DefinitionError as exc:  # the update's own fields overlap (a and a.b)
-                raise ValidationError(str(exc)) from None
-            sets.append((column, expr, tuple(out.params)))
-        key = (tuple(csig), tuple(usig))
-        stmt = self._cache.get(key)
-        if stmt is None:
-            stmt = self.c.conditional_update(checks, sets)
-            self._cache[key] = stmt
-        return stmt.bind(self.d, values)
-
-    def read(self, keys: Mapping[str, Any]) -> tuple[str, list[Any]]:
-        if not isinstance(keys, Mapping):
-            raise ValidationError(f"keys must be a mapping, got {keys!r}")
-        values: dict[str, Any] = {}
-        self._key_values(keys, values)
-        return self._read.bind(self.d, values)
-
-    def record(self, rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
-        """The first row as plain data (JSON decoded, times as datetimes, on SQLite too)."""
-        if not rows:
-            return None
-        cols = self.c.columns
-        out = dict(zip(cols, rows[0][: len(cols)], strict=True))
-        if isinstance(self.d, SQLite):
-            for c in self.b.json_columns:
-                if isinstance(out.get(c), str):
-                    out[c] = json.loads(out[c])
-            for c in self.times:
-                out[c] = parse_time(out.get(c))
-        return out
-
-
-def _dialect(store: Store | AsyncStore) -> Dialect:
-    return SQLite() if store.dialect == "sqlite" else Postgres()
-
-
-class _StoreAdapterBase:
-    def __init__(self, store: Any, rules: Rules, *, owns_store: bool) -> None:
-        self.store = store
-        self.rules = rules
-        self.owns_store = owns_store
-        self.sql = ShapeStatements(rules.binding, _dialect(store))
-        self._tables = {rules.table_name, rules.binding.table}
-
-    def _table(self, table: str) -> None:
-        if table not in self._tables:
-            raise ValidationError(f"this adapter serves {self.rules.binding.table}, "
-                                  f"not {table!r}")
-
-
-class StorePersistenceAdapter(_StoreAdapterBase):
-    """The default :class:`PersistenceAdapter`: the two calls over a rowstate store."""
-
-    store: Store
-
-    def update_by_expression(self, table: str, update: Mapping[str, Any],
-                             condition: Mapping[str, Any]) -> bool:
-        self._table(table)
-        rows = self.store.run(Batch((self.sql.update(update, condition),)))
-        return bool(rows[0])
-
-    def get_by_keys(self, table: str, keys: Mapping[str, Any]) -> dict[str, Any] | None:
-        self._table(table)
-        return self.sql.record(self.store.run(Batch((self.sql.read(keys),)))[0])
-
-    def close(self) -> None:
-        if self.owns_store:
-            self.store.close()
-
-
-class AsyncStorePersistenceAdapter(_StoreAdapterBase):
-    """:class:`StorePersistenceAdapter` for asyncio: the same calls, as coroutines."""
-
-    store: AsyncStore
-
-    async def update_by_expression(self, table: str, update: Mapping[str, Any],
-                                   condition: Mapping[str, Any]) -> bool:
-        self._table(table)
-        rows = await self.store.run(Batch((self.sql.update(update, condition),)))
-        return bool(rows[0])
-
-    async def get_by_keys(self, table: str, keys: Mapping[str, Any],
-                          ) -> dict[str, Any] | None:
-        self._table(table)
-        return self.sql.record((await self.store.run(Batch((self.sql.read(keys),))))[0])
-
-    async def close(self) -> None:
-        if self.owns_store:
-            await self.store.close()
-
-
-__all__ = [
-    "AdapterBackend",
-    "AsyncStorePersistenceAdapter",
-    "ShapeStatements",
-    "StorePersistenceAdapter",
-    "apply_update",
-    "observed",
-    "to_shape",
-]

@@ -10,19 +10,8 @@ from typing import TYPE_CHECKING, Any
 # -- the extension seam: what an application that composes its own operations builds on
 # (dataset_lifecycle's persistence adapter evaluates the engine's own checks on another
 # executor). Public and stable like the rest; the modules they live in stay private.
-from .binding import (
-    NOW,
-    Binding,
-    Derived,
-    FinalizationClaim,
-    Guard,
-    Lease,
-    Notice,
-    TimedEdge,
-    Unique,
-    check_scalar,
-)
-from .compiler import Batch, Compiler, Set, Statement
+from .binding import Binding
+from .compiler import Compiler, Set, Statement
 from .conditions import (
     And,
     Check,
@@ -44,14 +33,8 @@ from .conditions import (
     lookup,
     set_path,
 )
-from .core import (
-    ActiveLease,
-    Call,
-    Core,
-    Op,
-)
+from .core import Core
 from .dialects import Dialect, Postgres, SQLite, canonical_time, check_ident
-from .drive import adrive, drive
 from .errors import (
     ConnectionLostError,
     DefinitionError,
@@ -67,6 +50,7 @@ from .errors import (
 )
 from .lifecycle import AsyncLifecycle, Lifecycle
 from .machine import Edge, Machine
+from .protocol import ActiveLease, Batch, Call, Op, adrive, drive
 from .relay import AsyncRelay, NatsPublisher, Relay
 from .results import (
     ActFailed,
@@ -84,7 +68,18 @@ from .results import (
     RunResult,
     TransitionResult,
 )
+from .specs import (
+    NOW,
+    Derived,
+    FinalizationClaim,
+    Guard,
+    Lease,
+    Notice,
+    TimedEdge,
+    Unique,
+)
 from .units import AsyncUnit, Unit
+from .values import check_scalar
 
 if TYPE_CHECKING:
     from .stores import (

@@ -17,127 +17,40 @@ binding before any SQL is built; only checked names ever reach SQL text.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal
 from typing import Any
-from uuid import UUID
 
+from . import schema, schemacheck
 from .conditions import Ref
 from .dialects import Dialect, Postgres, SQLite, check_ident
 from .errors import DefinitionError, ValidationError
 from .machine import Machine
+from .protocol import drive
+from .specs import (
+    Derived,
+    FinalizationClaim,
+    Guard,
+    GuardSpec,
+    Lease,
+    Notice,
+    TimedEdge,
+    Unique,
+)
+from .values import (
+    INT64_MAX,
+    INT64_MIN,
+    INT_TEXT,
+    INT_TYPES,
+    MAX_TEXT,
+    check_declared_kind,
+    check_json_column_value,
+    check_payload_value,
+    check_scalar,
+    has_surrogates,
+)
 
-
-class _Now:
-    """Entry-write value meaning "the current time" (database clock unless injected)."""
-
-    def __repr__(self) -> str:
-        return "NOW"
-
-
-NOW: Any = _Now()
-MAX_TEXT = 4096  # key and guard strings longer than this are refused as bad input
-SCALARS = (str, int, float, bool)
-# The value rules (docs/values.md): what both databases store alike, checked before any I/O
-MAX_VALUE_BYTES = 1_000_000  # one text, bytes or JSON value (UTF-8 / JSON text bytes)
-MAX_JSON_DEPTH = 64  # containers nested in one JSON document
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-# PostgreSQL numeric's range: digits before and after the decimal point
-NUMERIC_BEFORE, NUMERIC_AFTER = 131072, 16383
-
-
-@dataclass(frozen=True)
-class Lease:
-    """Columns of the in-flight lease of side-effecting edges (pub scheduler ``acting_*``)."""
-
-    at: str = "acting_at"
-    kind: str = "acting_kind"
-    token: str | None = None
-    holder: str | None = None
-    error: str | None = None
-    ttl: float = 300.0
-    # stamped when an act fails (cleared by the finalize): fire_due skips a row that failed
-    # within its timer's back-off, so failing rows cannot starve healthy ones
-    failed_at: str | None = None
-
-
-@dataclass(frozen=True)
-class FinalizationClaim:
-    """Columns of a claim keyed by (holder, scope), stealable after ``ttl`` seconds.
-
-    A transition into a state that is not active clears it in the same write. ``blocks``
-    names states that cannot be entered while a live (not yet stale) claim is held, whoever
-    holds it (reason ``FINALIZATION_HELD``): e.g. no new load may start while a finalizer
-    is still doing its destructive work on the row.
-    """
-
-    holder: str
-    scope: str
-    at: str
-    token: str | None = None
-    ttl: float = 300.0
-    blocks: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Derived:
-    """The effective state while the state column is NULL: ``mapping[legacy column]``.
-
-    The pub scheduler seeds ``v2_state`` lazily from its legacy ``status``; the first
-    transition writes the state column, and from then on it is the truth.
-    """
-
-    column: str
-    mapping: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class Guard:
-    """Accepted values of a field, with the reason reported when the row has another.
-
-    ``None`` among the values means IS NULL (a missing JSON key or a JSON null counts).
-    """
-
-    values: tuple[Any, ...]
-    reason: str = "GUARD_FAILED"
-
-
-@dataclass(frozen=True)
-class Unique:
-    """At most one row in ``state`` (per the ``per`` columns): a partial UNIQUE index."""
-
-    state: str
-    per: tuple[str, ...] = ()
-    name: str | None = None
-
-
-@dataclass(frozen=True)
-class TimedEdge:
-    """Fire ``edge`` for rows in its source state once ``now >= row[due]``."""
-
-    edge: str
-    due: str
-    guards: Mapping[str, Any] = field(default_factory=dict)
-    backoff: float = 60.0  # seconds a row whose act failed waits (needs Lease.failed_at)
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A once-per-row nudge: claimed by stamping ``claim`` (NULL until sent)."""
-
-    name: str
-    states: tuple[str, ...]
-    due: str
-    claim: str
-    guards: Mapping[str, Any] = field(default_factory=dict)
-
-
-GuardSpec = Mapping[str, Any]
 _SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -332,7 +245,7 @@ class Binding:
         if kind is str and self._one_text_key:  # the hottest path: one text key, as given
             text: str = key  # type: ignore[assignment]  # (no cast(): a call per key)
             if len(text) > MAX_TEXT or "\x00" in text or (
-                    not text.isascii() and _surrogates(text)):
+                    not text.isascii() and has_surrogates(text)):
                 raise ValidationError(
                     f"{self.table}: key string too long, holding NUL or not UTF-8")
             return (text,)
@@ -347,7 +260,7 @@ class Binding:
             if self._text_keys and len(values) == len(self.key):  # a tuple of plain texts
                 for v in values:
                     if type(v) is not str or len(v) > MAX_TEXT or "\x00" in v or (
-                            not v.isascii() and _surrogates(v)):
+                            not v.isascii() and has_surrogates(v)):
                         break
                 else:
                     return values
@@ -371,7 +284,7 @@ class Binding:
             want = self.key_kinds[i]
             # exact types first: the hot path of every call; subclasses take the long way
             if kind is str:
-                if len(v) > MAX_TEXT or "\x00" in v or (not v.isascii() and _surrogates(v)):
+                if len(v) > MAX_TEXT or "\x00" in v or (not v.isascii() and has_surrogates(v)):
                     raise ValidationError(
                         f"{self.table}: key string too long, holding NUL or not UTF-8")
                 if want != "int":
@@ -397,7 +310,7 @@ class Binding:
         text = str.__str__(v)
         if want != "int":
             return text
-        if not _INT_TEXT.match(text) or not INT64_MIN <= int(text) <= INT64_MAX:
+        if not INT_TEXT.match(text) or not INT64_MIN <= int(text) <= INT64_MAX:
             raise ValidationError(f"{self.table}: key column {self.key[i]!r} holds 64-bit "
                                   f"integers, got {v!r}")
         return int(text)
@@ -419,19 +332,14 @@ class Binding:
         """The engine's columns (but the ``existing`` ones the application's table already
         has), indexes and events table as statements for an existing table, to paste into
         the application's own versioned migration."""
-        from .schema import migration_sql
-
         d = dialect if isinstance(dialect, Dialect) else self.dialect_for(dialect)
-        return migration_sql(self, d, existing)
+        return schema.migration_sql(self, d, existing)
 
     def check_schema(self, store: Any) -> None:
         """Raise :class:`~rowstate.errors.SchemaMismatch` naming everything a (migrated)
         table lacks for this binding; a sync store (the lifecycles' ``check_schema`` runs
         on either twin)."""
-        from .drive import drive
-        from .schemacheck import check_schema
-
-        drive(store, check_schema(self, self.dialect_for(store.dialect)))
+        drive(store, schemacheck.check_schema(self, self.dialect_for(store.dialect)))
 
     def schema_sql(self, dialect: str | Dialect) -> str:
         """DDL for the columns and indexes the engine needs, and for the events table.
@@ -439,10 +347,8 @@ class Binding:
         Columns are added with ``ADD COLUMN IF NOT EXISTS`` on PostgreSQL so it is safe to run
         on a table a service already owns; on SQLite the statements create the table.
         """
-        from .schema import schema_sql
-
         d = dialect if isinstance(dialect, Dialect) else self.dialect_for(dialect)
-        return schema_sql(self, d)
+        return schema.schema_sql(self, d)
 
 
 def _as_tuple(spec: Any) -> tuple[Any, ...]:
@@ -454,240 +360,8 @@ def _as_tuple(spec: Any) -> tuple[Any, ...]:
 def _key_kind(declared: str) -> str:
     """What a key column holds, from the first word of its declared type."""
     word = (declared.split() or ["TEXT"])[0].split("(")[0].upper()
-    if word in _INT_TYPES:
+    if word in INT_TYPES:
         return "int"
     if "CHAR" in word or "TEXT" in word or "CLOB" in word:
         return "text"
     return "any"
-
-
-_INT_TYPES = frozenset({"INT", "INTEGER", "BIGINT", "SMALLINT", "TINYINT", "MEDIUMINT", "INT2",
-                        "INT4", "INT8", "SERIAL", "BIGSERIAL", "SMALLSERIAL"})
-_INT_TEXT = re.compile(r"^-?[0-9]{1,19}$")
-
-
-def _surrogates(text: str) -> bool:
-    """Whether ``text`` holds a lone surrogate: not UTF-8, so neither driver can send it."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _text_problem(text: str) -> str | None:
-    if "\x00" in text:
-        return "holds NUL (PostgreSQL text and jsonb cannot)"
-    if not text.isascii() and _surrogates(text):
-        return "holds a lone surrogate (not UTF-8)"
-    return None
-
-
-def check_scalar(value: object, what: str, error: type[Exception],
-                 allow_none: bool = False) -> None:
-    """A key, guard, owner or holder value: what both databases compare alike."""
-    if value is None and allow_none:
-        return
-    if not isinstance(value, SCALARS):
-        raise error(f"{what}: {value!r} is not a str, int, float or bool")
-    if isinstance(value, str):
-        if len(value) > MAX_TEXT:
-            raise error(f"{what}: string longer than {MAX_TEXT} characters")
-        problem = _text_problem(value)
-        if problem:
-            raise error(f"{what}: string {problem}")
-    elif isinstance(value, bool):
-        return
-    elif isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
-        raise error(f"{what}: integer out of 64-bit range")
-    elif isinstance(value, float) and not math.isfinite(value):
-        raise error(f"{what}: {value!r} is not comparable alike on both databases")
-
-
-def check_json(value: object, what: str) -> str:
-    """The JSON text of ``value``, once the JSON rules hold for every part of it.
-
-    Checked with an explicit stack, not recursion, so a 5,000-deep document is a
-    ValidationError and never a RecursionError. Strings (keys too) hold no NUL and no lone
-    surrogate (jsonb refuses both); object keys are strings (``json.dumps`` would turn
-    ``1`` and ``"1"`` into one key); ints fit in 64 bits (SQLite's JSON functions read
-    bigger ones as floats); floats are finite; containers nest at most
-    ``MAX_JSON_DEPTH`` deep; the text is at most ``MAX_VALUE_BYTES``.
-    """
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if item is None or isinstance(item, bool):
-            continue
-        if isinstance(item, str):
-            problem = _text_problem(item)
-            if problem:
-                raise ValidationError(f"{what}: a JSON string {problem}")
-        elif isinstance(item, int):
-            if not INT64_MIN <= item <= INT64_MAX:
-                raise ValidationError(f"{what}: a JSON integer out of 64-bit range")
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise ValidationError(f"{what}: {item!r} is not JSON")
-        elif isinstance(item, dict | list | tuple):
-            if depth >= MAX_JSON_DEPTH:
-                raise ValidationError(f"{what}: JSON nested deeper than {MAX_JSON_DEPTH}")
-            if isinstance(item, dict):
-                for k, v in item.items():
-                    if not isinstance(k, str):
-                        raise ValidationError(f"{what}: JSON object keys are strings, "
-                                              f"got {k!r}")
-                    problem = _text_problem(k)
-                    if problem:
-                        raise ValidationError(f"{what}: a JSON key {problem}")
-                    stack.append((v, depth + 1))
-            else:
-                stack.extend((v, depth + 1) for v in item)
-        else:
-            raise ValidationError(f"{what}: a {type(item).__name__} is not JSON")
-    text = json.dumps(value, allow_nan=False)
-    if len(text) > MAX_VALUE_BYTES:
-        raise ValidationError(f"{what}: {len(text)} bytes of JSON; the limit is "
-                              f"{MAX_VALUE_BYTES}")
-    return text
-
-
-PAYLOAD_TYPES = (str, int, float, bool, bytes, Decimal, datetime, date, time, timedelta,
-                 UUID, dict, list)
-
-
-def check_payload_value(value: object, what: str) -> None:
-    """A value a column can hold, checked before any write: a claim and an act must not
-    happen for a finalize that could never land. The rules are those of docs/values.md,
-    one per kind and the same on both databases: a value one of them would refuse (or
-    store differently: NaN) is refused on both."""
-    if value is None or isinstance(value, bool):
-        return
-    if not isinstance(value, PAYLOAD_TYPES):
-        raise ValidationError(f"{what}: a {type(value).__name__} cannot be stored")
-    if isinstance(value, str):
-        problem = _text_problem(value)
-        if problem:
-            raise ValidationError(f"{what}: text {problem}")
-        if len(value) * 4 > MAX_VALUE_BYTES and len(value.encode()) > MAX_VALUE_BYTES:
-            raise ValidationError(f"{what}: text over {MAX_VALUE_BYTES} bytes")
-    elif isinstance(value, int):
-        if not INT64_MIN <= value <= INT64_MAX:
-            raise ValidationError(f"{what}: integer out of 64-bit range")
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValidationError(f"{what}: {value!r} cannot be stored alike on both "
-                                  "databases (SQLite stores NaN as NULL)")
-    elif isinstance(value, bytes):
-        if len(value) > MAX_VALUE_BYTES:
-            raise ValidationError(f"{what}: bytes over {MAX_VALUE_BYTES}")
-    elif isinstance(value, Decimal):
-        _check_decimal(value, what)
-    elif isinstance(value, datetime):
-        if value.utcoffset() is None:
-            raise ValidationError(f"{what}: a datetime must be timezone-aware")
-        try:
-            value.astimezone(UTC)
-        except OverflowError:
-            raise ValidationError(f"{what}: {value!r} is outside years 1-9999 in UTC"
-                                  ) from None
-    elif isinstance(value, dict | list):
-        check_json(value, what)
-
-
-def check_json_column_value(value: object, what: str) -> None:
-    """A value for a JSON payload column: a dict or a list (by the JSON rules), or JSON text
-    (PostgreSQL parses it, SQLite stores it as it is: both hold the same document once it
-    parses, by the same rules, without duplicate keys). A bare number or boolean is refused:
-    SQLite would store it, PostgreSQL refuses a number or boolean for a jsonb column."""
-    if value is None or isinstance(value, dict | list):
-        if value is not None:
-            check_json(value, what)
-        return
-    if not isinstance(value, str):
-        raise ValidationError(f"{what}: a JSON column takes a dict, a list or JSON text, "
-                              f"got a {type(value).__name__}")
-    check_payload_value(value, what)  # NUL, surrogates, size
-    try:
-        doc = json.loads(value, object_pairs_hook=_no_duplicate_keys)
-    except (ValueError, RecursionError) as exc:
-        raise ValidationError(f"{what}: not JSON text: {exc}") from None
-    check_json(doc, what)
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    doc = dict(pairs)
-    if len(doc) != len(pairs):  # jsonb keeps the last; SQLite's text keeps them all
-        raise ValueError("an object with a duplicate key")
-    return doc
-
-
-# What a column of a declared type takes alike on both databases: PostgreSQL refuses the
-# rest (a str for a bigint, an int for a boolean) at the write, or it and SQLite's type
-# affinity store it differently (a bool in a text column: "true" and "1"; a float in an
-# integer one: rounded and kept). Keyed by the declared type's first word.
-_DECLARED: dict[str, tuple[type, ...]] = {}
-for _words, _kinds in (
-        (_INT_TYPES, (int,)),
-        (("BOOLEAN", "BOOL"), (bool,)),
-        (("REAL", "DOUBLE", "FLOAT", "FLOAT4", "FLOAT8"), (int, float)),
-        (("NUMERIC", "DECIMAL"), (int, float, Decimal)),
-        (("TIMESTAMPTZ", "TIMESTAMP", "DATETIME"), (datetime,)),
-        (("DATE",), (date,)),
-        (("TIME", "TIMETZ"), (time,)),
-        (("INTERVAL",), (timedelta,)),
-        (("UUID",), (UUID,)),
-        (("BYTEA", "BLOB"), (bytes,)),
-        (("TEXT", "VARCHAR", "CHAR", "CHARACTER", "CITEXT"), (str, int, Decimal, UUID, date)),
-):
-    for _word in _words:
-        _DECLARED[_word] = _kinds
-
-
-def check_declared_kind(value: object, declared: str, what: str) -> None:
-    """A payload value for a column of a declared type (``Binding.column_types``): one of
-    the kinds both databases store alike in it (an undeclared or unknown type: no check)."""
-    word = (declared.split() or [""])[0].split("(")[0].upper()
-    kinds = _DECLARED.get(word)
-    if kinds is None:
-        return
-    ok = isinstance(value, kinds)
-    if ok and isinstance(value, bool):
-        ok = bool in kinds
-    elif ok and isinstance(value, datetime):
-        ok = datetime in kinds
-    if not ok and isinstance(value, str) and int in kinds and str not in kinds:
-        # decimal text for an integer: cast alike by both
-        ok = bool(_INT_TEXT.match(value)) and INT64_MIN <= int(value) <= INT64_MAX
-        value = int(value) if ok else value
-    if not ok:
-        raise ValidationError(f"{what}: a {type(value).__name__} for a {declared} column")
-    bits = _INT_BITS.get(word)
-    if bits and isinstance(value, int) and not -(2**bits) <= value < 2**bits:
-        # PostgreSQL's integer is 32 bits and smallint 16; SQLite stores any 64-bit int
-        raise ValidationError(f"{what}: {value} is out of range for a {declared} column")
-
-
-_INT_BITS = {"INT": 31, "INTEGER": 31, "INT4": 31, "SERIAL": 31, "SMALLINT": 15, "INT2": 15,
-             "SMALLSERIAL": 15}
-
-
-def _check_decimal(value: Decimal, what: str) -> None:
-    if not value.is_finite():
-        raise ValidationError(f"{what}: {value!r} cannot be stored alike on both databases")
-    sign_digits_exp = value.as_tuple()
-    exponent = int(sign_digits_exp.exponent)
-    before = len(sign_digits_exp.digits) + exponent
-    if before > NUMERIC_BEFORE or -exponent > NUMERIC_AFTER:
-        raise ValidationError(f"{what}: {value!r} is beyond PostgreSQL numeric's range")
-
-
-def safe_text(text: str) -> str:
-    """``text`` made storable (NUL and lone surrogates escaped): for the engine's own
-    stamps, such as a lease's ``last_error`` from an act's exception, which must never
-    make the release that carries them fail."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    if not text.isascii() and _surrogates(text):
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text

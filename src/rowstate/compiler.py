@@ -25,12 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
-from .binding import NOW, Binding
+from .binding import Binding
 from .conditions import Check, Const, Ref, Slot, SqlOut, Value, render
 from .dialects import Dialect, Postgres
 from .outbox import EVENT_COLUMNS
+from .protocol import Batch
+from .specs import NOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,19 +75,6 @@ def _plain_binder(params: tuple[Value, ...]) -> Callable[[dict[str, Any]], list[
 _PLAIN_ADAPT = frozenset({Dialect.adapt, Postgres.adapt})
 
 
-class Batch(NamedTuple):
-    """Statements a store runs in order; ``transaction`` makes them one atomic unit
-    (``BEGIN IMMEDIATE`` on SQLite). The store returns the rows of each statement.
-    A named tuple: one is built per round trip."""
-
-    statements: tuple[tuple[str, Sequence[Any]], ...]
-    transaction: bool = False
-    # run after the last statement when it returned no rows, on the same connection (a
-    # lane's refused write and the read explaining it: one checkout, one store call);
-    # its rows are appended to the batch's
-    otherwise: tuple[str, Sequence[Any]] | None = None
-
-
 Set = tuple[str, str, tuple[Value, ...]]  # column, SQL expression, its parameters
 
 
@@ -121,8 +110,8 @@ class Compiler:
     """Renders the statements of one binding in one dialect."""
 
     def __init__(self, binding: Binding, dialect: Dialect) -> None:
-        self.b = binding
-        self.d = dialect
+        self.binding = binding
+        self.dialect = dialect
         self.columns: tuple[str, ...] = tuple(sorted(binding.known))
         self.table = dialect.table(binding.table_parts)
         # the UPDATE's own alias: the one-statement CAS (writable CTEs) joins ``cur``, so
@@ -131,31 +120,31 @@ class Compiler:
 
     def incremented(self, column: str) -> Set:
         """``column = COALESCE(column, 0) + 1`` (versions, fencing tokens)."""
-        return column, f"COALESCE({self.d.column(column, self.target)}, 0) + 1", ()
+        return column, f"COALESCE({self.dialect.column(column, self.target)}, 0) + 1", ()
 
     # -- pieces ------------------------------------------------------------------------
 
     def cols(self, alias: str | None, names: Sequence[str] | None = None) -> str:
-        return ", ".join(self.d.column(c, alias) for c in (names or self.columns))
+        return ", ".join(self.dialect.column(c, alias) for c in (names or self.columns))
 
     def key_where(self, alias: str | None, out: SqlOut) -> str:
         return " AND ".join(
-            f"{self.d.column(k, alias)} = {self.d.value(Slot(f'k{i}'), out)}"
-            for i, k in enumerate(self.b.key)
+            f"{self.dialect.column(k, alias)} = {self.dialect.value(Slot(f'k{i}'), out)}"
+            for i, k in enumerate(self.binding.key)
         )
 
     def where(self, checks: Sequence[Check], alias: str | None, out: SqlOut) -> str:
         parts = [self.key_where(alias, out)]
-        parts.extend(render(c.node, self.d, alias, out) for c in checks)
+        parts.extend(render(c.node, self.dialect, alias, out) for c in checks)
         return " AND ".join(parts)
 
     def set_now(self, column: str) -> Set:
         out = SqlOut()
-        return column, self.d.now(out), tuple(out.params)
+        return column, self.dialect.now(out), tuple(out.params)
 
     def set_value(self, column: str, value: Value) -> Set:
         out = SqlOut()
-        return column, self.d.value(value, out), tuple(out.params)
+        return column, self.dialect.value(value, out), tuple(out.params)
 
     def set_null(self, column: str) -> Set:
         return column, "NULL", ()
@@ -179,7 +168,7 @@ class Compiler:
         for column, paths in by_json.items():
             out = SqlOut()
             puts = [(json_path, Const(json.dumps(value))) for json_path, value in paths]
-            expr = self.d.json_set(self.d.column(column, alias), puts, out)
+            expr = self.dialect.json_set(self.dialect.column(column, alias), puts, out)
             sets.append((column, expr, tuple(out.params)))
         return sets
 
@@ -189,14 +178,14 @@ class Compiler:
             *, known_from: bool, returning: tuple[str, ...] | None = None) -> CasPlan:
         """``returning``: the columns the one-statement fast plans send back (the caller
         needs no more; every column by default). The other plans read the whole row."""
-        d, b = self.d, self.b
+        d, b = self.dialect, self.binding
         if d.writable_ctes:
             if known_from:
                 return self._cas_pg_known(tuple(checks), sets, event,
                                           returning or self.columns)
             return self._cas_pg(tuple(checks), sets, event)
         set_out = SqlOut()
-        set_sql = self._set_clause(sets, set_out)
+        set_sql = self.set_clause(sets, set_out)
         where_out = SqlOut()
         where_sql = self.where(checks, None, where_out)
         if known_from and event is None:
@@ -228,10 +217,10 @@ class Compiler:
             )
         return CasPlan(tuple(checks), main, pre, ev, False, self.columns)
 
-    def _set_clause(self, sets: Sequence[Set], out: SqlOut) -> str:
+    def set_clause(self, sets: Sequence[Set], out: SqlOut) -> str:
         parts = []
         for column, expr, params in sets:
-            parts.append(f"{self.d.quote(column)} = {expr}")
+            parts.append(f"{self.dialect.quote(column)} = {expr}")
             out.params.extend(params)
         return ", ".join(parts)
 
@@ -239,7 +228,7 @@ class Compiler:
                       version: str) -> str:
         """machine, row_key, edge, from_state, to_state, owner, data, version, created_at
         for an event row, read from the row *before* the update (``alias``)."""
-        d, b = self.d, self.b
+        d, b = self.dialect, self.binding
         # parameters are appended as the text is built, so build it in text order
         machine = d.value(Const(b.machine.name), out)
         row_key = d.value(Slot("row_key"), out)
@@ -264,13 +253,13 @@ class Compiler:
 
     def _cas_pg(self, checks: tuple[Check, ...], sets: Sequence[Set],
                 event: EventSpec | None) -> CasPlan:
-        d = self.d
+        d = self.dialect
         out = SqlOut()
         cur = (
             f"cur AS (SELECT {self.cols('c')} FROM {self.table} AS c "
             f"WHERE {self.key_where('c', out)}{d.for_update})"
         )
-        set_sql = self._set_clause(sets, out)
+        set_sql = self.set_clause(sets, out)
         where_sql = self.where(checks, "t", out)
         upd = (
             f"upd AS (UPDATE {self.table} AS t SET {set_sql} FROM cur WHERE {where_sql} "
@@ -291,8 +280,8 @@ class Compiler:
         and return the expression of its id for the final SELECT."""
         if event is None:
             return "NULL::bigint"
-        d = self.d
-        version = d.column(self.b.version, "upd") if self.b.version else "NULL"
+        d = self.dialect
+        version = d.column(self.binding.version, "upd") if self.binding.version else "NULL"
         values = self._event_values(event, before, out, version)
         ctes.append(
             f"ev AS (INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
@@ -303,7 +292,7 @@ class Compiler:
     def _now_if_refused(self) -> str:
         """The clock reading that explains a refusal (stale or live lease); NULL when the
         write applied, so the applied path does not pay for decoding a timestamp."""
-        key = self.d.column(self.b.key[0], "upd")
+        key = self.dialect.column(self.binding.key[0], "upd")
         return f"CASE WHEN {key} IS NULL THEN now() END"
 
     def _cas_pg_known(self, checks: tuple[Check, ...], sets: Sequence[Set],
@@ -317,7 +306,7 @@ class Compiler:
         ~10 us of client time dearer (bench/, measured per backend process), and applied
         writes are the common case."""
         out = SqlOut()
-        set_sql = self._set_clause(sets, out)
+        set_sql = self.set_clause(sets, out)
         where_sql = self.where(checks, "t", out)
         update = (f"UPDATE {self.table} AS t SET {set_sql} WHERE {where_sql} "
                   f"RETURNING {self.cols('t', names)}")
@@ -334,8 +323,8 @@ class Compiler:
         """PostgreSQL: a fast plan's write, and the row as the statement saw it when the
         write was refused, in one statement: ``flag, every column`` (a column the write does
         not return is NULL on its branch). For moves refused more often than not
-        (:mod:`rowstate.lanes`): a refusal costs one round trip, not two."""
-        written = ", ".join(self.d.column(c, "upd") if c in plan.columns else "NULL"
+        (:mod:`rowstate.core.lane`): a refusal costs one round trip, not two."""
+        written = ", ".join(self.dialect.column(c, "upd") if c in plan.columns else "NULL"
                             for c in self.columns)
         out = SqlOut()
         where = self.key_where(None, out)
@@ -349,7 +338,7 @@ class Compiler:
     def read(self, *, clock: bool = True) -> Statement:
         """The row by its key, and (``clock``) the database's time to judge it by."""
         out = SqlOut()
-        now = f", {self.d.now(out)}" if clock else ""
+        now = f", {self.dialect.now(out)}" if clock else ""
         where = self.key_where(None, out)
         return Statement(
             f"SELECT {self.cols(None)}{now} FROM {self.table} WHERE {where}",
@@ -359,9 +348,9 @@ class Compiler:
     def conditional_update(self, checks: Sequence[Check], sets: Sequence[Set]) -> Statement:
         """An UPDATE that reports only whether it applied (releases)."""
         out = SqlOut()
-        set_sql = self._set_clause(sets, out)
+        set_sql = self.set_clause(sets, out)
         where = self.where(checks, None, out)
-        key = self.d.quote(self.b.key[0])
+        key = self.dialect.quote(self.binding.key[0])
         return Statement(
             f"UPDATE {self.table} SET {set_sql} WHERE {where} RETURNING {key}",
             tuple(out.params),
@@ -369,31 +358,32 @@ class Compiler:
 
     def select_due(self, checks: Sequence[Check], due: Ref, limit: int) -> Statement:
         out = SqlOut()
-        where = " AND ".join(render(c.node, self.d, None, out) for c in checks)
-        keys = ", ".join(self.d.quote(k) for k in self.b.key)
+        where = " AND ".join(render(c.node, self.dialect, None, out) for c in checks)
+        keys = ", ".join(self.dialect.quote(k) for k in self.binding.key)
         return Statement(
             f"SELECT {keys} FROM {self.table} WHERE {where} "
-            f"ORDER BY {self.d.quote(due.column)} LIMIT {int(limit)}",
+            f"ORDER BY {self.dialect.quote(due.column)} LIMIT {int(limit)}",
             tuple(out.params),
         )
 
     def other_in_state(self, state: str, per: tuple[str, ...]) -> Statement:
         """Is another row already in ``state`` (within the same ``per`` group)?"""
         out = SqlOut()
-        d = self.d
+        d = self.dialect
         # The state is the machine's own (never a caller's value), spelled as a literal
         # exactly as the partial UNIQUE index's predicate (schema.py): with a bound
         # parameter, PostgreSQL's generic plan (after 5 runs) and SQLite cannot prove the
         # index applies and scan the whole table (measured: 54 ms at 300k rows vs 0.4 ms).
         literal = "'" + state.replace("'", "''") + "'"
-        cond = f"o.{d.quote(self.b.state)} = {literal}"
+        cond = f"o.{d.quote(self.binding.state)} = {literal}"
         for col in per:
             cond += (
                 f" AND o.{d.quote(col)} = (SELECT s.{d.quote(col)} FROM {self.table} AS s "
                 f"WHERE {self.key_where('s', out)})"
             )
         keys = " OR ".join(
-            f"o.{d.quote(k)} <> {d.value(Slot(f'k{i}'), out)}" for i, k in enumerate(self.b.key)
+            f"o.{d.quote(k)} <> {d.value(Slot(f'k{i}'), out)}"
+            for i, k in enumerate(self.binding.key)
         )
         return Statement(
             f"SELECT 1 FROM {self.table} AS o WHERE {cond} AND ({keys}) LIMIT 1",

@@ -8,12 +8,54 @@ whole table at once (the embedded case: the engine owns the file).
 
 from __future__ import annotations
 
-from .binding import NOW, Binding
+from collections.abc import Mapping
+from typing import Any, Protocol
+
 from .dialects import Dialect
 from .outbox import EVENT_LAYOUT, index_names
+from .specs import NOW, FinalizationClaim, Lease, Notice, TimedEdge, Unique
 
 
-def _column_types(b: Binding, d: Dialect) -> dict[str, str]:
+class Layout(Protocol):
+    """What the DDL reads of a binding (:class:`rowstate.Binding` is one): its table, its
+    columns and the parts they serve. A protocol, so that the binding can offer
+    ``schema_sql`` and ``check_schema`` while this module stays below it."""
+
+    @property
+    def table(self) -> str: ...
+    @property
+    def table_parts(self) -> tuple[str, ...]: ...
+    @property
+    def key(self) -> tuple[str, ...]: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def lease(self) -> Lease | None: ...
+    @property
+    def finalization(self) -> FinalizationClaim | None: ...
+    @property
+    def invariants(self) -> tuple[Unique, ...]: ...
+    @property
+    def events(self) -> str | None: ...
+    @property
+    def known(self) -> frozenset[str]: ...
+    @property
+    def json_columns(self) -> tuple[str, ...]: ...
+    @property
+    def column_types(self) -> Mapping[str, str]: ...
+    @property
+    def on_enter(self) -> Mapping[str, Mapping[str, Any]]: ...
+    @property
+    def timers(self) -> tuple[TimedEdge, ...]: ...
+    @property
+    def notices(self) -> tuple[Notice, ...]: ...
+
+    def unique_index_name(self, inv: Unique) -> str: ...
+
+
+def column_types(b: Layout, d: Dialect) -> dict[str, str]:
     types: dict[str, str] = {c: "TEXT" for c in b.known}
     for c in b.json_columns:
         types[c] = d.json_type
@@ -42,7 +84,7 @@ def _column_types(b: Binding, d: Dialect) -> dict[str, str]:
     return types
 
 
-def _required_indexes(b: Binding) -> list[tuple[str, str]]:
+def required_indexes(b: Layout) -> list[tuple[str, str]]:
     """(name, why) of the indexes the engine relies on: the UNIQUE invariants enforce
     rules; the others keep due queries and lease sweeps off full scans."""
     name = b.table_parts[-1]
@@ -57,7 +99,7 @@ def _required_indexes(b: Binding) -> list[tuple[str, str]]:
     return out
 
 
-def _indexes(b: Binding, d: Dialect) -> list[str]:
+def _indexes(b: Layout, d: Dialect) -> list[str]:
     table = d.table(b.table_parts)
     stmts: list[str] = []
     name = b.table_parts[-1]
@@ -91,14 +133,14 @@ def _indexes(b: Binding, d: Dialect) -> list[str]:
     return stmts
 
 
-def migration_sql(b: Binding, d: Dialect, existing: tuple[str, ...] = ()) -> list[str]:
+def migration_sql(b: Layout, d: Dialect, existing: tuple[str, ...] = ()) -> list[str]:
     """What the engine needs on a table the application already created, as statements
     for the application's own versioned migration: every engine column (``ADD COLUMN``,
     key columns excepted), its indexes, and the events table (layout
     :data:`~rowstate.outbox.EVENTS_LAYOUT_VERSION`). ``schema_sql`` stays for quick
     starts; this is for a schema the application owns."""
     table = d.table(b.table_parts)
-    types = _column_types(b, d)
+    types = column_types(b, d)
     stmts = [f"ALTER TABLE {table} ADD COLUMN {d.quote(c)} {types[c]}"
              for c in sorted(types) if c not in b.key and c not in existing]
     stmts.extend(_indexes(b, d))
@@ -107,9 +149,9 @@ def migration_sql(b: Binding, d: Dialect, existing: tuple[str, ...] = ()) -> lis
     return stmts
 
 
-def schema_sql(b: Binding, d: Dialect) -> str:
+def schema_sql(b: Layout, d: Dialect) -> str:
     table = d.table(b.table_parts)
-    types = _column_types(b, d)
+    types = column_types(b, d)
     order = [*b.key, *sorted(c for c in types if c not in b.key)]
     stmts: list[str] = []
     if d.has_schemas and len(b.table_parts) == 2:

@@ -10,19 +10,17 @@ error per call.
 
 from __future__ import annotations
 
-from .base import Op
-from .binding import Binding
-from .compiler import Batch
 from .dialects import Dialect
 from .errors import SchemaMismatch
 from .outbox import EVENT_LAYOUT, index_names
-from .schema import _column_types, _required_indexes
+from .protocol import Batch, Op
+from .schema import Layout, column_types, required_indexes
 
 
-def check_schema(b: Binding, d: Dialect) -> Op[None]:
+def check_schema(b: Layout, d: Dialect) -> Op[None]:
     """Raise :class:`SchemaMismatch` naming every missing table, column, type or index."""
     problems: list[str] = []
-    tables = [(b.table_parts, _column_types(b, d), _required_indexes(b))]
+    tables = [(b.table_parts, column_types(b, d), required_indexes(b))]
     if b.events:
         parts = tuple(b.events.split("."))
         kinds = {name: kind.format(serial="BIGINT", json=d.json_type, time=d.time_type)

@@ -585,7 +585,7 @@ class EngineVsModel(RuleBasedStateMachine):
 
     @invariant()
     def rows_match_the_model(self) -> None:
-        parse = self.lc.core.d.parse_time
+        parse = self.lc.core.dialect.parse_time
         for rid, want in self.model.rows.items():
             row = self.lc.get(self.key(rid))
             assert row is not None

@@ -31,7 +31,7 @@ from rowstate import (
     StoreError,
     ValidationError,
 )
-from rowstate.compiler import Batch
+from rowstate.protocol import Batch
 
 # -- 7. typed errors -----------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Lanes (rowstate.lanes) against the general path: the same moves, the same answers.
+"""Lanes (rowstate.core.lane) against the general path: the same moves, the same answers.
 
 A plain move (a key, a target, from-states, perhaps an owner) runs on its lane; the same
 move with ``payload={}`` takes the general path (values dict, generator, explained CAS).
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from engine_fixtures import JOBS, Backend, Clock, on
 from rowstate import NOW, ActiveLease, Binding, Edge, Machine, RowstateError, ValidationError
-from rowstate.lanes import WINDOW
+from rowstate.core.lane import WINDOW
 
 STATES = ("NEW", "READY", "RUNNING", "DONE", "FAILED")
 JOBS_EV = dataclasses.replace(JOBS, table="jobs_lanes_ev", events="jobs_lanes_ev_events")

@@ -322,7 +322,7 @@ def test_sync_run_refuses_an_act_that_returns_a_coroutine(tmp_path: object) -> N
     """A sync front end cannot await: the act's coroutine is refused and the lease freed."""
     import rowstate
     from engine_fixtures import RUNS
-    from rowstate.compiler import Batch
+    from rowstate.protocol import Batch
 
     store = rowstate.connect("sqlite://")
     try:

@@ -11,7 +11,7 @@ from typing import Any
 
 from engine_fixtures import JOBS, RUNS, Backend, on
 from rowstate import ActFailed, ActiveLease, Lifecycle, PostgresStore, SQLiteStore
-from rowstate.compiler import Batch
+from rowstate.protocol import Batch
 
 
 @on("postgres")

@@ -18,7 +18,7 @@ import pytest
 import services
 from engine_fixtures import JOBS
 from rowstate import Lifecycle, PostgresStore
-from rowstate.compiler import Batch
+from rowstate.protocol import Batch
 
 TESTS_DIR = Path(__file__).resolve().parents[1]  # conftest.py and services.py
 

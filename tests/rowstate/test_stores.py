@@ -23,7 +23,7 @@ from rowstate import (
     PostgresStore,
     stores,
 )
-from rowstate.compiler import Batch
+from rowstate.protocol import Batch
 
 PID = Batch((("SELECT pg_backend_pid()", []),))
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from engine_fixtures import RUNS, TICKETS, Backend, Clock, as_dict, on
 from rowstate import ActiveLease, TimedEdge
-from rowstate.compiler import Batch
+from rowstate.protocol import Batch
 
 
 class Recorder:

@@ -28,12 +28,12 @@ from .sqlite import AsyncSQLiteStore, SQLiteStore
 from .urls import connect, connect_async, postgres_url
 
 if TYPE_CHECKING:
+    from .pgwire import _cursors as _cursors  # tests/rowstate/test_stores.py reads it
     from .postgres import AsyncPostgresStore, PostgresStore
-    from .postgres import _cursors as _cursors  # tests/rowstate/test_stores.py reads it
     from .urls import AsyncStore, Store
 
 # name -> the module that defines it, imported on first use
-_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "postgres",
+_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "pgwire",
          "Store": "urls", "AsyncStore": "urls"}
 
 

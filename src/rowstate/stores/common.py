@@ -1,18 +1,17 @@
-"""What every store shares: the statement counter, per-thread connections and the unit of
-work's flow (BEGIN, COMMIT or ROLLBACK, the after-commit callbacks) that both twins of every
-store run. No driver is imported here."""
+"""What every store shares: the statement counter, per-thread connections, the unit's
+context variable and the refusal of a script inside a unit. The unit of work's flow
+(BEGIN, COMMIT or ROLLBACK, the after-commit callbacks) that both twins of every store run
+is written once with the units (``rowstate._async.units``, the sync twin generated from it
+by ``scripts/unasync.py``). No driver is imported here."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import UnitRefusedError
-from ..units import AsyncUnit, Unit
 
 Rows = list[list[tuple[Any, ...]]]
 
@@ -73,86 +72,6 @@ Raw = Callable[[str, Any], tuple[list[Any], Any]]
 
 def _unit_var(store: object) -> ContextVar[Any]:
     return ContextVar(f"rowstate-unit-{id(store)}", default=None)
-
-
-@contextlib.contextmanager
-def _nested(unit: Unit, door: Any) -> Iterator[Unit]:
-    """A unit opened while one is open on the same store: a savepoint of it."""
-    previous = unit.door
-    if door is not None:
-        unit.door = door
-    try:
-        with unit.savepoint():
-            yield unit
-    finally:
-        unit.door = previous
-
-
-@contextlib.contextmanager
-def _unit_scope(var: ContextVar[Any], unit: Unit, begin: str) -> Iterator[Unit]:
-    """BEGIN, make the unit the store's current one, COMMIT (ROLLBACK on an exception or
-    after a refused hold/fence), then the after-commit callbacks."""
-    raw = unit._raw
-    raw(begin, ())
-    token = var.set(unit)
-    committed = False
-    try:
-        yield unit
-        if unit.refused is None:
-            raw("COMMIT", ())
-            committed = True
-        else:
-            raw("ROLLBACK", ())
-    except BaseException:
-        with contextlib.suppress(Exception):
-            raw("ROLLBACK", ())
-        raise
-    finally:
-        var.reset(token)
-        unit.closed = True
-    if committed:
-        for callback in unit._after_commit:
-            callback()
-
-
-@contextlib.asynccontextmanager
-async def _anested(unit: AsyncUnit, door: Any) -> AsyncIterator[AsyncUnit]:
-    previous = unit.door
-    if door is not None:
-        unit.door = door
-    try:
-        async with unit.savepoint():
-            yield unit
-    finally:
-        unit.door = previous
-
-
-@contextlib.asynccontextmanager
-async def _aunit_scope(var: ContextVar[Any], unit: AsyncUnit,
-                       begin: str) -> AsyncIterator[AsyncUnit]:
-    raw = unit._raw
-    await raw(begin, ())
-    token = var.set(unit)
-    committed = False
-    try:
-        yield unit
-        if unit.refused is None:
-            await raw("COMMIT", ())
-            committed = True
-        else:
-            await raw("ROLLBACK", ())
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await raw("ROLLBACK", ())
-        raise
-    finally:
-        var.reset(token)
-        unit.closed = True
-    if committed:
-        for callback in unit._after_commit:
-            got = callback()
-            if asyncio.iscoroutine(got):
-                await got
 
 
 def _no_script_in_unit(var: ContextVar[Any]) -> None:

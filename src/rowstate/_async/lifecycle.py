@@ -1,0 +1,213 @@
+"""The front end, written once: ``_async/lifecycle.py`` (asyncio) is the source, and
+``_sync/lifecycle.py`` is generated from it by ``scripts/unasync.py`` (``make twins``
+checks that it is current).
+
+Both are thin: each method builds the core operation and drives it on the store. The only
+thing they add is publishing events after commit when the binding has no events table (with
+an events table, the :mod:`relay <rowstate.relay>` delivers them from the outbox). What the
+two share beyond spelling is :mod:`rowstate.frontend`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..binding import Binding
+from ..core.lane import adrive_lane
+from ..frontend import FrontEnd, Publisher, accept_act_async, apublish_one, log
+from ..protocol import ActiveLease, Op, adrive
+from ..results import (
+    BulkResult,
+    CheckResult,
+    EdgeCheck,
+    Event,
+    FinalizationClaimResult,
+    FireReport,
+    LeaseClaim,
+    ReleaseResult,
+    RunResult,
+    TransitionResult,
+)
+from ..schemacheck import check_schema
+from ..specs import GuardSpec
+from ..units import AsyncUnit
+
+if TYPE_CHECKING:  # types only: importing the front ends loads no driver
+    from ..stores import AsyncStore
+
+R = TypeVar("R")
+
+
+class AsyncLifecycle(FrontEnd):
+    """Durable state machine over one table: each method builds the core operation and
+    drives it on the store, then publishes the event in process (see the module)."""
+
+    store: AsyncStore
+
+    def __init__(self, store: AsyncStore, binding: Binding, *,
+                 clock: Callable[[], datetime] | None = None,
+                 publishers: Sequence[Publisher] = ()) -> None:
+        super().__init__(store, binding, clock=clock, publishers=publishers, door=self)
+
+    async def create_schema(self) -> None:
+        await self.store.execute_script(self.schema_sql())
+
+    async def check_schema(self) -> None:
+        """Raise :class:`~rowstate.errors.SchemaMismatch` if the table lacks anything."""
+        await adrive(self.store, check_schema(self.binding, self.core.dialect))
+
+    async def _published(self, event: Event | None) -> None:
+        if event is None or self.binding.events:  # callers skip the call without publishers
+            return
+        unit = self._in_unit()
+        if unit is not None:  # published once the unit commits, never if it rolls back
+            unit.after_commit(lambda: self._publish_now(event))
+            return
+        await self._publish_now(event)
+
+    async def _publish_now(self, event: Event) -> None:
+        for publish in self.publishers:
+            try:
+                await apublish_one(publish, event)
+            except Exception:  # the write committed; a publisher cannot undo it
+                log.exception("rowstate: publisher failed for %s", event)
+
+    async def transition(self, key: object, to: str, *,
+                         from_: Iterable[str] | str | None = None, owner: object = None,
+                         payload: Mapping[str, Any] | None = None,
+                         guards: GuardSpec | None = None, data: Any = None,
+                         returning: Iterable[str] | None = None) -> TransitionResult:
+        call = (self.core.transition_lane(key, to, from_, owner, returning)
+                if payload is None and guards is None and data is None else None)
+        if call is not None:
+            result = await adrive_lane(self.store, call)
+        else:
+            result = await adrive(self.store, self.core.transition(
+                key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,
+                returning=returning))
+        if self.publishers:  # no coroutine or call per write without one
+            await self._published(result.event)
+        return result
+
+    async def can_transition(self, key: object, to: str, *,
+                             from_: Iterable[str] | str | None = None, owner: object = None,
+                             guards: GuardSpec | None = None) -> CheckResult:
+        return await adrive(self.store, self.core.can_transition(
+            key, to, from_=from_, owner=owner, guards=guards))
+
+    async def claim(self, key: object, edge: str, *, holder: str | None = None,
+                    owner: object = None, guards: GuardSpec | None = None,
+                    returning: Iterable[str] | None = None) -> LeaseClaim:
+        return await adrive(self.store, self.core.claim(key, edge, holder=holder,
+                                                        owner=owner, guards=guards,
+                                                        returning=returning))
+
+    async def finalize(self, key: object, claim: LeaseClaim, *,
+                       payload: Mapping[str, Any] | None = None, owner: object = None,
+                       data: Any = None) -> TransitionResult:
+        result = await adrive(self.store, self.core.finalize(key, claim, payload=payload,
+                                                             owner=owner, data=data))
+        if self.publishers:  # no coroutine or call per write without one
+            await self._published(result.event)
+        return result
+
+    async def release(self, key: object, claim: LeaseClaim, *, error: str | None = None,
+                      ) -> ReleaseResult:
+        return await adrive(self.store, self.core.release(key, claim, error=error))
+
+    async def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
+                  holder: str | None = None, owner: object = None,
+                  payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
+                  data: Any = None, returning: Iterable[str] | None = None) -> RunResult:
+        accept_act_async(act)
+        result = await adrive(self.store, self.core.run(
+            key, edge, act, holder=holder, owner=owner, payload=payload, guards=guards,
+            data=data, returning=returning))
+        if self.publishers:  # no coroutine or call per write without one
+            await self._published(result.event)
+        return result
+
+    async def claim_finalization(self, key: object, holder: str, scope: str | None = None,
+                                 *, returning: Iterable[str] | None = None,
+                                 ) -> FinalizationClaimResult:
+        return await adrive(self.store, self.core.claim_finalization(
+            key, holder, scope, returning=returning))
+
+    async def release_finalization(self, key: object, holder: str,
+                                   scope: str | None = None) -> ReleaseResult:
+        return await adrive(self.store, self.core.release_finalization(key, holder, scope))
+
+    async def get(self, key: object) -> dict[str, Any] | None:
+        return await adrive(self.store, self.core.get(key))
+
+    async def state(self, key: object) -> str | None:
+        row = await self.get(key)
+        return None if row is None else self.core.state_of(row)
+
+    async def history(self, key: object) -> list[Event]:
+        return await adrive(self.store, self.core.history(key))
+
+    # -- the application door -----------------------------------------------------------
+
+    async def do(self, op: Op[R]) -> R:
+        """Run a core operation (``self.core.<op>(...)``) on this store: the seam an app
+        that composes its own operations builds on (docs/extending.md)."""
+        return await adrive(self.store, op)
+
+    @contextlib.asynccontextmanager
+    async def atomic(self, *, fence: Any = None) -> AsyncIterator[AsyncUnit]:
+        """A unit of work on this lifecycle's store (:mod:`rowstate.units`); with
+        ``fence=lease``, fenced by that lease at once."""
+        async with self.store.atomic(door=self) as tx:
+            if fence is not None:
+                await tx.fence(fence)
+            yield tx
+
+    async def create(self, key: object, *, state: str | None = None,
+                     **columns: Any) -> TransitionResult:
+        result = await adrive(self.store, self.core.create(key, state=state, columns=columns))
+        if self.publishers:
+            await self._published(result.event)
+        return result
+
+    async def ensure(self, key: object, *, state: str | None = None,
+                     **columns: Any) -> dict[str, Any]:
+        return await adrive(self.store, self.core.ensure(key, state=state, columns=columns))
+
+    async def enabled_edges(self, key: object, *,
+                            owner: object = None) -> tuple[EdgeCheck, ...]:
+        return await adrive(self.store, self.core.enabled_edges(key, owner=owner))
+
+    async def transition_many(self, to: str, *, keys: Iterable[object] | None = None,
+                              where: GuardSpec | None = None,
+                              from_: Iterable[str] | str | None = None, owner: object = None,
+                              guards: GuardSpec | None = None, data: Any = None,
+                              limit: int = 10_000) -> BulkResult:
+        result = await adrive(self.store, self.core.transition_many(
+            to, keys=keys, where=where, from_=from_, owner=owner, guards=guards, data=data,
+            limit=limit))
+        if self.publishers:
+            for event in result.events:
+                await self._published(event)
+        return result
+
+    async def find(self, *, state: str | Sequence[str] | None = None,
+                   where: GuardSpec | None = None,
+                   order_by: str | Sequence[str] | None = None,
+                   limit: int = 100) -> list[dict[str, Any]]:
+        return await adrive(self.store, self.core.find(state=state, where=where,
+                                                       order_by=order_by, limit=limit))
+
+    async def count(self, *, state: str | Sequence[str] | None = None,
+                    where: GuardSpec | None = None) -> int:
+        return await adrive(self.store, self.core.count(state=state, where=where))
+
+    async def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
+                       notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
+                       limit: int = 100, holder: str | None = None,
+                       now: datetime | None = None) -> FireReport:
+        return await adrive(self.store, self.core.fire_due(acts=acts, notify=notify,
+                                                           limit=limit, holder=holder, now=now))
