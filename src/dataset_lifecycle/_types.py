@@ -4,6 +4,11 @@ Results are plain dataclasses with the seed's fields in snake_case; a refusal is
 with a reason, never an exception (lost races are normal with competing consumers). Each
 result is truthy exactly when the thing it reports happened, so ``if not result:`` reads
 as the seed's ``if (!result.applied)``.
+
+The two API protocols at the end (``DatasetLifecycleApi`` and its ``Async`` twin) are kept
+by hand: they are declarations without logic, fifteen lines each, and
+``tests/dataset_lifecycle/test_dataset_mock.py`` checks that the two declare the same
+methods with the same parameters, so they cannot drift apart.
 """
 
 from __future__ import annotations

@@ -145,3 +145,19 @@ async def test_the_async_mock() -> None:
     await lifecycle.reset()
     assert await lifecycle.get_status(ID) is None
     await lifecycle.close()
+
+
+def test_the_two_api_protocols_declare_the_same_methods_alike() -> None:
+    """The protocols are the one twin kept by hand (``_types.py`` says why): the async one
+    has exactly the sync one's methods, each with the same parameters, as a coroutine."""
+    import inspect
+
+    def methods(protocol: type) -> dict[str, inspect.Signature]:
+        return {name: inspect.signature(getattr(protocol, name))
+                for name in dir(protocol) if not name.startswith("_")}
+
+    sync, async_ = methods(DatasetLifecycleApi), methods(AsyncDatasetLifecycleApi)
+    assert sync.keys() == async_.keys()
+    for name, signature in sync.items():
+        assert list(signature.parameters) == list(async_[name].parameters), name
+        assert inspect.iscoroutinefunction(getattr(AsyncDatasetLifecycleApi, name)), name

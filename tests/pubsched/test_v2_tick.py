@@ -22,7 +22,7 @@ from pubsched.view import week_show
 def deadline(pub: Pub) -> object:
     row = pub.runs.get(WEEK)
     assert row is not None
-    return pub.runs.core.d.parse_time(row["deadline_at"])
+    return pub.runs.core.dialect.parse_time(row["deadline_at"])
 
 
 def test_a_manual_week_past_its_deadline_gets_one_nudge_and_no_move(
@@ -44,14 +44,14 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
     crew(pub, ("ann", None), ("bob", None))
     row = weeks.ensure_week(pub, WEEK, now=NOW)
     weeks.set_autopilot(pub, WEEK, True)
-    opens = pub.runs.core.d.parse_time(row["opens_at"])
+    opens = pub.runs.core.dialect.parse_time(row["opens_at"])
     assert opens is not None
     assert not any(v.applied for v in tick(pub, opens - timedelta(seconds=1)))
     assert week_show(pub, WEEK)["state"] == DRAFT
     assert [v.message for v in tick(pub, opens) if v.applied] == [f"tick: {WEEK} open"]
     for t in ("ann@pub.test", "bob@pub.test"):
         submissions.submit(pub, WEEK, t, [s.id for s in weeks.shifts(pub, WEEK)], now=opens)
-    late = pub.runs.core.d.parse_time(pub.runs.get(WEEK)["generate_at"])  # type: ignore[index]
+    late = pub.runs.core.dialect.parse_time(pub.runs.get(WEEK)["generate_at"])  # type: ignore[index]
     assert late is not None
     # a tick that runs hours late: the close and the generate both fire, in order, once
     fired = [v.message for v in tick(pub, late + timedelta(hours=5)) if v.applied]

@@ -1,0 +1,157 @@
+"""The house rules of ``src/`` (docs/architecture.md), checked by reading the code.
+
+- **Imports run one way.** No module imports a module that imports it back, directly or
+  through others: not at the top, not inside a function, not under ``TYPE_CHECKING``.
+  Every ``import``/``from ... import`` statement anywhere in a file counts; ``from . import
+  x`` counts as importing the submodule ``x`` (the package itself is not re-entered), and
+  ``from pkg import Name`` as importing ``pkg``.
+- **Small files.** No file in ``src/`` is over :data:`MAX_LINES` lines.
+- **No twin kept by hand without its reason.** A module that defines both a class and its
+  ``Async`` twin (``X`` and ``AsyncX``) is either generated (its first lines say so) or
+  says at its top why it is kept by hand.
+
+The walker is tested too, on a made-up tree, so a broken walker cannot pass a broken
+house.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_LINES = 450
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` under ``root``."""
+    found: dict[str, Path] = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts:
+            found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that the file imports, wherever the statement sits."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            subs = {f"{target}.{a.name}" for a in node.names} & known.keys()
+            if subs:
+                out |= subs
+            names_left = [a for a in node.names if f"{target}.{a.name}" not in known]
+            if names_left and target in known:
+                out.add(target)
+    out.discard(name)
+    return out
+
+
+def circles(root: Path) -> list[list[str]]:
+    """Every strongly connected group of two or more modules (Tarjan), each sorted."""
+    known = module_names(root)
+    graph = {name: imports_of(name, path, known) for name, path in known.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_src_has_no_import_circle() -> None:
+    assert circles(SRC) == []
+
+
+def test_src_has_no_file_over_the_limit() -> None:
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def _twins(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    return sorted(c for c in classes if f"Async{c}" in classes)
+
+
+def test_no_twin_kept_by_hand_without_its_reason() -> None:
+    """A file defining ``X`` and ``AsyncX`` side by side says why at its top."""
+    unexplained = []
+    for path in sorted(SRC.rglob("*.py")):
+        if _twins(path):
+            head = "\n".join(path.read_text().splitlines()[:40]).lower()
+            if "generated" not in head and "by hand" not in head:
+                unexplained.append(str(path.relative_to(SRC)))
+    assert unexplained == []
+
+
+# -- the walker itself ----------------------------------------------------------------
+
+
+def _tree(tmp: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        target = tmp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return tmp
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    # a top-level circle
+    ({"p/__init__.py": "", "p/a.py": "from . import b\n", "p/b.py": "from .a import x\n"},
+     [["p.a", "p.b"]]),
+    # one hidden in a function
+    ({"p/__init__.py": "", "p/a.py": "import p.b\n",
+      "p/b.py": "def f():\n    from p import a\n"}, [["p.a", "p.b"]]),
+    # one hidden under TYPE_CHECKING, through a third module
+    ({"p/__init__.py": "", "p/a.py": "from .b import y\n", "p/b.py": "from .c import z\n",
+      "p/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import q\n"},
+     [["p.a", "p.b", "p.c"]]),
+    # a package re-exporting its submodules is not a circle...
+    ({"p/__init__.py": "from .a import x\n", "p/a.py": "from . import b\n", "p/b.py": ""}, []),
+    # ...but a submodule reaching back for a name the package defines is
+    ({"p/__init__.py": "from .a import x\nY = 1\n", "p/a.py": "from . import Y\n"},
+     [["p", "p.a"]]),
+])
+def test_the_walker_finds_circles_wherever_they_hide(
+        tmp_path: Path, files: dict[str, str], expected: list[list[str]]) -> None:
+    assert circles(_tree(tmp_path, files)) == expected
