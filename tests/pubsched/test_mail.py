@@ -9,12 +9,12 @@ from email.message import EmailMessage
 
 import pytest
 from icalendar import Calendar
-from mail_samples import ALICE, BOB, CAROL, NOW, OPERATOR, OWN, ROSTER, WEEK
-from smtp_server import SmtpTestServer
 
 from pubsched.compose import Outgoing, Recipient, compose_schedule
 from pubsched.mailconfig import MailSettings, load_mail_settings
 from pubsched.mailer import Delivery, LogMailer, Outcome, SmtpMailer, mailer_for
+from support.mail_samples import ALICE, BOB, CAROL, NOW, OPERATOR, OWN, ROSTER, WEEK
+from support.smtp_server import SmtpTestServer
 
 
 @pytest.fixture

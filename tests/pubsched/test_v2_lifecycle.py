@@ -11,13 +11,13 @@ from typing import Any
 
 import icalendar
 import pytest
-from pub_fixtures import NOW, OPERATOR, WEEK, crew, make_pub
-from smtp_server import SmtpTestServer
 
 from pubsched import submissions, tenders, v2, weeks
 from pubsched.app import BadInput, Pub
 from pubsched.machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
 from pubsched.view import week_show
+from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
+from support.smtp_server import SmtpTestServer
 
 
 def shift_ids(pub: Pub, week: str = WEEK) -> list[int]:

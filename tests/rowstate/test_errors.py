@@ -20,7 +20,6 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import rowstate
-from engine_fixtures import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
 from rowstate import (
     ActiveLease,
     ConnectionLostError,
@@ -32,6 +31,7 @@ from rowstate import (
     ValidationError,
 )
 from rowstate.compiler import Batch
+from support.engine import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
 
 # -- 7. typed errors -----------------------------------------------------------------------
 

@@ -10,9 +10,9 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from engine_fixtures import RUNS, TICKETS, Backend, Clock, as_dict, on
 from rowstate import ActiveLease, TimedEdge
 from rowstate.compiler import Batch
+from support.engine import RUNS, TICKETS, Backend, Clock, as_dict, on
 
 
 class Recorder:
