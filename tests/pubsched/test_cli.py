@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
@@ -97,8 +98,11 @@ def run(db_url: str, env: SmtpTestServer, capsys: pytest.CaptureFixture[str]) ->
 
 
 @pytest.fixture
-def sqlite_run(tmp_path: Path, env: SmtpTestServer, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """The CLI on a SQLite database, for what does not depend on the database at all."""
+def sqlite_run(tmp_path: Path, env: SmtpTestServer, capsys: pytest.CaptureFixture[str],
+               pub_sqlite_template: Path) -> Cli:
+    """The CLI on a SQLite database, for what does not depend on the database at all (a copy
+    of the migrated template: ``init`` has nothing to do)."""
+    shutil.copyfile(pub_sqlite_template, tmp_path / "usage.db")
     runner = Cli(f"sqlite:///{tmp_path}/usage.db", capsys)
     runner.ok("init")
     return runner

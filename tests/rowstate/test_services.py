@@ -327,3 +327,23 @@ def test_missing_service_fails_when_required(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 passed, 1 error" in proc.stdout
     assert "PostgreSQL unavailable" in proc.stdout
+
+
+def test_importing_the_root_conftest_imports_no_driver() -> None:
+    """The root conftest holds only the shared service fixtures; the drivers (psycopg,
+    nats-py) are imported by the fixtures that use them, so a run of service-free tests, or
+    a package conftest, pays for none of them."""
+    script = textwrap.dedent(
+        f"""\
+        import importlib.util, sys
+        sys.path.insert(0, {str(TESTS_DIR)!r})
+        path = {str(TESTS_DIR / "conftest.py")!r}
+        spec = importlib.util.spec_from_file_location("root_conftest", path)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("psycopg", "nats")))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
