@@ -5,7 +5,9 @@ Replaying every migration per test is what the tests of the migrations are about
 others it is set-up. So the session migrates one template of each kind and each test gets a
 copy: on PostgreSQL ``CREATE DATABASE ... TEMPLATE`` (files copied by the server, no SQL
 replayed; the template must have no open connection, and ``migrate`` closes its own), on
-SQLite a copy of the migrated file.
+SQLite a copy of the migrated file. The PostgreSQL clones are made one ahead and dropped
+after the test on worker threads (support.databases' ``Clones`` and ``Dropper``), so a test
+waits for neither.
 
 The fixtures are tests/pubsched/conftest.py's; these are the helpers behind them, and
 ``fresh_url`` for a test that needs an empty database of a kind it was given.
@@ -30,33 +32,35 @@ def sqlite_url(path: Path) -> str:
 def fresh_url(request: pytest.FixtureRequest, kind: str, tmp_path: Path,
               name: str = "pub") -> str:
     """A fresh, empty database: a SQLite file ``name`` in ``tmp_path``, or a PostgreSQL
-    database of its own (cloned from the session's empty template, dropped after the test)."""
+    database of its own (cloned from the session's empty template, dropped after the test;
+    fixture ``pub_pg_empty_clones``)."""
     if kind == "sqlite":
         return sqlite_url(tmp_path / f"{name}.db")
-    return _pg_clone(request, "pg_template", prefix="rs_")
+    return _pg_clone(request, "pub_pg_empty_clones")
 
 
 def cloned_url(request: pytest.FixtureRequest, kind: str, tmp_path: Path,
                name: str = "pub") -> str:
     """A database with every migration applied, copied from the session's template of
-    ``kind`` (fixtures ``pub_sqlite_template`` / ``pub_pg_template``)."""
+    ``kind`` (fixtures ``pub_sqlite_template`` / ``pub_pg_template`` through
+    ``pub_pg_clones``)."""
     if kind == "sqlite":
         path = tmp_path / f"{name}.db"
         shutil.copyfile(request.getfixturevalue("pub_sqlite_template"), path)
         return sqlite_url(path)
-    return _pg_clone(request, "pub_pg_template", prefix="rs_pub_")
+    return _pg_clone(request, "pub_pg_clones")
 
 
-def _pg_clone(request: pytest.FixtureRequest, template_fixture: str, prefix: str) -> str:
-    """A new database cloned from the template the session fixture names, dropped when the
-    test's fixtures are torn down."""
-    from support.databases import database_dsn, drop_database, make_database
+def _pg_clone(request: pytest.FixtureRequest, clones_fixture: str) -> str:
+    """A database of the session's pool of clones the fixture names, handed to the session's
+    dropper when the test's fixtures are torn down."""
+    from support.databases import Clones, Dropper, database_dsn
 
-    admin = str(request.getfixturevalue("pg_admin_dsn"))
-    template = str(request.getfixturevalue(template_fixture))
-    name = make_database(admin, template=template, prefix=prefix)
-    request.addfinalizer(lambda: drop_database(admin, name))
-    return database_dsn(admin, name)
+    clones: Clones = request.getfixturevalue(clones_fixture)
+    dropper: Dropper = request.getfixturevalue("pub_pg_dropper")
+    name = clones.take()
+    request.addfinalizer(lambda: dropper.drop(name))
+    return database_dsn(clones.admin_dsn, name)
 
 
 def migrated_sqlite_template(folder: Path) -> Path:
