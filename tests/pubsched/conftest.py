@@ -14,6 +14,7 @@ and a ``Pub`` wired to both (helpers in tests/support/pub_*.py).
                                  the tests of the migrations migrate from nothing themselves.
                                  Restrict the kinds with
                                  ``@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)``.
+  pg_db_url            function  a migrated PostgreSQL database (a clone), unparametrized
   smtp                 function  support.smtp_server.SmtpTestServer on loopback
   pub                  function  a ``Pub`` on ``db_url``, made the way the module's
                                  ``pub_setup(name)`` marker says: "v2" (the default:
@@ -81,6 +82,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.node.get_closest_marker("empty_db") is not None:
         return fresh_url(request, request.param, tmp_path)
     return cloned_url(request, request.param, tmp_path)
+
+
+@pytest.fixture
+def pg_db_url(request: pytest.FixtureRequest, tmp_path: Path, pub_pg_clones: Clones) -> str:
+    """A migrated PostgreSQL database (a clone), for a test about PostgreSQL only."""
+    return cloned_url(request, "postgres", tmp_path)
 
 
 @pytest.fixture

@@ -478,10 +478,9 @@ def at_once(pubs: list[Pub], call: Callable[[Pub], Any]) -> list[Any]:
 
 
 @pytest.fixture
-def instances(pg_dsn: str, smtp: SmtpTestServer) -> Iterator[list[Pub]]:
+def instances(pg_db_url: str, smtp: SmtpTestServer) -> Iterator[list[Pub]]:
     """Two app instances on one PostgreSQL database, each with its own store."""
-    migrate(pg_dsn)
-    pubs = [make_pub(pg_dsn, mail_settings(smtp)) for _ in range(2)]
+    pubs = [make_pub(pg_db_url, mail_settings(smtp)) for _ in range(2)]
     add_tenders(pubs[0])
     yield pubs
     for p in pubs:
