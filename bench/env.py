@@ -1,19 +1,17 @@
 """Where the benchmarks run: a fresh PostgreSQL database, a SQLite file, NATS.
 
-PostgreSQL and NATS are found or started with ``tests/services.py`` (the same rules as the
+PostgreSQL and NATS are found or started with ``tests/support/`` (the same rules as the
 test suite: ``$ROWSTATE_PG_DSN`` / ``$ROWSTATE_NATS_URL``, else the default local servers,
 else throwaway ones). The PostgreSQL database is created for this run and dropped at the end.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sqlite3
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import psycopg
@@ -23,18 +21,9 @@ from rowstate import AsyncPostgresStore, AsyncSQLiteStore, PostgresStore, SQLite
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load_services() -> ModuleType:
-    """``tests/services.py`` by path (it is a plain module, not part of a package)."""
-    path = ROOT / "tests" / "services.py"
-    spec = importlib.util.spec_from_file_location("rowstate_test_services", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-services = load_services()
+# the tests' helpers: ``tests/`` on sys.path makes their ``support`` package importable
+sys.path.insert(0, str(ROOT / "tests"))
+from support import databases, nats_server, pg_server, services  # noqa: E402
 
 
 class Env:
@@ -54,18 +43,18 @@ class Env:
     def start_postgres(self) -> str | None:
         """The DSN of a fresh database, or None (with the reason printed)."""
         try:
-            self.pg_server = services.acquire_postgres()
+            self.pg_server = pg_server.acquire_postgres()
         except services.ServiceUnavailable as exc:
             print(f"PostgreSQL unavailable: {exc}")
             return None
         self.pg_admin_dsn = self.pg_server.admin_dsn
-        self.pg_db = services.make_database(self.pg_admin_dsn, prefix="rs_bench_")
-        self.pg_dsn = services.database_dsn(self.pg_admin_dsn, self.pg_db)
+        self.pg_db = databases.make_database(self.pg_admin_dsn, prefix="rs_bench_")
+        self.pg_dsn = databases.database_dsn(self.pg_admin_dsn, self.pg_db)
         return self.pg_dsn
 
     def start_nats(self) -> str | None:
         try:
-            self.nats_server = services.acquire_nats()
+            self.nats_server = nats_server.acquire_nats()
         except services.ServiceUnavailable as exc:
             print(f"NATS JetStream unavailable: {exc}")
             return None
@@ -74,7 +63,7 @@ class Env:
 
     def close(self) -> None:
         if self.pg_db and self.pg_admin_dsn:
-            services.drop_database(self.pg_admin_dsn, self.pg_db)
+            databases.drop_database(self.pg_admin_dsn, self.pg_db)
             self.pg_db = None
         if self.pg_server is not None:
             self.pg_server.stop()  # only a throwaway cluster we started

@@ -1,30 +1,40 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-import services
+from support import services
+
+if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, not here
+    from support.nats_server import NatsServer
+    from support.pg_server import PostgresServer
 
 # ======================================================================================
-# >>> SERVICE FIXTURES (real PostgreSQL / NATS JetStream) -- logic in tests/services.py
+# >>> SERVICE FIXTURES (real PostgreSQL / NATS JetStream) -- logic in tests/support/
 #
-#   postgres_server  session   services.PostgresServer (found, or a throwaway we started)
+#   postgres_server  session   support.pg_server.PostgresServer (found, or a throwaway we started)
 #   pg_admin_dsn     session   str: admin DSN of that server (superuser / CREATEDB role)
 #   pg_template      session   str: NAME of this session's (empty) template database
 #   pg_dsn           function  str: DSN of a fresh database rs_<uuidhex> cloned from
 #                              pg_template, dropped (WITH (FORCE)) after the test
-#   nats_server      session   services.NatsServer
+#   nats_server      session   support.nats_server.NatsServer
 #   nats_url         session   str: nats://... with JetStream enabled
+#
+# Only these shared service fixtures live here; each test package's own fixtures are in its
+# conftest.py (tests/rowstate/, tests/dataset_lifecycle/, tests/pubsched/), and the helpers
+# they share are the `support` package (tests/ is on sys.path through pyproject's
+# `pythonpath`). Importing this file imports no database driver: the fixtures import
+# support.pg_server / support.databases (psycopg) and support.nats_server when first used.
 #
 # No service -> the test is SKIPPED with the reason; ROWSTATE_REQUIRE_SERVICES=1 turns that
 # into a failure. Tests using these fixtures get the `postgres` / `nats` marker
 # automatically, so `-m "not postgres and not nats"` runs the service-free tests only.
 #
-# To put a schema into every test database, override/extend `pg_template` (connect to the
-# template, migrate, CLOSE the connection: PostgreSQL refuses to clone a template that has
-# connections).
+# To put a schema into every test database, clone a template of your own made from
+# `pg_template` (connect to it, migrate, CLOSE the connection: PostgreSQL refuses to clone a
+# template that has connections), as tests/pubsched/conftest.py does.
 #
 # The two hooks below are registered under private names (`specname=`), so a
 # `pytest_collection_modifyitems` / `pytest_terminal_summary` appended later does not
@@ -55,9 +65,11 @@ def _unavailable(service: str, reason: str) -> NoReturn:
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator[services.PostgresServer]:
+def postgres_server() -> Iterator[PostgresServer]:
+    from support.pg_server import acquire_postgres
+
     try:
-        server = services.acquire_postgres()
+        server = acquire_postgres()
     except services.ServiceUnavailable as exc:
         _unavailable("PostgreSQL", str(exc))
     try:
@@ -67,32 +79,35 @@ def postgres_server() -> Iterator[services.PostgresServer]:
 
 
 @pytest.fixture(scope="session")
-def pg_admin_dsn(postgres_server: services.PostgresServer) -> str:
+def pg_admin_dsn(postgres_server: PostgresServer) -> str:
     return postgres_server.admin_dsn
 
 
 @pytest.fixture(scope="session")
 def pg_template(pg_admin_dsn: str) -> Iterator[str]:
-    name = services.make_database(pg_admin_dsn, template="template0", prefix="rs_tpl_")
+    from support.databases import drop_database, make_database
+
+    name = make_database(pg_admin_dsn, template="template0", prefix="rs_tpl_")
     try:
         yield name
     finally:
-        services.drop_database(pg_admin_dsn, name)
+        drop_database(pg_admin_dsn, name)
 
 
 @pytest.fixture
 def pg_dsn(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    name = services.make_database(pg_admin_dsn, template=pg_template)
-    try:
-        yield services.database_dsn(pg_admin_dsn, name)
-    finally:
-        services.drop_database(pg_admin_dsn, name)
+    from support.databases import cloned_database
+
+    with cloned_database(pg_admin_dsn, pg_template) as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="session")
-def nats_server() -> Iterator[services.NatsServer]:
+def nats_server() -> Iterator[NatsServer]:
+    from support.nats_server import acquire_nats
+
     try:
-        server = services.acquire_nats()
+        server = acquire_nats()
     except services.ServiceUnavailable as exc:
         _unavailable("NATS JetStream", str(exc))
     try:
@@ -102,7 +117,7 @@ def nats_server() -> Iterator[services.NatsServer]:
 
 
 @pytest.fixture(scope="session")
-def nats_url(nats_server: services.NatsServer) -> str:
+def nats_url(nats_server: NatsServer) -> str:
     return nats_server.url
 
 
@@ -125,98 +140,3 @@ def pytest_rowstate_services_summary(terminalreporter: pytest.TerminalReporter) 
         terminalreporter.write_line(
             f"(set {services.REQUIRE_SERVICES_ENV}=1 to make a missing service a failure)"
         )
-
-
-# <<< END OF SERVICE FIXTURES -- project fixtures go below this line
-# ======================================================================================
-
-
-# ======================================================================================
-# >>> ENGINE FIXTURES (helpers in tests/engine_fixtures.py)
-#
-#   engine_pg_database  session   str: DSN of one database for this session's engine tests
-#   engine_pg_schema    function  str: conninfo of a FRESH SCHEMA in it (search_path set),
-#                                 dropped after the test: a schema costs milliseconds where a
-#                                 CREATE DATABASE per test costs ~0.4 s, and the engine tests
-#                                 run ~150 PostgreSQL cases
-#   backend             function  engine_fixtures.Backend, parametrized over
-#                                 {sqlite, postgres} x {sync, async}; every store it opened is
-#                                 closed at teardown
-# ======================================================================================
-
-import uuid  # noqa: E402
-
-import psycopg  # noqa: E402
-from psycopg import sql as pg_sql  # noqa: E402
-from psycopg.conninfo import make_conninfo  # noqa: E402
-
-import engine_fixtures  # noqa: E402
-import race_helpers  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def engine_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    name = services.make_database(pg_admin_dsn, template=pg_template, prefix="rs_engine_")
-    try:
-        yield services.database_dsn(pg_admin_dsn, name)
-    finally:
-        services.drop_database(pg_admin_dsn, name)
-
-
-@pytest.fixture
-def engine_pg_schema(engine_pg_database: str) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex[:20]}"  # plain lowercase: no quoting in search_path
-    schema = pg_sql.Identifier(name)
-    with psycopg.connect(engine_pg_database, autocommit=True) as conn:
-        conn.execute(pg_sql.SQL("CREATE SCHEMA {}").format(schema))
-    try:
-        yield make_conninfo(engine_pg_database, options=f"-c search_path={name}")
-    finally:
-        with psycopg.connect(engine_pg_database, autocommit=True) as conn:
-            conn.execute(pg_sql.SQL("DROP SCHEMA {} CASCADE").format(schema))
-
-
-@pytest.fixture(params=engine_fixtures.backend_params())
-def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[engine_fixtures.Backend]:
-    db, mode = request.param
-    if db == "postgres":
-        where = request.getfixturevalue("engine_pg_schema")
-    else:
-        where = f"{tmp_path}/engine.db"
-    made = engine_fixtures.Backend(db, mode, where)
-    try:
-        yield made
-    finally:
-        made.close()
-
-
-# -- shared by several modules -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def ds_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    """One PostgreSQL database per dataset_lifecycle test module (a schema per test)."""
-    from dataset_fixtures import session_database
-
-    with session_database(pg_admin_dsn, pg_template) as dsn:
-        yield dsn
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
-    """The races' and crashes' database: a SQLite file (WAL) or a fresh PostgreSQL one."""
-    if request.param == "sqlite":
-        return race_helpers.sqlite_url(f"{tmp_path}/race.db")
-    return str(request.getfixturevalue("pg_dsn"))
-
-
-@pytest.fixture
-def children() -> Iterator[list[race_helpers.Child]]:
-    """Worker processes of a test; whatever is left is killed (by pid) and reaped."""
-    started: list[race_helpers.Child] = []
-    try:
-        yield started
-    finally:
-        for child in started:
-            child.kill()
-

@@ -7,6 +7,6 @@
 * :mod:`chaos.oracle`: checks a history property by property (it is pure: it reads data);
 * :mod:`chaos.model`: the in-memory model of the machine for the hypothesis state machine.
 
-``tests/`` has no ``__init__.py`` (pytest puts it on ``sys.path``), so this package imports as
+``tests/`` is on ``sys.path`` (pyproject's pytest ``pythonpath``), so this package imports as
 ``chaos``; the worker processes get ``tests/`` on ``PYTHONPATH`` from the harness.
 """

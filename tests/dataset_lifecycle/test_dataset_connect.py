@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-import services
 from dataset_lifecycle import (
     ENV_DSN,
     AsyncDatasetLifecycleClient,
@@ -16,8 +15,8 @@ from dataset_lifecycle import (
     ValidationError,
     create_persistence_adapter,
 )
-from rowstate import StoreError, connect, connect_async
-from rowstate.compiler import Batch
+from rowstate import Batch, StoreError, connect, connect_async
+from support import databases
 
 Client = DatasetLifecycleClient | AsyncDatasetLifecycleClient
 
@@ -31,7 +30,7 @@ def _client(twin: str) -> Client:
 def test_init_on_a_missing_database_fails_at_once_with_the_cause(
         pg_admin_dsn: str, twin: str, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not a 30 s pool timeout saying "couldn't get a connection" on the first call."""
-    missing = services.database_dsn(pg_admin_dsn, f"rs_missing_{uuid.uuid4().hex}")
+    missing = databases.database_dsn(pg_admin_dsn, f"rs_missing_{uuid.uuid4().hex}")
     lc = _client(twin)
     started = time.monotonic()
     with pytest.raises(StoreError, match="does not exist") as info:

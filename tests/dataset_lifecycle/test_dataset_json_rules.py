@@ -24,13 +24,13 @@ from psycopg import sql as pg_sql
 from psycopg.types.json import Jsonb
 
 import rowstate
-from dataset_fixtures import ID, Env, drop_pg_schema, env_params, new_pg_schema
 from dataset_lifecycle import (
     AsyncDatasetLifecycleClient,
     DatasetLifecycleClient,
     ValidationError,
 )
 from dataset_lifecycle._rules import block_reasons, refused
+from support.dataset import ID, Env, drop_pg_schema, env_params, new_pg_schema
 
 GUARDS = {"__DR.isJobRunning": [None, False]}
 SQL_NULL: Any = object()

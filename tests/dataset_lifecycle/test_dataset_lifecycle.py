@@ -1,4 +1,4 @@
-"""The seed's behaviour, on every persistence path x {sync, async} (see dataset_fixtures).
+"""The seed's behaviour, on every persistence path x {sync, async} (see support.dataset).
 
 Each test is one example or table of seeds/dataset-lifecycle.md: CAS transitions owned by a
 job, the claim-scoping arrival table, "complete wins", the TTL self-heal, the reservation and
@@ -15,16 +15,6 @@ from typing import Any
 
 import pytest
 
-from dataset_fixtures import (
-    ID,
-    AsyncEvents,
-    Clock,
-    Env,
-    Events,
-    drop_pg_schema,
-    env_params,
-    new_pg_schema,
-)
 from dataset_lifecycle import (
     DEFAULT_LOAD_GUARDS,
     STATUSES,
@@ -33,6 +23,16 @@ from dataset_lifecycle import (
     InvalidTransitionError,
     TransitionResult,
     ValidationError,
+)
+from support.dataset import (
+    ID,
+    AsyncEvents,
+    Clock,
+    Env,
+    Events,
+    drop_pg_schema,
+    env_params,
+    new_pg_schema,
 )
 
 RESERVATION = "__DR.isJobRunning"

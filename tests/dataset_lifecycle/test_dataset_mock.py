@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from dataset_fixtures import Clock
 from dataset_lifecycle import (
     DEFAULT_LOAD_GUARDS,
     AsyncDatasetLifecycleApi,
@@ -22,6 +21,7 @@ from dataset_lifecycle.testing import (
     MockDatasetLifecycle,
     TransitionCall,
 )
+from support.dataset import Clock
 
 ID = {"userId": "user-1", "datasetId": "ds-1"}
 API = [name for name in dir(DatasetLifecycleApi) if not name.startswith("_")]

@@ -16,17 +16,6 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from dataset_fixtures import (
-    EXTRA,
-    ID,
-    PAYLOAD,
-    AsyncDictAdapter,
-    Clock,
-    DictAdapter,
-    Env,
-    drop_pg_schema,
-    new_pg_schema,
-)
 from dataset_lifecycle import (
     ENV_DSN,
     MIGRATION_SQL,
@@ -40,6 +29,17 @@ from dataset_lifecycle import (
     schema_sql,
 )
 from rowstate import RowstateError
+from support.dataset import (
+    EXTRA,
+    ID,
+    PAYLOAD,
+    AsyncDictAdapter,
+    Clock,
+    DictAdapter,
+    Env,
+    drop_pg_schema,
+    new_pg_schema,
+)
 
 BOGUS_DSN = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
 

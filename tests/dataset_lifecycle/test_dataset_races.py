@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from dataset_fixtures import Env, drop_pg_schema, new_pg_schema
 from dataset_lifecycle import STATUSES, AsyncDatasetLifecycleClient
+from support.dataset import Env, drop_pg_schema, new_pg_schema
 
 THREADS = 16
 ROUNDS = 3

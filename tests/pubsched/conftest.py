@@ -1,6 +1,117 @@
-"""The pubsched fixtures (tests/pubsched/pub_fixtures.py): a migrated database on SQLite and
-PostgreSQL, a real SMTP server on loopback, and a Pub wired to both."""
+"""The pubsched tests' fixtures: a database of each kind, a real SMTP server on loopback,
+and a ``Pub`` wired to both (helpers in tests/support/pub_*.py).
 
-from pub_fixtures import db_url, pub, smtp
+  pub_sqlite_template  session   Path: a SQLite file with every migration applied
+  pub_pg_template      session   str: NAME of a PostgreSQL database with every migration
+                                 applied and no connection open, cloned per test
+  pub_pg_clones        session   support.databases.Clones of pub_pg_template, one made ahead
+  pub_pg_empty_clones  session   the same of the root's empty pg_template (``empty_db``)
+  pub_pg_dropper       session   support.databases.Dropper: drops the tests' PostgreSQL
+                                 databases off the tests' path (all gone at session end)
+  db_url               function  a migrated database, parametrized over {sqlite, postgres}:
+                                 a copy of the session's template of that kind. A test (or
+                                 module) marked ``empty_db`` gets a fresh, empty one instead:
+                                 the tests of the migrations migrate from nothing themselves.
+                                 Restrict the kinds with
+                                 ``@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)``.
+  pg_db_url            function  a migrated PostgreSQL database (a clone), unparametrized
+  smtp                 function  support.smtp_server.SmtpTestServer on loopback
+  pub                  function  a ``Pub`` on ``db_url``, made the way the module's
+                                 ``pub_setup(name)`` marker says: "v2" (the default:
+                                 support.pub_v2, flag on, mail to ``smtp``), "engines"
+                                 (support.pub_engines: flag as migrated, four tenders, mail to
+                                 ``smtp``) or "web" (support.pub_web: signed links, three
+                                 tenders, flag on, no mail)
+"""
 
-__all__ = ["db_url", "pub", "smtp"]
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pubsched.engines.flags import set_v2
+from pubsched.pub import Pub
+from support import pub_engines, pub_v2, pub_web
+from support.databases import Clones, Dropper
+from support.pub_db import cloned_url, fresh_url, migrated_pg_template, migrated_sqlite_template
+from support.smtp_server import SmtpTestServer
+
+
+@pytest.fixture(scope="session")
+def pub_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return migrated_sqlite_template(tmp_path_factory.mktemp("pub_template"))
+
+
+@pytest.fixture(scope="session")
+def pub_pg_template(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
+    with migrated_pg_template(pg_admin_dsn, pg_template) as name:
+        yield name
+
+
+@pytest.fixture(scope="session")
+def pub_pg_clones(pg_admin_dsn: str, pub_pg_template: str) -> Iterator[Clones]:
+    clones = Clones(pg_admin_dsn, pub_pg_template, prefix="rs_pub_")
+    try:
+        yield clones
+    finally:
+        clones.close()
+
+
+@pytest.fixture(scope="session")
+def pub_pg_empty_clones(pg_admin_dsn: str, pg_template: str) -> Iterator[Clones]:
+    clones = Clones(pg_admin_dsn, pg_template, prefix="rs_")
+    try:
+        yield clones
+    finally:
+        clones.close()
+
+
+@pytest.fixture(scope="session")
+def pub_pg_dropper(pg_admin_dsn: str) -> Iterator[Dropper]:
+    dropper = Dropper(pg_admin_dsn)
+    try:
+        yield dropper
+    finally:
+        dropper.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.node.get_closest_marker("empty_db") is not None:
+        return fresh_url(request, request.param, tmp_path)
+    return cloned_url(request, request.param, tmp_path)
+
+
+@pytest.fixture
+def pg_db_url(request: pytest.FixtureRequest, tmp_path: Path, pub_pg_clones: Clones) -> str:
+    """A migrated PostgreSQL database (a clone), for a test about PostgreSQL only."""
+    return cloned_url(request, "postgres", tmp_path)
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpTestServer]:
+    with SmtpTestServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pub(request: pytest.FixtureRequest, db_url: str) -> Iterator[Pub]:
+    marker = request.node.get_closest_marker("pub_setup")
+    setup = marker.args[0] if marker is not None else "v2"
+    if setup == "web":
+        made = pub_web.make_pub(db_url)
+    elif setup == "engines":
+        smtp = request.getfixturevalue("smtp")
+        made = pub_engines.make_pub(db_url, pub_engines.mail_settings(smtp))
+        pub_engines.add_tenders(made)
+    elif setup == "v2":
+        made = pub_v2.make_pub(db_url, request.getfixturevalue("smtp"))
+        set_v2(made, True, now=pub_v2.NOW)
+    else:
+        raise pytest.UsageError(f"unknown pub_setup {setup!r}: v2, engines or web")
+    try:
+        yield made
+    finally:
+        made.close()

@@ -25,14 +25,14 @@ from typing import Any
 import pytest
 import uvicorn
 from icalendar import Calendar
-from smtp_server import SmtpTestServer
-from web_helpers import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
 
 from pubsched import tenders
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
+from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
+from support.smtp_server import SmtpTestServer
 
 CHROMIUM = os.environ.get("PUBSCHED_CHROMIUM", "/usr/bin/chromium")
 REQUIRE = os.environ.get("PUBSCHED_REQUIRE_BROWSER") == "1"

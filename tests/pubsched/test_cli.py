@@ -2,7 +2,7 @@
 on a real PostgreSQL, invoked in-process through ``main(argv)`` (exit codes via
 SystemExit), plus a few runs of the installed ``pubsched`` console script.
 
-Sends go to the real SMTP test server on loopback (tests/pubsched/smtp_server.py). What
+Sends go to the real SMTP test server on loopback (tests/support/smtp_server.py). What
 "nothing written" means is checked by comparing every table of the database before and
 after the command.
 """
@@ -12,25 +12,21 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import types
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql as pg_sql
-from smtp_server import SmtpTestServer
 
-import services
 from pubsched import cli, links, tenders
 from pubsched import db as pubdb
 from pubsched.pub import Config, Pub
+from support.smtp_server import SmtpTestServer
 
 WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York time
 NEXT = "2026-12-14"
@@ -53,51 +49,17 @@ class Ran:
         return json.loads(self.out)
 
 
-@pytest.fixture(scope="module")
-def cli_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    """One PostgreSQL database for this module; each test gets a schema of its own in it
-    (milliseconds, where a database per test costs seconds to drop)."""
-    name = services.make_database(pg_admin_dsn, template=pg_template, prefix="rs_cli_")
-    try:
-        yield services.database_dsn(pg_admin_dsn, name)
-    finally:
-        services.drop_database(pg_admin_dsn, name)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database: a SQLite file, or a fresh schema of a real PostgreSQL
-    (its URL carries the search_path, so every connection the CLI opens lands in it)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/pubsched.db"
-        return
-    database = str(request.getfixturevalue("cli_pg_database"))
-    schema = f"cli_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(pg_sql.SQL("CREATE SCHEMA {}").format(pg_sql.Identifier(schema)))
-    joiner = "&" if "?" in database else "?"
-    yield f"{database}{joiner}options=-csearch_path%3D{schema}"
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute(pg_sql.SQL("DROP SCHEMA {} CASCADE").format(pg_sql.Identifier(schema)))
-
-
 @pytest.fixture
-def smtp_server() -> Iterator[SmtpTestServer]:
-    with SmtpTestServer() as server:
-        yield server
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, smtp_server: SmtpTestServer) -> SmtpTestServer:
+def env(monkeypatch: pytest.MonkeyPatch, smtp: SmtpTestServer) -> SmtpTestServer:
     """The process environment the CLI reads: the test SMTP server, nothing else of ours."""
     for name in list(os.environ):
         if name.startswith("PUBSCHED_"):
             monkeypatch.delenv(name)
-    for name, value in smtp_server.env(PUBSCHED_MAIL_FROM="schedule@pub.example",
-                                       PUBSCHED_OPERATOR_EMAIL=OPERATOR,
-                                       PUBSCHED_SMTP_TIMEOUT="5").items():
+    for name, value in smtp.env(PUBSCHED_MAIL_FROM="schedule@pub.example",
+                                PUBSCHED_OPERATOR_EMAIL=OPERATOR,
+                                PUBSCHED_SMTP_TIMEOUT="5").items():
         monkeypatch.setenv(name, value)
-    return smtp_server
+    return smtp
 
 
 class Cli:
@@ -129,15 +91,18 @@ class Cli:
 
 @pytest.fixture
 def run(db_url: str, env: SmtpTestServer, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """The CLI on an initialised, empty database."""
+    """The CLI on an initialised, empty database (a migrated one: ``init`` has nothing to do)."""
     runner = Cli(db_url, capsys)
     runner.ok("init")
     return runner
 
 
 @pytest.fixture
-def sqlite_run(tmp_path: Path, env: SmtpTestServer, capsys: pytest.CaptureFixture[str]) -> Cli:
-    """The CLI on a SQLite database, for what does not depend on the database at all."""
+def sqlite_run(tmp_path: Path, env: SmtpTestServer, capsys: pytest.CaptureFixture[str],
+               pub_sqlite_template: Path) -> Cli:
+    """The CLI on a SQLite database, for what does not depend on the database at all (a copy
+    of the migrated template: ``init`` has nothing to do)."""
+    shutil.copyfile(pub_sqlite_template, tmp_path / "usage.db")
     runner = Cli(f"sqlite:///{tmp_path}/usage.db", capsys)
     runner.ok("init")
     return runner
@@ -188,6 +153,7 @@ def to_approved(run: Cli, *, v2: bool = True) -> list[str]:
 # -- init and the database -----------------------------------------------------------------
 
 
+@pytest.mark.empty_db
 def test_init_creates_the_schema_and_is_idempotent(db_url: str, env: SmtpTestServer,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     run = Cli(db_url, capsys)

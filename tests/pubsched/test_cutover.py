@@ -3,21 +3,7 @@ after the other's, on SQLite and on a real PostgreSQL, with mail to a loopback S
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from pub_setup import (
-    EMAILS,
-    NEXT,
-    WEEK,
-    accepted_by_recipient,
-    add_tenders,
-    mail_settings,
-    make_pub,
-    moment,
-    row,
-)
-from smtp_server import SmtpTestServer
 
 from pubsched.engines import actions, legacy, v2
 from pubsched.engines.cutover import cutover_check, flip
@@ -26,14 +12,17 @@ from pubsched.pub import Pub
 from pubsched.submissions import submit
 from pubsched.view import state_of
 from pubsched.weeks import ensure_week, shifts
+from support.pub_engines import (
+    EMAILS,
+    NEXT,
+    WEEK,
+    accepted_by_recipient,
+    moment,
+    row,
+)
+from support.smtp_server import SmtpTestServer
 
-
-@pytest.fixture
-def pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
-    p = make_pub(db_url, mail_settings(smtp))
-    add_tenders(p)
-    yield p
-    p.close()
+pytestmark = pytest.mark.pub_setup("engines")
 
 
 def everyone_submits(pub: Pub, week: str) -> None:

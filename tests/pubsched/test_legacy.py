@@ -13,20 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pub_setup import (
-    AFTER,
-    EMAILS,
-    NEXT,
-    WEEK,
-    accepted_by_recipient,
-    add_tenders,
-    fresh_url,
-    mail_settings,
-    make_pub,
-    moment,
-    row,
-)
-from smtp_server import SmtpTestServer
 
 import rowstate
 from pubsched.db.migrate import migrate
@@ -36,17 +22,26 @@ from pubsched.pub import BadInput, Pub, Verdict
 from pubsched.submissions import submit
 from pubsched.weeks import ensure_week, shifts
 from pubsched.weektime import shifts_for_week
+from support.pub_db import fresh_url
+from support.pub_engines import (
+    AFTER,
+    EMAILS,
+    NEXT,
+    WEEK,
+    accepted_by_recipient,
+    add_tenders,
+    mail_settings,
+    make_pub,
+    moment,
+    row,
+)
+from support.smtp_server import SmtpTestServer
 
 KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 
-@pytest.fixture
-def pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
-    p = make_pub(db_url, mail_settings(smtp))
-    add_tenders(p)
-    yield p
-    p.close()
+pytestmark = pytest.mark.pub_setup("engines")
 
 
 def everyone_submits(pub: Pub, week: str, at: datetime) -> None:
@@ -483,10 +478,9 @@ def at_once(pubs: list[Pub], call: Callable[[Pub], Any]) -> list[Any]:
 
 
 @pytest.fixture
-def instances(pg_dsn: str, smtp: SmtpTestServer) -> Iterator[list[Pub]]:
+def instances(pg_db_url: str, smtp: SmtpTestServer) -> Iterator[list[Pub]]:
     """Two app instances on one PostgreSQL database, each with its own store."""
-    migrate(pg_dsn)
-    pubs = [make_pub(pg_dsn, mail_settings(smtp)) for _ in range(2)]
+    pubs = [make_pub(pg_db_url, mail_settings(smtp)) for _ in range(2)]
     add_tenders(pubs[0])
     yield pubs
     for p in pubs:

@@ -9,12 +9,12 @@ from email.message import EmailMessage
 
 import pytest
 from icalendar import Calendar
-from mail_samples import ALICE, BOB, CAROL, NOW, OPERATOR, OWN, ROSTER, WEEK
-from smtp_server import SmtpTestServer
 
 from pubsched.mail.compose import Outgoing, Recipient, compose_schedule
 from pubsched.mail.mailer import Delivery, LogMailer, Outcome, SmtpMailer, mailer_for
 from pubsched.mail.settings import MailSettings, load_mail_settings
+from support.mail_samples import ALICE, BOB, CAROL, NOW, OPERATOR, OWN, ROSTER, WEEK
+from support.smtp_server import SmtpTestServer
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from email.message import EmailMessage
 
 import pytest
 from icalendar import Calendar
-from mail_samples import ALICE, BOB, FRI, NOW, OPERATOR, OWN, ROSTER, SAT, THU, TZ, WEEK
 
 from pubsched.mail.compose import (
     Nudge,
@@ -22,6 +21,7 @@ from pubsched.mail.compose import (
 )
 from pubsched.mail.settings import MailSettings
 from pubsched.shiftcal import shift_uid
+from support.mail_samples import ALICE, BOB, FRI, NOW, OPERATOR, OWN, ROSTER, SAT, THU, TZ, WEEK
 
 SETTINGS = MailSettings(mail_from="pub@example.com", operator_email=OPERATOR)
 REHEARSAL = replace(SETTINGS, rehearsal=True)

@@ -31,12 +31,7 @@ ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037"]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty database: a SQLite file, or a PostgreSQL database of its own."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/pubsched.db"
-    return str(request.getfixturevalue("pg_dsn"))
+pytestmark = pytest.mark.empty_db  # db_url is empty: these tests migrate it
 
 
 @pytest.fixture

@@ -11,14 +11,14 @@ from typing import Any
 
 import icalendar
 import pytest
-from pub_fixtures import NOW, OPERATOR, WEEK, crew, make_pub
-from smtp_server import SmtpTestServer
 
 from pubsched import submissions, tenders, weeks
 from pubsched.engines import v2
 from pubsched.machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
 from pubsched.pub import BadInput, Pub
 from pubsched.view import week_show
+from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
+from support.smtp_server import SmtpTestServer
 
 
 def shift_ids(pub: Pub, week: str = WEEK) -> list[int]:

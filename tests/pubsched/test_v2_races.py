@@ -18,21 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pub_fixtures import NOW, WEEK, crew, make_pub
-from smtp_server import SmtpTestServer
 
 import rowstate
 from pubsched import generate, submissions, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.view import week_show
+from support.pub_v2 import NOW, WEEK, crew, make_pub
+from support.smtp_server import SmtpTestServer
 
 HERE = Path(__file__).resolve().parent
 SEND_IN_A_CHILD = """
 import json, sys
-sys.path[:0] = [{here!r}, {tests!r}]
+sys.path[:0] = [{tests!r}]
 from datetime import datetime
-from pub_fixtures import NOW, WEEK
+from support.pub_v2 import NOW, WEEK
 from pubsched.engines import v2
 from pubsched.pub import Config, Pub
 from pubsched.db import open_store
@@ -50,7 +50,7 @@ def _child(url: str, smtp: SmtpTestServer, holder: str) -> subprocess.Popen[str]
     env = {**os.environ, **smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test",
                                     PUBSCHED_OPERATOR_EMAIL="boss@pub.test",
                                     PUBSCHED_SMTP_TIMEOUT="30")}
-    script = SEND_IN_A_CHILD.format(here=str(HERE), tests=str(HERE.parent))
+    script = SEND_IN_A_CHILD.format(tests=str(HERE.parent))  # the support helpers
     return subprocess.Popen([sys.executable, "-c", script, url, holder], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

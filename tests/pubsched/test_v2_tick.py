@@ -8,15 +8,14 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from pub_fixtures import NOW, OPERATOR, WEEK, crew, make_pub
-from smtp_server import SmtpTestServer
-
 from pubsched import submissions, weeks
 from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
 from pubsched.pub import Pub
 from pubsched.tick import tick
 from pubsched.view import week_show
+from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
+from support.smtp_server import SmtpTestServer
 
 
 def deadline(pub: Pub) -> object:

@@ -10,9 +10,17 @@ from pathlib import Path
 
 import pytest
 from icalendar import Calendar
-from smtp_server import SmtpTestServer
 from starlette.testclient import TestClient
-from web_helpers import (
+
+from pubsched import links, tenders, weeks
+from pubsched.engines import flags, v2
+from pubsched.mail.settings import load_mail_settings
+from pubsched.pub import Pub
+from pubsched.view import week_show
+from pubsched.web.app import create_app
+from pubsched.web.auth import LoginThrottle
+from pubsched.web.buttons import fingerprint
+from support.pub_web import (
     NOW,
     PASSWORD,
     WEEK,
@@ -24,33 +32,15 @@ from web_helpers import (
     seen,
     web_settings,
 )
-
-from pubsched import links, tenders, weeks
-from pubsched.engines import flags, v2
-from pubsched.mail.settings import load_mail_settings
-from pubsched.pub import Pub
-from pubsched.view import week_show
-from pubsched.web.app import create_app
-from pubsched.web.auth import LoginThrottle
-from pubsched.web.buttons import fingerprint
+from support.smtp_server import SmtpTestServer
 
 EVIL = "https://evil.example"
 # the login, cookie and header tests do not read the database in any way that differs
 # between the two: SQLite only, to keep the suite quick
-sqlite_only = pytest.mark.parametrize("pub", ["sqlite"], indirect=True)
+sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def pub(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pub]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/web.db"
-    else:
-        url = str(request.getfixturevalue("pg_dsn"))
-    made = make_pub(url)
-    try:
-        yield made
-    finally:
-        made.close()
+pytestmark = pytest.mark.pub_setup("web")
 
 
 @pytest.fixture

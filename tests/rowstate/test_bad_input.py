@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
-import race_helpers as rh
 import rowstate
-import services
-import strategies as S
 from rowstate import InvalidTransitionError, Lifecycle, ValidationError
 from rowstate.dialects import canonical_time
+from support import databases
+from support import races as rh
+from support import strategies as S
 
 TABLES = (S.FUZZ.table, "fuzz_events")
 FUZZ_SETTINGS = settings(
@@ -86,9 +86,9 @@ def target(request: pytest.FixtureRequest,
         url = rh.sqlite_url(Path(tmp_path_factory.mktemp("bad_input")) / "fuzz.db")
     else:
         admin = request.getfixturevalue("pg_admin_dsn")
-        name = services.make_database(admin, template=request.getfixturevalue("pg_template"))
-        url = services.database_dsn(admin, name)
-        dropped = lambda: services.drop_database(admin, name)  # noqa: E731
+        name = databases.make_database(admin, template=request.getfixturevalue("pg_template"))
+        url = databases.database_dsn(admin, name)
+        dropped = lambda: databases.drop_database(admin, name)  # noqa: E731
     store = rowstate.connect(url)
     try:
         lc = Lifecycle(store, S.FUZZ)

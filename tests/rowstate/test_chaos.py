@@ -41,7 +41,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import services
 from chaos import harness
 from chaos.machine import (
     BINDING,
@@ -66,6 +65,7 @@ from rowstate import (
     SQLiteStore,
     ValidationError,
 )
+from support import databases
 
 # -- the summary lines -----------------------------------------------------------------
 
@@ -102,11 +102,11 @@ def _env_int(name: str, default: int) -> int:
 @pytest.fixture(scope="module")
 def chaos_dsn(pg_admin_dsn: str) -> Iterator[str]:
     """One database for the module's chaos runs (histories use disjoint groups of rows)."""
-    name = services.make_database(pg_admin_dsn, prefix="rs_chaos_")
+    name = databases.make_database(pg_admin_dsn, prefix="rs_chaos_")
     try:
-        yield services.database_dsn(pg_admin_dsn, name)
+        yield databases.database_dsn(pg_admin_dsn, name)
     finally:
-        services.drop_database(pg_admin_dsn, name)
+        databases.drop_database(pg_admin_dsn, name)
 
 
 def _report(totals: harness.Totals, summary: _Summary, label: str) -> None:

@@ -9,7 +9,7 @@
   written (row, version and events agree), and retrying the same call is safe.
 
 Timing: leases here live ``TTL`` seconds by the database's clock; the tests wait for it by
-reading that clock (race_helpers.wait_past_ttl), not by sleeping a guessed amount.
+reading that clock (support.races.wait_past_ttl), not by sleeping a guessed amount.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-import race_helpers as rh
 import rowstate
-import strategies as S
 from rowstate import Lifecycle, Reason
+from support import races as rh
+from support import strategies as S
 
 TTL = 2.0  # long enough to check "before the TTL" on a loaded machine; short to wait out
 VICTIM = "rs_victim"  # application_name of the connections the tests terminate

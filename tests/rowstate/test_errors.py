@@ -20,9 +20,9 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import rowstate
-from engine_fixtures import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
 from rowstate import (
     ActiveLease,
+    Batch,
     ConnectionLostError,
     Lifecycle,
     RowstateError,
@@ -31,7 +31,7 @@ from rowstate import (
     StoreError,
     ValidationError,
 )
-from rowstate.protocol import Batch
+from support.engine import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
 
 # -- 7. typed errors -----------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from engine_fixtures import JOBS, RUNS, Backend, Clock, events_of, on
 from rowstate import DefinitionError, Event, NatsPublisher, ValidationError
+from support.engine import JOBS, RUNS, Backend, Clock, events_of, on
 
 JOBS_NO_OUTBOX = dataclasses.replace(JOBS, events=None)
 # a second tenant's jobs: the same machine, its own events table (its ids start at 1 too)

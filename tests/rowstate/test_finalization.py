@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine_fixtures import JOBS, RUNS, Backend, Clock, as_dict
 from rowstate import ValidationError
+from support.engine import JOBS, RUNS, Backend, Clock, as_dict
 
 FIN = ("fin_holder", "fin_scope", "fin_at")
 

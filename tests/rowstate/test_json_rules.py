@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from engine_fixtures import JOBS, Backend, as_dict
 from rowstate import Binding, DefinitionError, Edge, Guard, Machine
+from support.engine import JOBS, Backend, as_dict
 
 IDLE = {"meta.__DR.isJobRunning": Guard((None, False), "JOB_RUNNING")}
 

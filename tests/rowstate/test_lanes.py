@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine_fixtures import JOBS, Backend, Clock, on
 from rowstate import NOW, ActiveLease, Binding, Edge, Machine, RowstateError, ValidationError
 from rowstate.core.lane import WINDOW
+from support.engine import JOBS, Backend, Clock, on
 
 STATES = ("NEW", "READY", "RUNNING", "DONE", "FAILED")
 JOBS_EV = dataclasses.replace(JOBS, table="jobs_lanes_ev", events="jobs_lanes_ev_events")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from engine_fixtures import JOBS, RUNS, Backend, Clock, as_dict, on
 from rowstate import ActFailed, ActiveLease, Lease, ValidationError
+from support.engine import JOBS, RUNS, Backend, Clock, as_dict, on
 
 
 def test_run_claims_acts_and_finalizes(backend: Backend) -> None:
@@ -321,8 +321,8 @@ def test_a_cancelled_async_act_releases_its_lease(backend: Backend) -> None:
 def test_sync_run_refuses_an_act_that_returns_a_coroutine(tmp_path: object) -> None:
     """A sync front end cannot await: the act's coroutine is refused and the lease freed."""
     import rowstate
-    from engine_fixtures import RUNS
-    from rowstate.protocol import Batch
+    from rowstate import Batch
+    from support.engine import RUNS
 
     store = rowstate.connect("sqlite://")
     try:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine_fixtures import JOB, JOBS, ROOT, RUN, RUNS, Backend
 from rowstate import DefinitionError, Edge, InvalidTransitionError, Machine, ValidationError
+from support.engine import JOB, JOBS, ROOT, RUN, RUNS, Backend
 
 # -- validation at construction --------------------------------------------------------------
 

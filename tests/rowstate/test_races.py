@@ -1,6 +1,6 @@
 """Races on one row: exactly one winner, no lost update, a leased act runs once.
 
-Every check reads the database with a plain driver connection (race_helpers.read_row /
+Every check reads the database with a plain driver connection (support.races.read_row /
 read_events), not through the engine under test. The version column, the fencing token and
 the event rows are three independent counters of what was applied; they must agree with the
 results the workers saw.
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-import race_helpers as rh
 import rowstate
 from rowstate import AsyncLifecycle, Lifecycle, Reason
+from support import races as rh
 
 THREADS = 8
 REFUSED = {Reason.STATE_MISMATCH, Reason.LEASE_HELD}

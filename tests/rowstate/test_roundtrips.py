@@ -9,9 +9,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from engine_fixtures import JOBS, RUNS, Backend, on
-from rowstate import ActFailed, ActiveLease, Lifecycle, PostgresStore, SQLiteStore
-from rowstate.protocol import Batch
+from rowstate import ActFailed, ActiveLease, Batch, Lifecycle, PostgresStore, SQLiteStore
+from support.engine import JOBS, RUNS, Backend, on
 
 
 @on("postgres")

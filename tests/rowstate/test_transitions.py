@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from engine_fixtures import JOBS, RUNS, SEATS, SLOTS, Backend, Clock, as_dict, events_of
 from rowstate import Guard, Reason, ValidationError
+from support.engine import JOBS, RUNS, SEATS, SLOTS, Backend, Clock, as_dict, events_of
 
 # -- applied -------------------------------------------------------------------------------
 

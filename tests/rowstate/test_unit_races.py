@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-import race_helpers
-from engine_fixtures import RUNS
 from rowstate import Lifecycle, PostgresStore, UnitRefusedError
+from support import races
+from support.engine import RUNS
 
 pytestmark = pytest.mark.postgres
 
@@ -25,7 +25,7 @@ WEEK = "2026-01-05"
 CLOSE_IN_A_CHILD = """
 import json, sys, time
 sys.path[:0] = [{tests!r}, {root!r}]
-from engine_fixtures import RUNS
+from support.engine import RUNS
 from rowstate import Lifecycle, PostgresStore
 store = PostgresStore(sys.argv[1])
 runs = Lifecycle(store, RUNS)
@@ -47,7 +47,7 @@ def _setup(dsn: str) -> tuple[PostgresStore, Lifecycle]:
 
 def _wait_for_lock_waiter(admin_dsn: str, dbname: str, app: str, timeout: float = 20) -> None:
     until = time.monotonic() + timeout
-    while not race_helpers.backends(admin_dsn, dbname, app, waiting_on_lock=True):
+    while not races.backends(admin_dsn, dbname, app, waiting_on_lock=True):
         assert time.monotonic() < until, "the close never waited on the held row"
         time.sleep(0.02)
 
@@ -57,13 +57,13 @@ def test_a_close_in_another_process_waits_for_the_unit_holding_collecting(
     store, runs = _setup(pg_dsn)
     tests = str(Path(__file__).resolve().parents[1])  # the shared helpers
     script = CLOSE_IN_A_CHILD.format(tests=tests, root=str(Path(tests).parent), week=WEEK)
-    child_dsn = race_helpers.with_app_name(pg_dsn, "closer")
+    child_dsn = races.with_app_name(pg_dsn, "closer")
     try:
         with runs.atomic() as tx:
             assert tx.hold(WEEK, "COLLECTING").held
             child = subprocess.Popen([sys.executable, "-c", script, child_dsn],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            _wait_for_lock_waiter(pg_admin_dsn, race_helpers.dbname_of(pg_dsn), "closer")
+            _wait_for_lock_waiter(pg_admin_dsn, races.dbname_of(pg_dsn), "closer")
             tx.execute("INSERT INTO submissions VALUES (%s, %s)", [WEEK, "just in time"])
             committed_at = time.time()
         out, err = child.communicate(timeout=30)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from engine_fixtures import JOBS, RUNS, Backend, Clock, as_dict, on
 from rowstate import (
     ActFailed,
     AsyncLifecycle,
@@ -17,6 +16,7 @@ from rowstate import (
     UnitRefusedError,
     ValidationError,
 )
+from support.engine import JOBS, RUNS, Backend, Clock, as_dict, on
 
 APP_TABLE = "CREATE TABLE IF NOT EXISTS submissions (week_of TEXT, who TEXT, at {time})"
 

@@ -16,8 +16,8 @@ from uuid import UUID
 
 import pytest
 
-from engine_fixtures import Backend, as_dict
 from rowstate import ActiveLease, Binding, Edge, Lease, Machine, ValidationError
+from support.engine import Backend, as_dict
 
 VAL = Machine("vals", states=["READY", "SHIPPED", "DONE"], initial="READY",
               edges=[Edge("ship", "READY", "SHIPPED", lease="ship"),

@@ -1,55 +1,28 @@
-"""Helpers for the engine tests (legacy, cutover): a migrated database of each kind, a pub
-on it, tenders, a week's moments, and SQL by hand.
+"""Helpers for the engine tests (legacy, cutover): a pub on a migrated database, tenders,
+a week's moments, and SQL by hand.
 
-Each test module defines its own small fixtures from these (pytest fixtures imported into a
-module would shadow its arguments), e.g.::
-
-    @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-    def db_url(request, tmp_path):
-        return migrated_url(request, tmp_path)
+tests/pubsched/conftest.py makes the pub these tests get (``make_pub`` with
+``mail_settings`` and ``add_tenders``) for a module marked ``pub_setup("engines")``; the
+databases are support.pub_db's.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
-from smtp_server import SmtpTestServer
-
-import services
 from pubsched import tenders
 from pubsched.db import open_store
-from pubsched.db.migrate import migrate
 from pubsched.mail.settings import MailSettings, load_mail_settings
 from pubsched.pub import Config, Pub
 from pubsched.weeks import times_of
+from support.smtp_server import SmtpTestServer
 
 OPERATOR = "ops@pub.example"
 WEEK = "2026-12-14"      # opens Mon 12-07 10:00 NY, deadline Wed 12-09 20:00, generate Thu 10:00
 NEXT = "2026-12-21"
 AFTER = "2026-12-28"
 EMAILS = [f"tender{i}@pub.example" for i in range(1, 5)]
-
-
-def fresh_url(request: pytest.FixtureRequest, kind: str, tmp_path: Path,
-              name: str = "pub") -> str:
-    """A fresh, empty database: a SQLite file ``name`` in ``tmp_path``, or a PostgreSQL
-    database of its own (cloned from the session's template, dropped after the test)."""
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/{name}.db"
-    admin = str(request.getfixturevalue("pg_admin_dsn"))
-    db = services.make_database(admin, template=request.getfixturevalue("pg_template"))
-    request.addfinalizer(lambda: services.drop_database(admin, db))
-    return services.database_dsn(admin, db)
-
-
-def migrated_url(request: pytest.FixtureRequest, tmp_path: Path, to: str | None = None) -> str:
-    """A database of the kind the fixture is parametrized with, migrated (up to ``to``)."""
-    url = fresh_url(request, request.param, tmp_path)
-    migrate(url, to=to)
-    return url
 
 
 def mail_settings(server: SmtpTestServer) -> MailSettings:

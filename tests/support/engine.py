@@ -1,7 +1,7 @@
 """Helpers of the engine's functional tests: one test body, four backends.
 
-:class:`Backend` is what the ``backend`` fixture (tests/conftest.py) yields: a database (an
-SQLite file, or a fresh schema of a real PostgreSQL database) and a front end (the sync
+:class:`Backend` is what the ``backend`` fixture (tests/rowstate/conftest.py) yields: a database
+(an SQLite file, or a fresh schema of a real PostgreSQL database) and a front end (the sync
 :class:`~rowstate.Lifecycle` or the :class:`~rowstate.AsyncLifecycle`). ``make()`` returns a
 lifecycle whose methods block whichever twin it wraps, so a test body reads the same on all
 four combinations; the async twin's coroutines really run, on the test's own event loop, and
@@ -31,6 +31,7 @@ from rowstate import (
     AsyncPostgresStore,
     AsyncRelay,
     AsyncSQLiteStore,
+    Batch,
     Binding,
     Derived,
     Edge,
@@ -45,10 +46,9 @@ from rowstate import (
     TimedEdge,
     Unique,
 )
-from rowstate.compiler import Batch
 from rowstate.dialects import Dialect, Postgres, SQLite
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 # A weekly run: the engine's own test machine, shaped like the pub scheduler's (a derived
 # legacy status, leased edges, a one-at-a-time invariant, a timer and a notice), so the

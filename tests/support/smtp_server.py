@@ -2,7 +2,7 @@
 
 Reuse it in any test (the full-lifecycle test too) with a three-line fixture::
 
-    from smtp_server import SmtpTestServer
+    from support.smtp_server import SmtpTestServer
 
     @pytest.fixture
     def smtp_server() -> Iterator[SmtpTestServer]:

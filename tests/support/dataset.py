@@ -36,14 +36,14 @@ import pytest
 from psycopg import sql as pg_sql
 from psycopg.types.json import Jsonb
 
-import services
 from dataset_lifecycle import (
     AsyncDatasetLifecycleClient,
     DatasetLifecycleClient,
     create_persistence_adapter,
     schema_sql,
 )
-from engine_fixtures import Blocking
+from support import databases
+from support.engine import Blocking
 
 COLUMNS = ("userId", "datasetId", "dataloadingStatus", "jobId", "__DR", "queuedLoadToken",
            "finalizingJobId", "finalizingScope", "finalizingClaimTime", "metadataId",
@@ -173,11 +173,11 @@ class AsyncDictAdapter:
 
 @contextmanager
 def session_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    name = services.make_database(pg_admin_dsn, template=pg_template, prefix="rs_ds_")
+    name = databases.make_database(pg_admin_dsn, template=pg_template, prefix="rs_ds_")
     try:
-        yield services.database_dsn(pg_admin_dsn, name)
+        yield databases.database_dsn(pg_admin_dsn, name)
     finally:
-        services.drop_database(pg_admin_dsn, name)
+        databases.drop_database(pg_admin_dsn, name)
 
 
 def new_pg_schema(dsn: str, extra: Mapping[str, str] | None = None) -> str:

@@ -10,7 +10,7 @@ test_crash.py).
   obeys one-line commands on stdin, answering JSON lines on stdout. Tests start and kill only
   these children, by pid.
 
-Run as a script: ``python race_helpers.py MODE URL TTL`` (see :func:`main`).
+Run as a script: ``python races.py MODE URL TTL`` (see :func:`main`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import rowstate
-from rowstate import Binding, Edge, Lease, Lifecycle, Machine
-from rowstate.compiler import Batch
+from rowstate import Batch, Binding, Edge, Lease, Lifecycle, Machine
 
 HERE = Path(__file__).resolve()
 TABLE = "race_rows"
