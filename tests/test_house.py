@@ -21,80 +21,9 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+from support.layout import SRC, circles
+
 MAX_LINES = 450
-
-
-def module_names(root: Path) -> dict[str, Path]:
-    """Dotted module name -> file, for every ``.py`` under ``root``."""
-    found: dict[str, Path] = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        if parts:
-            found[".".join(parts)] = path
-    return found
-
-
-def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The modules of ``known`` that the file imports, wherever the statement sits."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names if alias.name in known)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            subs = {f"{target}.{a.name}" for a in node.names} & known.keys()
-            if subs:
-                out |= subs
-            names_left = [a for a in node.names if f"{target}.{a.name}" not in known]
-            if names_left and target in known:
-                out.add(target)
-    out.discard(name)
-    return out
-
-
-def circles(root: Path) -> list[list[str]]:
-    """Every strongly connected group of two or more modules (Tarjan), each sorted."""
-    known = module_names(root)
-    graph = {name: imports_of(name, path, known) for name, path in known.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                found.append(sorted(group))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
 
 
 def test_src_has_no_import_circle() -> None:

@@ -83,7 +83,7 @@ class AdapterBackend:
             if not callable(getattr(adapter, name, None)):
                 raise ValidationError(f"persistence adapter has no {name}() method")
         self.rules = rules
-        self.b = b
+        self.binding = b
         self.adapter = adapter
         self.core = core
         self.clock = clock
@@ -96,7 +96,7 @@ class AdapterBackend:
     # -- the two calls -------------------------------------------------------------------
 
     def _keys(self, key: Key) -> dict[str, Any]:
-        return dict(zip(self.b.key, key, strict=True))
+        return dict(zip(self.binding.key, key, strict=True))
 
     def _read(self, keys: dict[str, Any]) -> Any:
         return self._settled(self.adapter.get_by_keys(self.table, keys), "get_by_keys")
@@ -162,7 +162,7 @@ class AdapterBackend:
                     pinned = observed([node], row) if observe_all else pin(node, view, values)
                     for field, value in pinned.items():
                         if field in condition and condition[field] != value:
-                            value = lookup(self.b.ref(field), row)  # both hold: pin the row's
+                            value = lookup(self.binding.ref(field), row)  # both hold: pin the row's
                         condition[field] = value
             if (yield from self._update(dict(update), condition)):
                 return True, None, (), row, None if row is None else apply_update(row, update)
@@ -184,7 +184,7 @@ class AdapterBackend:
         """What entering ``to`` writes, as plain values: the state, the cleared claim when
         ``to`` is not active, the binding's entry writes. The same binding data the engine
         renders into its SET clause (a test runs both paths and compares the rows)."""
-        b = self.b
+        b = self.binding
         writes: dict[str, Any] = {b.state: to}
         f = b.finalization
         if f is not None and to not in b.machine.active:
@@ -198,7 +198,7 @@ class AdapterBackend:
                    data: Any) -> Op:
         checks, values = self.core.transition_checks(key, to, from_=froms, owner=owner,
                                                      guards=guards)
-        update = {**self.entry_writes(to), **self.b.check_payload(payload)}
+        update = {**self.entry_writes(to), **self.binding.check_payload(payload)}
         # one from-state: one conditional write, no read. Several: read first and write on
         # the observed status, so the result and the event say which one the move left.
         applied, reason, reasons, before, after = yield from self._cas(
@@ -207,7 +207,7 @@ class AdapterBackend:
             state = status_of(before)
             return TransitionResult(False, reason, reasons, state, state, before)
         previous = status_of(before) if before is not None else froms[0]
-        event = Event(self.b.machine.name, key, None, previous, to, owner, data, None,
+        event = Event(self.binding.machine.name, key, None, previous, to, owner, data, None,
                       self.now())
         return TransitionResult(True, None, (), previous, to, after, event)
 
@@ -220,7 +220,7 @@ class AdapterBackend:
         return CheckResult(not reasons, reasons, status_of(row))
 
     def claim(self, key: Key, holder: str, scope: str | None) -> Op:
-        f = self.b.finalization
+        f = self.binding.finalization
         assert f is not None
         claim, _, values = self.core.finalization_checks(key, holder, scope)
         update = {f.holder: holder, f.scope: scope, f.at: self.now()}
@@ -233,7 +233,7 @@ class AdapterBackend:
                                        before.get(f.scope), None, before)
 
     def release(self, key: Key, holder: str, scope: str | None) -> Op:
-        f = self.b.finalization
+        f = self.binding.finalization
         assert f is not None
         _, release, values = self.core.finalization_checks(key, holder, scope)
         shape, opaque = to_shape((release,), values)

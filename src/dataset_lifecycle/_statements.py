@@ -49,26 +49,28 @@ class ShapeStatements:
     """
 
     def __init__(self, binding: Binding, dialect: Dialect) -> None:
-        self.b = binding
-        self.d = dialect
-        self.c = Compiler(binding, dialect)
+        self.binding = binding
+        self.dialect = dialect
+        self.compiler = Compiler(binding, dialect)
         self.times = {binding.finalization.at} if binding.finalization else set()
         out = SqlOut()
-        where = self.c.key_where(None, out)
-        self._read = Statement(f"SELECT {self.c.cols(None)} FROM {self.c.table} WHERE {where}",
-                               tuple(out.params))
+        where = self.compiler.key_where(None, out)
+        compiler = self.compiler
+        self._read = Statement(
+            f"SELECT {compiler.cols(None)} FROM {compiler.table} WHERE {where}",
+            tuple(out.params))
         self._cache: dict[tuple[Any, ...], Statement] = {}
 
     def _key_values(self, fields: Mapping[str, Any], values: dict[str, Any]) -> None:
-        missing = [k for k in self.b.key if k not in fields]
+        missing = [k for k in self.binding.key if k not in fields]
         if missing:
             raise ValidationError(f"the shape must hold the whole key; missing {missing}")
-        for i, v in enumerate(self.b.key_values({k: fields[k] for k in self.b.key})):
+        for i, v in enumerate(self.binding.key_values({k: fields[k] for k in self.binding.key})):
             values[f"k{i}"] = v
 
     def _compare_value(self, value: Any, ref: Ref) -> Any:
         if isinstance(value, datetime):
-            return canonical_time(value) if isinstance(self.d, SQLite) else value
+            return canonical_time(value) if isinstance(self.dialect, SQLite) else value
         check_scalar(value, f"condition on {ref.dotted}", ValidationError)
         return value
 
@@ -81,8 +83,8 @@ class ShapeStatements:
         csig: list[Any] = []
         checks: list[Check] = []
         for i, (field, want) in enumerate(
-                (f, w) for f, w in condition.items() if f not in self.b.key):
-            ref = self.b.ref(field)
+                (f, w) for f, w in condition.items() if f not in self.binding.key):
+            ref = self.binding.ref(field)
             json_ = bool(ref.path)
             if want is None:
                 checks.append(Check(IsNull(ref), "", ""))
@@ -102,8 +104,8 @@ class ShapeStatements:
         sets: list[Set] = []
         by_json: dict[str, list[tuple[tuple[str, ...], Value]]] = {}
         for j, (field, value) in enumerate(update.items()):
-            ref = self.b.ref(field)
-            if ref.column in self.b.key:
+            ref = self.binding.ref(field)
+            if ref.column in self.binding.key:
                 raise ValidationError(f"{field}: key columns cannot be updated")
             name = f"u{j}"
             if ref.path:
@@ -114,41 +116,41 @@ class ShapeStatements:
                 by_json.setdefault(ref.column, []).append((ref.path, Slot(name)))
                 usig.append((field, "json"))
             elif value is None:
-                sets.append(self.c.set_null(ref.column))
+                sets.append(self.compiler.set_null(ref.column))
                 usig.append((field, "null"))
             else:
-                values[name] = self.d.payload_value(value)
-                sets.append(self.c.set_value(ref.column, Slot(name)))
+                values[name] = self.dialect.payload_value(value)
+                sets.append(self.compiler.set_value(ref.column, Slot(name)))
                 usig.append((field, "value"))
         for column, writes in by_json.items():
             out = SqlOut()
             try:
-                expr = self.d.json_set(self.d.column(column, None), writes, out)
+                expr = self.dialect.json_set(self.dialect.column(column, None), writes, out)
             except DefinitionError as exc:  # the update's own fields overlap (a and a.b)
                 raise ValidationError(str(exc)) from None
             sets.append((column, expr, tuple(out.params)))
         key = (tuple(csig), tuple(usig))
         stmt = self._cache.get(key)
         if stmt is None:
-            stmt = self.c.conditional_update(checks, sets)
+            stmt = self.compiler.conditional_update(checks, sets)
             self._cache[key] = stmt
-        return stmt.bind(self.d, values)
+        return stmt.bind(self.dialect, values)
 
     def read(self, keys: Mapping[str, Any]) -> tuple[str, list[Any]]:
         if not isinstance(keys, Mapping):
             raise ValidationError(f"keys must be a mapping, got {keys!r}")
         values: dict[str, Any] = {}
         self._key_values(keys, values)
-        return self._read.bind(self.d, values)
+        return self._read.bind(self.dialect, values)
 
     def record(self, rows: list[tuple[Any, ...]]) -> dict[str, Any] | None:
         """The first row as plain data (JSON decoded, times as datetimes, on SQLite too)."""
         if not rows:
             return None
-        cols = self.c.columns
+        cols = self.compiler.columns
         out = dict(zip(cols, rows[0][: len(cols)], strict=True))
-        if isinstance(self.d, SQLite):
-            for c in self.b.json_columns:
+        if isinstance(self.dialect, SQLite):
+            for c in self.binding.json_columns:
                 if isinstance(out.get(c), str):
                     out[c] = json.loads(out[c])
             for c in self.times:
