@@ -4,6 +4,7 @@ proxy (and on the peer otherwise), and a body too big is refused without being r
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -13,14 +14,16 @@ import pytest
 from argon2 import PasswordHasher
 from starlette.testclient import TestClient
 
-from pubsched.pub import Pub
+from pubsched.pub import BadInput, Pub
 from pubsched.web.app import create_app
 from pubsched.web.auth import AdminPassword, LoginThrottle
+from pubsched.web.proxy import ForwardedClient, parse_proxies, real_client
 from pubsched.web.settings import WebSettings
 from support.pub_web import NOW, PASSWORD
 
-pytestmark = [pytest.mark.pub_setup("web"),
-              pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)]
+pytestmark = pytest.mark.pub_setup("web")
+# none of these reads the database in a way that differs between the two: SQLite only
+sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 class CountingHasher(PasswordHasher):
@@ -51,6 +54,7 @@ def guess(client: TestClient, password: str = "guess",
 # -- 23: parallel guesses ----------------------------------------------------------------
 
 
+@sqlite_only
 def test_parallel_wrong_passwords_are_throttled_like_serial_ones(pub: Pub) -> None:
     hasher = CountingHasher()
     throttle = LoginThrottle(free=3, base=1.0, cap=60.0, clock=lambda: 1000.0)  # no time passes
@@ -65,3 +69,69 @@ def test_parallel_wrong_passwords_are_throttled_like_serial_ones(pub: Pub) -> No
             answers = Counter(pool.map(one, range(40)))
     assert hasher.checked == 3, f"{hasher.checked} of 40 parallel guesses were checked"
     assert answers == {401: 3, 429: 37}
+
+
+# -- 24: behind a proxy ------------------------------------------------------------------
+
+STRANGER, OPERATOR = "203.0.113.9", "198.51.100.7"
+
+
+def proxied(pub: Pub, trusted: str, peer: str = "127.0.0.1"
+            ) -> tuple[TestClient, LoginThrottle]:
+    throttle = LoginThrottle(free=3, base=60.0, cap=60.0, clock=lambda: 1000.0)
+    web = WebSettings.from_env({"PUBSCHED_ADMIN_PASSWORD": PASSWORD,
+                                "PUBSCHED_TRUSTED_PROXIES": trusted})
+    web = settings(CountingHasher(), throttle, trusted_proxies=web.trusted_proxies)
+    app = create_app(pub, web, clock=lambda: NOW)
+    return TestClient(app, base_url="https://testserver", client=(peer, 40000)), throttle
+
+
+@sqlite_only
+def test_a_stranger_behind_the_trusted_proxy_cannot_lock_the_operator_out(pub: Pub) -> None:
+    client, throttle = proxied(pub, "127.0.0.1, ::1")
+    with client:
+        for _ in range(3):
+            assert guess(client, headers={"x-forwarded-for": STRANGER}) == 401
+        assert guess(client, headers={"x-forwarded-for": STRANGER}) == 429
+        # what the stranger writes left of the proxy's own entry proves nothing
+        spoofed = {"x-forwarded-for": f"{OPERATOR}, {STRANGER}"}
+        assert guess(client, headers=spoofed) == 429
+        # the operator, through the same proxy, is not slowed by the stranger
+        assert guess(client, PASSWORD, headers={"x-forwarded-for": OPERATOR}) == 303
+        assert throttle.wait(STRANGER) > 0 and throttle.wait(OPERATOR) == 0.0
+        assert throttle.wait("127.0.0.1") == 0.0  # the proxy itself was never counted
+
+
+@sqlite_only
+def test_forwarded_headers_from_an_untrusted_peer_are_ignored(pub: Pub) -> None:
+    for trusted in ("", "10.0.0.0/8"):  # none, or another proxy than this peer
+        client, throttle = proxied(pub, trusted)
+        with client:
+            for n in range(3):  # a new made-up address each time: all counted on the peer
+                assert guess(client, headers={"x-forwarded-for": f"192.0.2.{n}"}) == 401
+            assert guess(client, headers={"x-forwarded-for": "192.0.2.99"}) == 429
+            assert throttle.wait("127.0.0.1") > 0 and throttle.wait("192.0.2.0") == 0.0
+
+
+def test_the_forwarded_scheme_and_client_reach_the_app_only_from_a_trusted_proxy() -> None:
+    seen: dict[str, Any] = {}
+
+    async def echo(scope: Any, receive: Any, send: Any) -> None:
+        seen.update(client=scope["client"][0], scheme=scope["scheme"])
+
+    async def call(peer: str, proxies: str) -> dict[str, Any]:
+        scope = {"type": "http", "scheme": "http", "client": (peer, 1), "headers": [
+            (b"x-forwarded-for", f"{STRANGER}".encode()), (b"x-forwarded-proto", b"https")]}
+        await ForwardedClient(echo, parse_proxies(proxies))(scope, None, None)  # type: ignore[arg-type]
+        return dict(seen)
+
+    assert asyncio.run(call("127.0.0.1", "127.0.0.0/8")) == {"client": STRANGER,
+                                                             "scheme": "https"}
+    assert asyncio.run(call("127.0.0.1", "")) == {"client": "127.0.0.1", "scheme": "http"}
+    assert asyncio.run(call("192.0.2.5", "127.0.0.1")) == {"client": "192.0.2.5",
+                                                           "scheme": "http"}
+    nets = parse_proxies("10.0.0.1, 10.1.0.0/16")
+    assert real_client("10.0.0.1", "1.2.3.4, 5.6.7.8, 10.1.2.3", nets) == "5.6.7.8"
+    assert real_client("10.0.0.1", "10.1.2.3", nets) == "10.1.2.3"
+    with pytest.raises(BadInput, match="PUBSCHED_TRUSTED_PROXIES: 'nginx'"):
+        parse_proxies("127.0.0.1, nginx")

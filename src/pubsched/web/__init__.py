@@ -13,7 +13,7 @@ listed after it (and the domain)::
 
     serve      uvicorn and the ticker                               -> app, settings
     app        create_app: routes, gates, lifespan, the crash page  -> admin, tender, login,
-                                                                       security, site
+                                                                       security, proxy, site
     admin      the operator's pages: weeks, a week, tenders, cutover -> buttons, forms, site
     tender     a tender's form and calendar feed (signed links)      -> forms, site
     login      login and logout                                      -> forms, site, auth
@@ -22,6 +22,7 @@ listed after it (and the domain)::
     site       what handlers share: pub, settings, clock, sessions   -> pages, settings, auth
     pages      templates, the ``local`` filter, the flash cookie
     forms      reading posted fields
-    settings   WebSettings, from the environment                    -> auth
+    settings   WebSettings, from the environment                    -> auth, proxy
+    proxy      the real client behind a trusted proxy (ASGI middleware)
     auth       password, login throttle, sessions, the cross-origin rule (no ASGI)
 """

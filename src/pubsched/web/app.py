@@ -49,6 +49,7 @@ from ..pub import Pub
 from .admin import AdminPages
 from .login import Login
 from .pages import ADMIN_PATH, HERE, Pages
+from .proxy import ForwardedClient
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
 from .site import Site
@@ -111,6 +112,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
                     exception_handlers={Exception: _crash(site.pages)})
     app.state.web = site
     app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,))
+    app.add_middleware(ForwardedClient, proxies=settings.trusted_proxies)  # outermost
     return app
 
 
