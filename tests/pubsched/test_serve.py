@@ -41,8 +41,50 @@ def test_the_development_secret_stays_on_loopback() -> None:
         serve.check_exposure("0.0.0.0", Config(), web)
     insecure = WebSettings.from_env({"PUBSCHED_INSECURE_COOKIES": "1"})
     with pytest.raises(SystemExit, match="INSECURE_COOKIES"):
-        serve.check_exposure("0.0.0.0", Config(secret="a-long-random-value"), insecure)
-    serve.check_exposure("0.0.0.0", Config(secret="a-long-random-value"), web)
+        serve.check_exposure("0.0.0.0", Config(secret=LONG_SECRET), insecure)
+    serve.check_exposure("0.0.0.0", Config(secret=LONG_SECRET), web)
+
+
+LONG_SECRET = "k5Jq0vVd3oZl8sYw2nQx7RtA1bCe9fHg4uMi6pLz0aE"  # 43 bytes, as token_urlsafe(32)
+
+
+@pytest.mark.parametrize("secret", [None, "pubsched-dev-secret", "short-but-not-default"])
+def test_a_public_base_url_needs_a_real_secret_even_on_loopback(secret: str | None) -> None:
+    """Behind a proxy serve listens on 127.0.0.1, but the links go out to the world: the
+    development secret (or a short one) would let anyone sign any tender's link."""
+    env = {"PUBSCHED_BASE_URL": "https://schedule.pub.example"}
+    if secret is not None:
+        env["PUBSCHED_SECRET"] = secret
+    config = Config.from_env(env)
+    with pytest.raises(SystemExit) as refused:
+        serve.check_exposure("127.0.0.1", config, WebSettings.from_env(env))
+    message = str(refused.value)
+    assert "\n" not in message and "PUBSCHED_SECRET" in message, message
+    assert "https://schedule.pub.example" in message and "token_urlsafe(32)" in message
+    # a long random secret is served; so is the default one while links stay on loopback
+    serve.check_exposure("127.0.0.1", Config.from_env({**env, "PUBSCHED_SECRET": LONG_SECRET}),
+                         WebSettings.from_env(env))
+    for local in ("http://127.0.0.1:8000", "http://localhost:8000/", "http://[::1]:8000"):
+        serve.check_exposure("127.0.0.1", Config.from_env({"PUBSCHED_BASE_URL": local}),
+                             WebSettings.from_env({}))
+    with pytest.raises(SystemExit, match="32 bytes"):  # beyond loopback: the same rule
+        serve.check_exposure("0.0.0.0", Config(secret="a-long-random-value"),
+                             WebSettings.from_env({}))
+
+
+def test_pubsched_serve_refuses_the_development_secret_behind_a_proxy(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/serve.db"
+    open_store(url, migrate=True).close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")}
+    env.update(PUBSCHED_DB=url, PUBSCHED_ADMIN_PASSWORD="pw",
+               PUBSCHED_BASE_URL="https://schedule.pub.example")
+    done = subprocess.run([sys.executable, "-m", "pubsched", "serve", "--host", "127.0.0.1",
+                           "--port", "0"], env=env, capture_output=True, text=True, timeout=20)
+    assert done.returncode != 0 and "serving" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "refusing to serve https://schedule.pub.example" in lines[0]
+    assert "set PUBSCHED_SECRET" in lines[0] and "secrets.token_urlsafe(32)" in lines[0]
 
 
 def test_serve_refuses_a_database_not_migrated(tmp_path: Path) -> None:

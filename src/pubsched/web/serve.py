@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -33,6 +34,10 @@ MISFIRE_GRACE_SECONDS = 50  # under the interval: a run this late still beats sk
 DEV_SECRET = "pubsched-dev-secret"
 
 
+MIN_SECRET_BYTES = 32
+MAKE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -43,14 +48,24 @@ def _loopback(host: str) -> bool:
 
 
 def check_exposure(host: str, config: Config, web: WebSettings) -> None:
-    """Refuse to listen beyond this machine with the development secret (anyone could then
-    sign tender links and operator sessions) or with cookies allowed over plain http."""
-    if _loopback(host):
-        return
-    if config.secret == DEV_SECRET:
-        raise SystemExit(f"refusing to serve on {host} with the development secret: "
-                         "set PUBSCHED_SECRET to a long random value")
-    if web.insecure_cookies:
+    """Refuse to be reachable beyond this machine with a secret anyone may know (the
+    development default, or one too short to resist guessing): whoever knows it signs any
+    tender's link and an operator session. Reachable means listening beyond loopback, or
+    handing out links (``PUBSCHED_BASE_URL``) that are not on loopback: behind a proxy,
+    ``serve`` listens on 127.0.0.1 but the world reaches it. Cookies allowed over plain
+    http are refused beyond loopback too."""
+    base_host = urlsplit(config.base_url).hostname or ""
+    where = (f"on {host}" if not _loopback(host)
+             else None if _loopback(base_host) else config.base_url)
+    if where is not None:
+        size = len(config.secret.encode())
+        what = ("the development secret" if config.secret == DEV_SECRET
+                else f"a PUBSCHED_SECRET of {size} bytes" if size < MIN_SECRET_BYTES else "")
+        if what:
+            raise SystemExit(
+                f"refusing to serve {where} with {what}: set PUBSCHED_SECRET to a random "
+                f"value of {MIN_SECRET_BYTES} bytes or more (make one with {MAKE_SECRET})")
+    if not _loopback(host) and web.insecure_cookies:
         raise SystemExit(f"refusing to serve on {host} with PUBSCHED_INSECURE_COOKIES=1: "
                          "cookies would travel in clear text")
 
