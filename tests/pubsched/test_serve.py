@@ -9,11 +9,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from pubsched import links, tenders
 from pubsched.db import open_store
 from pubsched.pub import Config, Pub
 from pubsched.web import serve
@@ -129,3 +131,64 @@ def test_serve_answers_healthz_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode in (0, -signal.SIGTERM), out
     assert "serving http://127.0.0.1" in out
     assert "pubsched: stopped (ticker and database closed)" in out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fetch(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as refused:
+        return int(refused.code)
+
+
+def test_the_access_log_names_the_tender_never_the_link(tmp_path: Path) -> None:
+    """A tender's link is a secret in a URL: uvicorn's access line (and ours) show which
+    tender it named, never the token, which would open their form to whoever reads logs."""
+    url = f"sqlite:///{tmp_path}/serve.db"
+    config = Config(db_url=url, secret=LONG_SECRET)
+    pub = Pub(open_store(url, migrate=True), config)
+    try:
+        assert tenders.add(pub, "Alice", "alice@example.com").applied
+        (alice,) = tenders.all_tenders(pub)
+    finally:
+        pub.close()
+    form = links.tender_token(config, alice.id)
+    calendar = links.tender_token(config, alice.id, purpose="calendar")
+    forged = links.tender_token(Config(secret="another" * 6), alice.id)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")}
+    env.update(PUBSCHED_DB=url, PUBSCHED_SECRET=LONG_SECRET, PUBSCHED_ADMIN_PASSWORD="pw")
+    proc = subprocess.Popen([sys.executable, "-m", "pubsched", "serve", "--host", "127.0.0.1",
+                             "--port", str(port)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while fetch_or_none(base + "/healthz") != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert fetch(f"{base}/t/{form}") == 200
+        assert fetch(f"{base}/t/{form}?saved=1") == 200
+        assert fetch(f"{base}/cal/{calendar}.ics") == 200
+        assert fetch(f"{base}/t/{forged}") == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    for token in (form, calendar, forged):
+        assert token not in out and token.split(".")[-1] not in out, out
+    assert f'"GET /t/<tender {alice.id}> HTTP/1.1" 200' in out, out
+    assert f'"GET /t/<tender {alice.id}>?saved=1 HTTP/1.1" 200' in out, out
+    assert f'"GET /cal/<tender {alice.id}>.ics HTTP/1.1" 200' in out, out
+    assert '"GET /t/<bad link> HTTP/1.1" 404' in out, out
+
+
+def fetch_or_none(url: str) -> int | None:
+    try:
+        return fetch(url)
+    except OSError:
+        return None

@@ -5,6 +5,7 @@ proxy (and on the peer otherwise), and a body too big is refused without being r
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -17,9 +18,10 @@ from starlette.testclient import TestClient
 from pubsched.pub import BadInput, Pub
 from pubsched.web.app import create_app
 from pubsched.web.auth import AdminPassword, LoginThrottle
+from pubsched.web.logs import loggable_path
 from pubsched.web.proxy import ForwardedClient, parse_proxies, real_client
 from pubsched.web.settings import WebSettings
-from support.pub_web import NOW, PASSWORD
+from support.pub_web import NOW, PASSWORD, people
 
 pytestmark = pytest.mark.pub_setup("web")
 # none of these reads the database in a way that differs between the two: SQLite only
@@ -135,3 +137,23 @@ def test_the_forwarded_scheme_and_client_reach_the_app_only_from_a_trusted_proxy
     assert real_client("10.0.0.1", "10.1.2.3", nets) == "10.1.2.3"
     with pytest.raises(BadInput, match="PUBSCHED_TRUSTED_PROXIES: 'nginx'"):
         parse_proxies("127.0.0.1, nginx")
+
+
+# -- 26: our own log lines -----------------------------------------------------------------
+
+
+@sqlite_only
+def test_a_refused_post_to_a_tender_link_logs_the_tender_not_the_token(
+        pub: Pub, caplog: pytest.LogCaptureFixture) -> None:
+    alice = people(pub)["Alice"]
+    token = alice.form(pub).removeprefix("/t/")
+    app = create_app(pub, settings(CountingHasher(), LoginThrottle()), clock=lambda: NOW)
+    with TestClient(app, base_url="https://testserver") as client, \
+            caplog.at_level(logging.WARNING, logger="pubsched.web"):
+        reply = client.post(f"/t/{token}", data={"week": "2026-12-07"},
+                            headers={"origin": "https://evil.example"})
+    assert reply.status_code == 403
+    assert token not in caplog.text and f"POST /t/<tender {alice.id}>" in caplog.text
+    assert loggable_path(f"/cal/{token}.ics", pub.config) == "/cal/<bad link>.ics"  # a form
+    # token is no calendar token
+    assert loggable_path("/t/", pub.config) == "/t/"  # no token: nothing to hide

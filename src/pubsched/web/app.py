@@ -48,6 +48,7 @@ from starlette.staticfiles import StaticFiles
 from ..pub import Pub
 from .admin import AdminPages
 from .login import Login
+from .logs import loggable_path
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
 from .security import OperatorGate, SecurityHeaders
@@ -111,14 +112,15 @@ def create_app(pub: Pub, settings: WebSettings, *,
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={Exception: _crash(site.pages)})
     app.state.web = site
-    app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,))
+    app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,), config=pub.config)
     app.add_middleware(ForwardedClient, proxies=settings.trusted_proxies)  # outermost
     return app
 
 
 def _crash(pages: Pages) -> Callable[[Request, Exception], Awaitable[Response]]:
     async def handler(request: Request, exc: Exception) -> Response:
-        log.exception("unexpected error on %s %s", request.method, request.url.path,
+        log.exception("unexpected error on %s %s", request.method,
+                      loggable_path(request.url.path, pages.config),
                       exc_info=exc)
         return pages.page(request, "problem.html", {
             "title": "Something went wrong",

@@ -25,6 +25,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ..pub import Config, Pub
 from .app import create_app
+from .logs import AccessLinks
 from .settings import WebSettings
 
 log = logging.getLogger("pubsched.serve")
@@ -139,4 +140,10 @@ def main(host: str, port: int, config: Config,
     app = create_app(pub, web, around=ticking)
     print(f"pubsched: serving http://{host}:{port}/admin/ (tick every {TICK_SECONDS} s)",
           flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=False)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                           proxy_headers=False))  # ours: .proxy
+    # after uvicorn's Config has set up its loggers: the access line never shows a link
+    logging.getLogger("uvicorn.access").addFilter(AccessLinks(config))
+    server.run()
+    if not server.started:  # as uvicorn.run: the port was taken, or the app did not start
+        raise SystemExit(3)
