@@ -157,3 +157,81 @@ def test_a_refused_post_to_a_tender_link_logs_the_tender_not_the_token(
     assert loggable_path(f"/cal/{token}.ics", pub.config) == "/cal/<bad link>.ics"  # a form
     # token is no calendar token
     assert loggable_path("/t/", pub.config) == "/t/"  # no token: nothing to hide
+
+
+# -- 27: bodies too big ------------------------------------------------------------------
+
+MB = 1024 * 1024
+
+
+class Sender:
+    """The client side of one ASGI request: ``size`` bytes in 1 kB chunks, counting what
+    the app pulled; ``length`` is the Content-Length header sent (None: chunked)."""
+
+    def __init__(self, size: int, length: int | None) -> None:
+        self.size, self.length, self.pulled = size, length, 0
+        self.status = 0
+        self.body = b""
+
+    async def receive(self) -> dict[str, Any]:
+        chunk = b"password=" if self.pulled == 0 else b"x" * 1024
+        self.pulled += len(chunk)
+        return {"type": "http.request", "body": chunk, "more_body": self.pulled < self.size}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        elif message["type"] == "http.response.body":
+            self.body += message.get("body", b"")
+
+    def scope(self, path: str) -> dict[str, Any]:
+        headers = [(b"host", b"testserver"),
+                   (b"content-type", b"application/x-www-form-urlencoded")]
+        if self.length is not None:
+            headers.append((b"content-length", str(self.length).encode()))
+        else:
+            headers.append((b"transfer-encoding", b"chunked"))
+        return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                "method": "POST", "scheme": "https", "path": path, "raw_path": path.encode(),
+                "root_path": "", "query_string": b"", "headers": headers,
+                "client": ("127.0.0.1", 1), "server": ("testserver", 443), "state": {}}
+
+
+@sqlite_only
+@pytest.mark.parametrize("length", [150 * MB, None], ids=["content-length", "chunked"])
+def test_a_huge_login_body_is_refused_without_being_read(pub: Pub, length: int | None) -> None:
+    hasher = CountingHasher()
+    app = create_app(pub, settings(hasher, LoginThrottle()), clock=lambda: NOW)
+    token = people(pub)["Alice"].form(pub)
+    for path, limit in (("/admin/login", 8 * 1024), (token, 8 * 1024)):
+        sender = Sender(150 * MB, length)
+        asyncio.run(app(sender.scope(path), sender.receive, sender.send))
+        assert sender.status == 413, (path, sender.status, sender.body[:300])
+        assert b"too large" in sender.body.lower()
+        # announced too big: not a byte read; chunked: read only up to the limit
+        assert sender.pulled <= (0 if length else limit + 1024), (path, sender.pulled)
+    assert hasher.checked == 0
+
+
+@sqlite_only
+def test_bodies_over_the_limit_get_413_and_normal_ones_pass(pub: Pub) -> None:
+    hasher = CountingHasher()
+    app = create_app(pub, settings(hasher, LoginThrottle()), clock=lambda: NOW)
+    token = people(pub)["Alice"].form(pub)
+    with TestClient(app, base_url="https://testserver") as client:
+        big = {"password": "x" * 20_000, "next": "/admin/"}
+        assert client.post("/admin/login", data=big).status_code == 413
+        chunked = iter([b"password=", b"x" * 20_000])  # no Content-Length: counted
+        reply = client.post("/admin/login", content=chunked,
+                            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert reply.status_code == 413 and "8 kB" in reply.text
+        assert client.post(token, data={"week": "2026-12-07",
+                                        "shift": ["1"] * 5000}).status_code == 413
+        assert hasher.checked == 0
+        assert guess(client, PASSWORD) == 303  # a login of ordinary size goes through
+        assert client.post("/admin/open", data={"week": "x" * 70_000}).status_code == 413
+        reply = client.post("/admin/open", content=iter([b"week=", b"x" * 70_000]),
+                            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert reply.status_code == 413 and "64 kB" in reply.text
+        assert client.post("/admin/open", data={"week": "2026-12-07"},
+                           follow_redirects=False).status_code == 303

@@ -13,13 +13,14 @@ listed after it (and the domain)::
 
     serve      uvicorn and the ticker                               -> app, logs, settings
     app        create_app: routes, gates, lifespan, the crash page  -> admin, tender, login,
-                                                                       logs, security, proxy,
-                                                                       site
+                                                                       limits, logs, security,
+                                                                       proxy, site
     admin      the operator's pages: weeks, a week, tenders, cutover -> buttons, forms, site
     tender     a tender's form and calendar feed (signed links)      -> forms, site
     login      login and logout                                      -> forms, site, auth
     buttons    which edge is which button; pressing one             -> forms, site
     security   the cross-origin check and headers; the admin gate    -> auth, logs, pages
+    limits     request bodies too big: 413 before reading more       -> pages
     site       what handlers share: pub, settings, clock, sessions   -> pages, settings, auth
     pages      templates, the ``local`` filter, the flash cookie
     forms      reading posted fields
