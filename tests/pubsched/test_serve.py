@@ -74,6 +74,16 @@ def test_a_public_base_url_needs_a_real_secret_even_on_loopback(secret: str | No
                              WebSettings.from_env({}))
 
 
+def test_serving_a_public_address_on_loopback_without_a_trusted_proxy_is_warned() -> None:
+    public = Config(secret=LONG_SECRET, base_url="https://schedule.pub.example")
+    warning = serve.proxy_warning("127.0.0.1", public, WebSettings.from_env({}))
+    assert warning is not None and "PUBSCHED_TRUSTED_PROXIES" in warning
+    trusted = WebSettings.from_env({"PUBSCHED_TRUSTED_PROXIES": "127.0.0.1"})
+    assert serve.proxy_warning("127.0.0.1", public, trusted) is None
+    assert serve.proxy_warning("127.0.0.1", Config(), WebSettings.from_env({})) is None
+    assert serve.proxy_warning("0.0.0.0", public, WebSettings.from_env({})) is None
+
+
 def test_pubsched_serve_refuses_the_development_secret_behind_a_proxy(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/serve.db"
     open_store(url, migrate=True).close()

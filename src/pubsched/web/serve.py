@@ -71,6 +71,18 @@ def check_exposure(host: str, config: Config, web: WebSettings) -> None:
                          "cookies would travel in clear text")
 
 
+def proxy_warning(host: str, config: Config, web: WebSettings) -> str | None:
+    """What to tell an operator who serves on loopback for a public address (so behind a
+    proxy) without naming the proxy: every visitor would have the proxy's address, and a
+    stranger's wrong guesses would slow the operator's login down too."""
+    base_host = urlsplit(config.base_url).hostname or ""
+    if _loopback(host) and not _loopback(base_host) and not web.trusted_proxies:
+        return (f"PUBSCHED_BASE_URL is {config.base_url} but PUBSCHED_TRUSTED_PROXIES is "
+                "not set: behind a proxy every visitor has the proxy's address (set it to "
+                "the proxy's, e.g. 127.0.0.1,::1)")
+    return None
+
+
 def tick_job(pub: Pub, clock: Callable[[], datetime] | None = None) -> None:
     """One tick at the real time; an error is logged and the next minute tries again."""
     from ..tick import tick
@@ -124,6 +136,8 @@ def main(host: str, port: int, config: Config,
     check_exposure(host, config, web)
     if not web.password.configured:
         log.warning("PUBSCHED_ADMIN_PASSWORD is not set: the admin is closed")
+    if (warning := proxy_warning(host, config, web)) is not None:
+        log.warning("%s", warning)
     pub = open_pub(config)
 
     @contextlib.contextmanager
