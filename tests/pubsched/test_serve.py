@@ -9,11 +9,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from pubsched import links, tenders
 from pubsched.db import open_store
 from pubsched.pub import Config, Pub
 from pubsched.web import serve
@@ -41,8 +43,60 @@ def test_the_development_secret_stays_on_loopback() -> None:
         serve.check_exposure("0.0.0.0", Config(), web)
     insecure = WebSettings.from_env({"PUBSCHED_INSECURE_COOKIES": "1"})
     with pytest.raises(SystemExit, match="INSECURE_COOKIES"):
-        serve.check_exposure("0.0.0.0", Config(secret="a-long-random-value"), insecure)
-    serve.check_exposure("0.0.0.0", Config(secret="a-long-random-value"), web)
+        serve.check_exposure("0.0.0.0", Config(secret=LONG_SECRET), insecure)
+    serve.check_exposure("0.0.0.0", Config(secret=LONG_SECRET), web)
+
+
+LONG_SECRET = "k5Jq0vVd3oZl8sYw2nQx7RtA1bCe9fHg4uMi6pLz0aE"  # 43 bytes, as token_urlsafe(32)
+
+
+@pytest.mark.parametrize("secret", [None, "pubsched-dev-secret", "short-but-not-default"])
+def test_a_public_base_url_needs_a_real_secret_even_on_loopback(secret: str | None) -> None:
+    """Behind a proxy serve listens on 127.0.0.1, but the links go out to the world: the
+    development secret (or a short one) would let anyone sign any tender's link."""
+    env = {"PUBSCHED_BASE_URL": "https://schedule.pub.example"}
+    if secret is not None:
+        env["PUBSCHED_SECRET"] = secret
+    config = Config.from_env(env)
+    with pytest.raises(SystemExit) as refused:
+        serve.check_exposure("127.0.0.1", config, WebSettings.from_env(env))
+    message = str(refused.value)
+    assert "\n" not in message and "PUBSCHED_SECRET" in message, message
+    assert "https://schedule.pub.example" in message and "token_urlsafe(32)" in message
+    # a long random secret is served; so is the default one while links stay on loopback
+    serve.check_exposure("127.0.0.1", Config.from_env({**env, "PUBSCHED_SECRET": LONG_SECRET}),
+                         WebSettings.from_env(env))
+    for local in ("http://127.0.0.1:8000", "http://localhost:8000/", "http://[::1]:8000"):
+        serve.check_exposure("127.0.0.1", Config.from_env({"PUBSCHED_BASE_URL": local}),
+                             WebSettings.from_env({}))
+    with pytest.raises(SystemExit, match="32 bytes"):  # beyond loopback: the same rule
+        serve.check_exposure("0.0.0.0", Config(secret="a-long-random-value"),
+                             WebSettings.from_env({}))
+
+
+def test_serving_a_public_address_on_loopback_without_a_trusted_proxy_is_warned() -> None:
+    public = Config(secret=LONG_SECRET, base_url="https://schedule.pub.example")
+    warning = serve.proxy_warning("127.0.0.1", public, WebSettings.from_env({}))
+    assert warning is not None and "PUBSCHED_TRUSTED_PROXIES" in warning
+    trusted = WebSettings.from_env({"PUBSCHED_TRUSTED_PROXIES": "127.0.0.1"})
+    assert serve.proxy_warning("127.0.0.1", public, trusted) is None
+    assert serve.proxy_warning("127.0.0.1", Config(), WebSettings.from_env({})) is None
+    assert serve.proxy_warning("0.0.0.0", public, WebSettings.from_env({})) is None
+
+
+def test_pubsched_serve_refuses_the_development_secret_behind_a_proxy(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/serve.db"
+    open_store(url, migrate=True).close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")}
+    env.update(PUBSCHED_DB=url, PUBSCHED_ADMIN_PASSWORD="pw",
+               PUBSCHED_BASE_URL="https://schedule.pub.example")
+    done = subprocess.run([sys.executable, "-m", "pubsched", "serve", "--host", "127.0.0.1",
+                           "--port", "0"], env=env, capture_output=True, text=True, timeout=20)
+    assert done.returncode != 0 and "serving" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "refusing to serve https://schedule.pub.example" in lines[0]
+    assert "set PUBSCHED_SECRET" in lines[0] and "secrets.token_urlsafe(32)" in lines[0]
 
 
 def test_serve_refuses_a_database_not_migrated(tmp_path: Path) -> None:
@@ -87,3 +141,64 @@ def test_serve_answers_healthz_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode in (0, -signal.SIGTERM), out
     assert "serving http://127.0.0.1" in out
     assert "pubsched: stopped (ticker and database closed)" in out
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fetch(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as refused:
+        return int(refused.code)
+
+
+def test_the_access_log_names_the_tender_never_the_link(tmp_path: Path) -> None:
+    """A tender's link is a secret in a URL: uvicorn's access line (and ours) show which
+    tender it named, never the token, which would open their form to whoever reads logs."""
+    url = f"sqlite:///{tmp_path}/serve.db"
+    config = Config(db_url=url, secret=LONG_SECRET)
+    pub = Pub(open_store(url, migrate=True), config)
+    try:
+        assert tenders.add(pub, "Alice", "alice@example.com").applied
+        (alice,) = tenders.all_tenders(pub)
+    finally:
+        pub.close()
+    form = links.tender_token(config, alice.id)
+    calendar = links.tender_token(config, alice.id, purpose="calendar")
+    forged = links.tender_token(Config(secret="another" * 6), alice.id)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")}
+    env.update(PUBSCHED_DB=url, PUBSCHED_SECRET=LONG_SECRET, PUBSCHED_ADMIN_PASSWORD="pw")
+    proc = subprocess.Popen([sys.executable, "-m", "pubsched", "serve", "--host", "127.0.0.1",
+                             "--port", str(port)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while fetch_or_none(base + "/healthz") != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert fetch(f"{base}/t/{form}") == 200
+        assert fetch(f"{base}/t/{form}?saved=1") == 200
+        assert fetch(f"{base}/cal/{calendar}.ics") == 200
+        assert fetch(f"{base}/t/{forged}") == 404
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    for token in (form, calendar, forged):
+        assert token not in out and token.split(".")[-1] not in out, out
+    assert f'"GET /t/<tender {alice.id}> HTTP/1.1" 200' in out, out
+    assert f'"GET /t/<tender {alice.id}>?saved=1 HTTP/1.1" 200' in out, out
+    assert f'"GET /cal/<tender {alice.id}>.ics HTTP/1.1" 200' in out, out
+    assert '"GET /t/<bad link> HTTP/1.1" 404' in out, out
+
+
+def fetch_or_none(url: str) -> int | None:
+    try:
+        return fetch(url)
+    except OSError:
+        return None

@@ -70,3 +70,11 @@ def test_the_cross_origin_rule() -> None:
                                 trusted=("https://pub.example",)) is None
     assert cross_origin_refusal("PUT", {"origin": EVIL, "host": "a"}) is not None
     assert cross_origin_refusal("DELETE", {"origin": EVIL, "host": "a"}) is not None
+
+
+def test_the_throttle_counts_an_attempt_when_it_admits_it() -> None:
+    throttle = LoginThrottle(free=2, base=1.0, cap=8.0, clock=lambda: 0.0)
+    assert [throttle.admit("a") for _ in range(4)] == [0.0, 0.0, 1.0, 1.0]  # 2 checked
+    assert throttle.wait("a") == 1.0 and throttle.admit("b") == 0.0
+    throttle.succeeded("a")  # the admitted attempt was right: forgotten
+    assert throttle.admit("a") == 0.0

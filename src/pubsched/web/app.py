@@ -20,7 +20,9 @@ Why the shape (Datasette's: an app that wires views kept one module per kind of 
 
 * The admin is a mount of its own behind one gate (:class:`.security.OperatorGate`), so
   no admin route can forget the check; every unsafe request passes the cross-origin check
-  first (:class:`.security.SecurityHeaders`), before any handler.
+  first (:class:`.security.SecurityHeaders`), before any handler; outside both, the real
+  client behind a trusted proxy is found (:class:`.proxy.ForwardedClient`), and inside, a
+  body too big is refused unread (:class:`.limits.BodyLimit`, 413).
 * Every refusal is a page with the engine's reason (HTTP 409), every bad input one with
   the message (400); an unexpected error is logged and shown as a short page with no
   trace (500).
@@ -47,8 +49,11 @@ from starlette.staticfiles import StaticFiles
 
 from ..pub import Pub
 from .admin import AdminPages
+from .limits import BodyLimit
 from .login import Login
+from .logs import loggable_path
 from .pages import ADMIN_PATH, HERE, Pages
+from .proxy import ForwardedClient
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
 from .site import Site
@@ -110,13 +115,16 @@ def create_app(pub: Pub, settings: WebSettings, *,
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={Exception: _crash(site.pages)})
     app.state.web = site
-    app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,))
+    app.add_middleware(BodyLimit)  # innermost of ours: its 413 gets the headers too
+    app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,), config=pub.config)
+    app.add_middleware(ForwardedClient, proxies=settings.trusted_proxies)  # outermost
     return app
 
 
 def _crash(pages: Pages) -> Callable[[Request, Exception], Awaitable[Response]]:
     async def handler(request: Request, exc: Exception) -> Response:
-        log.exception("unexpected error on %s %s", request.method, request.url.path,
+        log.exception("unexpected error on %s %s", request.method,
+                      loggable_path(request.url.path, pages.config),
                       exc_info=exc)
         return pages.page(request, "problem.html", {
             "title": "Something went wrong",

@@ -15,8 +15,10 @@ Three small pieces, each kept apart from the pages so it can be read and tested 
   instance still honours it until its max age, a limit we accept for a short max age).
 * :class:`LoginThrottle`: after a few failed logins from one client address, the next
   attempt is refused unchecked until a delay has passed, doubling with every further
-  failure (capped); a success forgets the address. Refused attempts never reach the hash
-  check, so a guesser gains nothing by sending faster or in parallel.
+  failure (capped); a success forgets the address. An attempt is counted as a failure
+  *before* its hash check, under the throttle's lock (:meth:`LoginThrottle.admit`), and
+  refused attempts never reach the check, so a guesser gains nothing by sending faster or
+  in parallel: forty guesses at once are as many checks as forty in a row.
 * :func:`cross_origin_refusal`: the CSRF check Datasette moved to and Go 1.25's
   ``CrossOriginProtection`` does, read from the request's own headers instead of a token
   in every form: a browser tells where a request came from (``Sec-Fetch-Site``, else
@@ -127,20 +129,39 @@ class LoginThrottle:
     def wait(self, client: str) -> float:
         """Seconds until ``client`` may try again (0: now)."""
         with self._lock:
-            seen = self._seen.get(client)
-            if seen is None or seen.count < self.free:
-                return 0.0
-            delay = min(self.cap, self.base * float(2 ** (seen.count - self.free)))
-            return max(0.0, seen.last + delay - self.clock())
+            return self._wait(client)
+
+    def admit(self, client: str) -> float:
+        """Let one attempt of ``client`` be checked, counting it as a failure already (0.0),
+        or the seconds it must wait first (nothing counted). Reading the wait and counting
+        the attempt are one step under the lock: of attempts sent at once, only as many as
+        the throttle allows get a 0.0. A success then forgets the client
+        (:meth:`succeeded`); a failure has nothing more to record."""
+        with self._lock:
+            wait = self._wait(client)
+            if wait == 0.0:
+                self._count(client)
+            return wait
 
     def failed(self, client: str) -> None:
+        """Count a failure that was not admitted through :meth:`admit`."""
         with self._lock:
-            seen = self._seen.setdefault(client, _Failures())
-            seen.count += 1
-            seen.last = self.clock()
-            if len(self._seen) > 10_000:  # bounded: forget the oldest addresses
-                for key in sorted(self._seen, key=lambda k: self._seen[k].last)[:5_000]:
-                    del self._seen[key]
+            self._count(client)
+
+    def _wait(self, client: str) -> float:
+        seen = self._seen.get(client)
+        if seen is None or seen.count < self.free:
+            return 0.0
+        delay = min(self.cap, self.base * float(2 ** (seen.count - self.free)))
+        return max(0.0, seen.last + delay - self.clock())
+
+    def _count(self, client: str) -> None:
+        seen = self._seen.setdefault(client, _Failures())
+        seen.count += 1
+        seen.last = self.clock()
+        if len(self._seen) > 10_000:  # bounded: forget the oldest addresses
+            for key in sorted(self._seen, key=lambda k: self._seen[k].last)[:5_000]:
+                del self._seen[key]
 
     def succeeded(self, client: str) -> None:
         with self._lock:

@@ -41,7 +41,7 @@ class Login:
         form = await request.form()
         target = safe_next(text(form, "next"))
         client = request.client.host if request.client else "unknown"
-        wait = settings.throttle.wait(client)
+        wait = settings.throttle.admit(client)  # counted as a failure until it succeeds
         if wait > 0:
             return pages.page(request, "login.html", {
                 "configured": True, "next": target,
@@ -50,7 +50,6 @@ class Login:
         attempt = text(form, "password") or ""
         ok = await run_in_threadpool(settings.password.check, attempt)
         if not ok:
-            settings.throttle.failed(client)
             log.warning("failed admin login from %s", client)
             return pages.page(request, "login.html", {
                 "configured": settings.password.configured, "next": target,

@@ -20,7 +20,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..pub import Config
 from .auth import SESSION_COOKIE, Sessions, cross_origin_refusal
+from .logs import loggable_path
 from .pages import ADMIN_PATH
 
 log = logging.getLogger("pubsched.web")
@@ -41,9 +43,11 @@ class SecurityHeaders:
         (b"referrer-policy", b"no-referrer"),
     ]
 
-    def __init__(self, app: ASGIApp, trusted: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: ASGIApp, trusted: tuple[str, ...] = (),
+                 config: Config | None = None) -> None:
         self.app = app
         self.trusted = trusted
+        self.config = config or Config()  # whose links a refused path may carry
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -60,7 +64,8 @@ class SecurityHeaders:
             await send(message)
 
         if refusal is not None:
-            log.warning("refused %s %s: %s", scope["method"], scope["path"], refusal)
+            log.warning("refused %s %s: %s", scope["method"],
+                        loggable_path(scope["path"], self.config), refusal)
             response = HTMLResponse(f"<h1>Refused</h1><p>{html.escape(refusal)}.</p>",
                                     status_code=403)
             await response(scope, receive, with_headers)

@@ -18,12 +18,14 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from ..pub import Config, Pub
 from .app import create_app
+from .logs import AccessLinks
 from .settings import WebSettings
 
 log = logging.getLogger("pubsched.serve")
@@ -31,6 +33,10 @@ log = logging.getLogger("pubsched.serve")
 TICK_SECONDS = 60
 MISFIRE_GRACE_SECONDS = 50  # under the interval: a run this late still beats skipping it
 DEV_SECRET = "pubsched-dev-secret"
+
+
+MIN_SECRET_BYTES = 32
+MAKE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
 
 
 def _loopback(host: str) -> bool:
@@ -43,16 +49,38 @@ def _loopback(host: str) -> bool:
 
 
 def check_exposure(host: str, config: Config, web: WebSettings) -> None:
-    """Refuse to listen beyond this machine with the development secret (anyone could then
-    sign tender links and operator sessions) or with cookies allowed over plain http."""
-    if _loopback(host):
-        return
-    if config.secret == DEV_SECRET:
-        raise SystemExit(f"refusing to serve on {host} with the development secret: "
-                         "set PUBSCHED_SECRET to a long random value")
-    if web.insecure_cookies:
+    """Refuse to be reachable beyond this machine with a secret anyone may know (the
+    development default, or one too short to resist guessing): whoever knows it signs any
+    tender's link and an operator session. Reachable means listening beyond loopback, or
+    handing out links (``PUBSCHED_BASE_URL``) that are not on loopback: behind a proxy,
+    ``serve`` listens on 127.0.0.1 but the world reaches it. Cookies allowed over plain
+    http are refused beyond loopback too."""
+    base_host = urlsplit(config.base_url).hostname or ""
+    where = (f"on {host}" if not _loopback(host)
+             else None if _loopback(base_host) else config.base_url)
+    if where is not None:
+        size = len(config.secret.encode())
+        what = ("the development secret" if config.secret == DEV_SECRET
+                else f"a PUBSCHED_SECRET of {size} bytes" if size < MIN_SECRET_BYTES else "")
+        if what:
+            raise SystemExit(
+                f"refusing to serve {where} with {what}: set PUBSCHED_SECRET to a random "
+                f"value of {MIN_SECRET_BYTES} bytes or more (make one with {MAKE_SECRET})")
+    if not _loopback(host) and web.insecure_cookies:
         raise SystemExit(f"refusing to serve on {host} with PUBSCHED_INSECURE_COOKIES=1: "
                          "cookies would travel in clear text")
+
+
+def proxy_warning(host: str, config: Config, web: WebSettings) -> str | None:
+    """What to tell an operator who serves on loopback for a public address (so behind a
+    proxy) without naming the proxy: every visitor would have the proxy's address, and a
+    stranger's wrong guesses would slow the operator's login down too."""
+    base_host = urlsplit(config.base_url).hostname or ""
+    if _loopback(host) and not _loopback(base_host) and not web.trusted_proxies:
+        return (f"PUBSCHED_BASE_URL is {config.base_url} but PUBSCHED_TRUSTED_PROXIES is "
+                "not set: behind a proxy every visitor has the proxy's address (set it to "
+                "the proxy's, e.g. 127.0.0.1,::1)")
+    return None
 
 
 def tick_job(pub: Pub, clock: Callable[[], datetime] | None = None) -> None:
@@ -108,6 +136,8 @@ def main(host: str, port: int, config: Config,
     check_exposure(host, config, web)
     if not web.password.configured:
         log.warning("PUBSCHED_ADMIN_PASSWORD is not set: the admin is closed")
+    if (warning := proxy_warning(host, config, web)) is not None:
+        log.warning("%s", warning)
     pub = open_pub(config)
 
     @contextlib.contextmanager
@@ -124,4 +154,10 @@ def main(host: str, port: int, config: Config,
     app = create_app(pub, web, around=ticking)
     print(f"pubsched: serving http://{host}:{port}/admin/ (tick every {TICK_SECONDS} s)",
           flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", proxy_headers=False)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                           proxy_headers=False))  # ours: .proxy
+    # after uvicorn's Config has set up its loggers: the access line never shows a link
+    logging.getLogger("uvicorn.access").addFilter(AccessLinks(config))
+    server.run()
+    if not server.started:  # as uvicorn.run: the port was taken, or the app did not start
+        raise SystemExit(3)

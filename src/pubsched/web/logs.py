@@ -1,0 +1,52 @@
+"""What a log line may show of a request's path: a tender's link names the tender, never
+carries the token.
+
+A tender's link (``/t/<token>``, ``/cal/<token>.ics``) is a secret in a URL: whoever has it
+opens the tender's form or reads their shifts, with no password. Logs are read by more
+people, and kept longer, than the links are meant to be, so every line that names a path
+(uvicorn's access line through :class:`AccessLinks`, our own refusals and crashes through
+:func:`loggable_path`) shows ``/t/<tender 7>`` for a link that verifies and
+``/t/<bad link>`` for one that does not: enough to follow a tender's visits, nothing to
+replay. The tender id comes from the signature alone (no database): a revoked link still
+names its tender.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .. import links
+from ..pub import Config
+
+_LINKS: tuple[tuple[str, str, links.Purpose], ...] = (
+    ("/t/", "", "form"), ("/cal/", ".ics", "calendar"))
+
+
+def loggable_path(path: str, config: Config) -> str:
+    """``path`` (with its query, if any) as a log may show it."""
+    route, sep, query = path.partition("?")
+    for prefix, suffix, purpose in _LINKS:
+        if route.startswith(prefix) and route.endswith(suffix) and len(route) > len(prefix):
+            token = route[len(prefix):len(route) - len(suffix)]
+            named = links.verify(config, token, purpose)
+            who = f"<tender {named[0]}>" if named is not None else "<bad link>"
+            return f"{prefix}{who}{suffix}{sep}{query}"
+    return path
+
+
+class AccessLinks(logging.Filter):
+    """On uvicorn's access logger: the path of each line through :func:`loggable_path`.
+
+    uvicorn logs ``'%s - "%s %s HTTP/%s" %d'`` with the path as the third argument; a
+    record of any other shape is left alone (and a path found nowhere but in the message
+    cannot be a link uvicorn logged)."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__()
+        self.config = config
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            record.args = (*args[:2], loggable_path(args[2], self.config), *args[3:])
+        return True
