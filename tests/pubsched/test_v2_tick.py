@@ -102,3 +102,17 @@ def test_an_extension_cannot_stomp_a_close_in_flight(pub: Pub) -> None:
     assert (refused.applied, refused.reason) == (False, "LEASE_HELD")
     assert pub.runs.finalize(WEEK, claim).applied
     assert week_show(pub, WEEK)["state"] == "CLOSED"
+
+
+def test_an_extension_after_the_nudge_does_not_re_arm_it(pub: Pub,
+                                                        smtp: SmtpTestServer) -> None:
+    """#17.2: each nudge fires at most once per run, an extension included."""
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    assert [v.message for v in tick(pub, due) if v.applied] == [
+        f"tick: {WEEK} collecting_alert"]
+    later = due + timedelta(hours=12)
+    assert v2.extend(pub, WEEK, later, now=due)
+    assert not any(v.applied for v in tick(pub, later + timedelta(hours=1)))
+    assert len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]) == 1
