@@ -493,6 +493,24 @@ def test_tick_with_the_flag_on_nudges_the_operator_once(staffed: Cli,
     assert staffed.show()["state"] == "COLLECTING"  # a nudge never moves the week
 
 
+def test_a_refused_nudge_makes_tick_exit_1_and_a_later_tick_delivers_it(
+        staffed: Cli, env: SmtpTestServer) -> None:
+    """#17.3: the operator's only reminder is never reported as done when it was not."""
+    staffed.ok("flag", "v2", "on")
+    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    past = staffed.show()["deadline_at"].replace("Z", "+00:00")
+    later = datetime.fromisoformat(past).astimezone(UTC).replace(minute=30)
+    env.fail_data(554)
+    failed = staffed("tick", "--now", later.isoformat())
+    assert failed.code == 1 and "not delivered" in one_line(failed.err)
+    assert "Traceback" not in failed.err
+    env.clear_faults()
+    assert "collecting_alert" in staffed.ok("tick", "--now", later.isoformat()).out
+    assert [m.rcpt_tos for m in env.accepted] == [(OPERATOR,)]
+    staffed.ok("tick", "--now", later.isoformat())
+    assert len(env.accepted) == 1  # delivered once
+
+
 def test_tick_with_the_flag_off_runs_the_legacy_crons(staffed: Cli) -> None:
     staffed.ok("week", "open", WEEK, "--now", T_OPEN)
     assert staffed.ok("tick", "--now", "2026-11-30T16:00:00Z").out.strip() == (

@@ -11,9 +11,11 @@ from datetime import timedelta
 from pubsched import submissions, weeks
 from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
+from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from pubsched.tick import tick
 from pubsched.view import week_show
+from support import pub_engines
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
 from support.smtp_server import SmtpTestServer
 
@@ -116,3 +118,79 @@ def test_an_extension_after_the_nudge_does_not_re_arm_it(pub: Pub,
     assert v2.extend(pub, WEEK, later, now=due)
     assert not any(v.applied for v in tick(pub, later + timedelta(hours=1)))
     assert len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]) == 1
+
+
+def nudges_to_operator(smtp: SmtpTestServer) -> int:
+    return len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]])
+
+
+def test_a_refused_nudge_fails_the_tick_and_a_later_tick_delivers_it_once(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    """#17.3: claim -> send -> delivered; a refused send gives the claim back (the tick
+    fails), and two tickers at once then deliver it once."""
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    smtp.fail_data(550)
+    got = tick(pub, due)
+    assert [(v.applied, bool(v.failed)) for v in got] == [(False, True)]
+    assert "not delivered" in got[0].message and "next tick tries again" in got[0].message
+    assert pub.runs.get(WEEK)["collecting_alert_at"] is None  # type: ignore[index]
+    assert nudges_to_operator(smtp) == 0
+    assert [bool(v.failed) for v in tick(pub, due + timedelta(minutes=1))] == [True]
+    smtp.clear_faults()
+    other = make_pub(db_url, smtp)
+    try:
+        barrier = threading.Barrier(2)
+        results: list[list[str]] = [[], []]
+
+        def run(i: int, which: Pub) -> None:
+            barrier.wait(10)
+            results[i] = [v.message for v in tick(which, due + timedelta(minutes=2))
+                          if v.applied]
+
+        threads = [threading.Thread(target=run, args=(i, p))
+                   for i, p in enumerate((pub, other))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        other.close()
+    assert results[0] + results[1] == [f"tick: {WEEK} collecting_alert"]
+    assert nudges_to_operator(smtp) == 1
+    assert pub.runs.get(WEEK)["collecting_alert_at"] is not None  # type: ignore[index]
+    assert tick(pub, due + timedelta(hours=1)) == []  # delivered: never again this run
+    assert nudges_to_operator(smtp) == 1
+
+
+def test_a_nudge_with_no_operator_address_fails_the_tick_until_one_is_set(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    nowhere = pub_engines.make_pub(db_url, load_mail_settings(
+        smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test")))
+    try:
+        got = tick(nowhere, due)
+    finally:
+        nowhere.close()
+    assert [bool(v.failed) for v in got] == [True]
+    assert "PUBSCHED_OPERATOR_EMAIL" in got[0].message
+    assert pub.runs.get(WEEK)["collecting_alert_at"] is None  # type: ignore[index]
+    assert [v.message for v in tick(pub, due) if v.applied] == [
+        f"tick: {WEEK} collecting_alert"]
+    assert nudges_to_operator(smtp) == 1
+
+
+def test_a_nudge_of_unknown_fate_is_reported_and_not_sent_again(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    smtp.drop_after_data()
+    got = tick(pub, due)
+    assert [bool(v.failed) for v in got] == [True] and "may not have" in got[0].message
+    smtp.clear_faults()
+    assert tick(pub, due + timedelta(hours=1)) == []  # at most once: it may have arrived
+    assert len(smtp.received) == 1
