@@ -76,8 +76,9 @@ RUNS = Binding(
              "reopened_at", "deadline_at", "generate_at", "send_window_at"),
     columns=("autopilot", "kind", "settings_override", "opens_at", "created_at"),
     invariants=(Unique(COLLECTING, name="idx_pub_runs_v2_collecting"),),
-    timers=(TimedEdge("open", due="opens_at", guards={"autopilot": 1}),
-            TimedEdge("close", due="deadline_at", guards={"autopilot": 1}),
+    # autopilot's open is the tick's own move (pubsched.engines.v2_tick): a late open moves
+    # the deadline in the same write, so the close below is never due in that tick
+    timers=(TimedEdge("close", due="deadline_at", guards={"autopilot": 1}),
             TimedEdge("generate", due="generate_at", guards={"autopilot": 1})),
     notices=(Notice("collecting_alert", (COLLECTING,), due="deadline_at",
                     claim="collecting_alert_at", guards={"autopilot": 0}),

@@ -8,11 +8,13 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import pytest
+
 from pubsched import submissions, weeks
 from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
 from pubsched.mail.settings import load_mail_settings
-from pubsched.pub import Pub
+from pubsched.pub import BadInput, Pub
 from pubsched.tick import tick
 from pubsched.view import week_show
 from support import pub_engines
@@ -194,3 +196,62 @@ def test_a_nudge_of_unknown_fate_is_reported_and_not_sent_again(
     smtp.clear_faults()
     assert tick(pub, due + timedelta(hours=1)) == []  # at most once: it may have arrived
     assert len(smtp.received) == 1
+
+
+def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_operator(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """#17.10: the ticker down for days: the open does not close and generate in the same
+    tick; the deadline moves to PUBSCHED_MIN_COLLECT_HOURS (24) after the open."""
+    crew(pub, ("ann", None), ("bob", None))
+    row = weeks.ensure_week(pub, WEEK, now=NOW)
+    weeks.set_autopilot(pub, WEEK, True)
+    generate_at = pub.runs.core.dialect.parse_time(row["generate_at"])
+    assert generate_at is not None
+    late = generate_at + timedelta(days=2)  # far after the whole window
+    fired = [v.message for v in tick(pub, late) if v.applied]
+    assert len(fired) == 1 and fired[0].startswith(f"tick: {WEEK} open (late: the deadline "
+                                                   "moved to")
+    assert week_show(pub, WEEK)["state"] == COLLECTING
+    moved = deadline(pub)
+    assert moved == late + timedelta(hours=24)
+    run = pub.runs.get(WEEK)
+    assert run is not None
+    assert pub.runs.core.dialect.parse_time(run["generate_at"]) >= moved  # type: ignore[operator]
+    told = [m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]
+    assert len(told) == 1 and "deadline moved" in str(told[0].message["Subject"])
+    assert "/admin/weeks/" + WEEK in told[0].message.get_content()
+    # the tenders have their day: nothing closes before the moved deadline
+    assert not any(v.applied for v in tick(pub, moved - timedelta(minutes=1)))
+    for t in ("ann@pub.test", "bob@pub.test"):
+        assert submissions.submit(pub, WEEK, t, [s.id for s in weeks.shifts(pub, WEEK)],
+                                  now=moved - timedelta(hours=1))
+    got = [v.message for v in tick(pub, moved + timedelta(hours=1)) if v.applied]
+    assert got == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
+    assert week_show(pub, WEEK)["unfilled"] == 0
+
+
+def test_an_autopilot_open_on_time_keeps_the_weeks_deadline(pub: Pub,
+                                                           smtp: SmtpTestServer) -> None:
+    row = weeks.ensure_week(pub, WEEK, now=NOW)
+    weeks.set_autopilot(pub, WEEK, True)
+    before = pub.runs.core.dialect.parse_time(row["deadline_at"])
+    opens = pub.runs.core.dialect.parse_time(row["opens_at"])
+    assert opens is not None
+    assert [v.message for v in tick(pub, opens) if v.applied] == [f"tick: {WEEK} open"]
+    assert deadline(pub) == before and smtp.accepted == []
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_minimum_collecting_time_is_a_setting(pub: Pub, smtp: SmtpTestServer,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    row = weeks.ensure_week(pub, WEEK, now=NOW)
+    weeks.set_autopilot(pub, WEEK, True)
+    late = pub.runs.core.dialect.parse_time(row["generate_at"])
+    assert late is not None
+    monkeypatch.setenv("PUBSCHED_MIN_COLLECT_HOURS", "soon")
+    with pytest.raises(BadInput, match="PUBSCHED_MIN_COLLECT_HOURS"):
+        tick(pub, late)
+    assert week_show(pub, WEEK)["state"] == DRAFT  # bad input: nothing written
+    monkeypatch.setenv("PUBSCHED_MIN_COLLECT_HOURS", "36")
+    assert [v.applied for v in tick(pub, late)] == [True]
+    assert deadline(pub) == late + timedelta(hours=36)

@@ -16,21 +16,40 @@ each due row moves exactly once however many ticks run:
 * autopilot (runs with ``autopilot = 1``): DRAFT -> COLLECTING at opens-at, COLLECTING ->
   CLOSED at the deadline, CLOSED -> ASSIGNED at the generate time; then it stops: it never
   approves and never sends.
+
+**A late open keeps the tenders' time.** After a missed window (the ticker down for days)
+one tick would open, close and generate: the tenders would get no time at all. So the open
+is this tick's own move (not a timer of the binding): when it leaves less than
+``PUBSCHED_MIN_COLLECT_HOURS`` (default 24; 0 turns the floor off) before the deadline, the
+same write that opens the form moves the deadline to that long after the open (the generate
+time and the send window follow, in order), so the close cannot be due in that tick; and the
+operator gets an email saying so. The floor holds for every autopilot open, as a minimum
+collecting time: a week set up with a shorter window gets the minimum too.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from datetime import date, datetime
+import os
+from collections.abc import Mapping
+from datetime import date, datetime, timedelta
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
 from typing import Any
 
 import rowstate
 
 from ..generate import generate_body
-from ..mail.compose import Nudge, compose_nudge
+from ..machine import COLLECTING, DRAFT
+from ..mail.compose import SENDER_NAME, Nudge, Outgoing, Recipient, compose_nudge
 from ..mail.mailer import Delivery
-from ..pub import Pub, Verdict, utc
+from ..pub import BadInput, Pub, Verdict, utc
+from ..weeks import settings_override
 from .base import parse_instant
+
+DEFAULT_MIN_COLLECT_HOURS = 24.0
 
 log = logging.getLogger("pubsched.tick")
 
@@ -48,6 +67,7 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
             tx.execute("UPDATE pub_schedule_runs SET generated_at = %s WHERE week_of = %s",
                        [now, week])
 
+    out = _autopilot_opens(pub, now)
     not_delivered: dict[tuple[str, str], str] = {}  # (week, notice) -> why, for the report
 
     def nudge(kind: Nudge, name: str, due_column: str, claim: str) -> Any:
@@ -68,7 +88,6 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
                 "unsent_alert": nudge(Nudge.APPROVED_NOT_SENT, "unsent_alert",
                                       "send_window_at", "unsent_alert_at")},
         now=now)
-    out = []
     for fired in report.fired:
         what = f"{fired.key[0]} {fired.name}"
         if fired.applied:
@@ -80,6 +99,116 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
         else:
             out.append(Verdict(False, fired.reason, message=f"tick: {what} {fired.reason}"))
     return out
+
+
+def min_collect_hours(environ: Mapping[str, str] | None = None) -> float:
+    """``PUBSCHED_MIN_COLLECT_HOURS``: the least time an autopilot open leaves the tenders
+    (hours, default 24, 0 for no floor); a bad value is :class:`BadInput`."""
+    raw = (os.environ if environ is None else environ).get("PUBSCHED_MIN_COLLECT_HOURS")
+    if raw is None or not raw.strip():
+        return DEFAULT_MIN_COLLECT_HOURS
+    try:
+        hours = float(raw)
+    except ValueError:
+        hours = -1.0
+    if not 0 <= hours <= 24 * 14:
+        raise BadInput(f"PUBSCHED_MIN_COLLECT_HOURS must be a number of hours from 0 to "
+                       f"{24 * 14}, got {raw!r}")
+    return hours
+
+
+def _autopilot_opens(pub: Pub, now: datetime) -> list[Verdict]:
+    """DRAFT -> COLLECTING for every autopilot run whose opens-at has come, each one write
+    through the door (the state and ``autopilot = 1`` re-checked by the compare-and-set, so
+    two ticks open it once), moving a deadline that would leave the tenders less than the
+    minimum (module docstring)."""
+    floor = timedelta(hours=min_collect_hours())
+    rows = pub.query("SELECT * FROM pub_schedule_runs WHERE autopilot = 1 AND "
+                     "(v2_state = 'DRAFT' OR (v2_state IS NULL AND status = 'pending')) "
+                     "ORDER BY week_of")
+    out = []
+    for row in rows:
+        opens = parse_instant(row.get("opens_at"))
+        if opens is None or opens > now:
+            continue
+        week = str(row["week_of"])
+        times = {k: parse_instant(row.get(k))
+                 for k in ("deadline_at", "generate_at", "send_window_at")}
+        payload: dict[str, Any] = {"opened_at": now}
+        old_deadline = times["deadline_at"]
+        if old_deadline is not None and old_deadline < now + floor:
+            payload["deadline_at"] = deadline = now + floor
+            payload["generate_at"] = generate = max(times["generate_at"] or deadline, deadline)
+            payload["send_window_at"] = max(times["send_window_at"] or generate, generate)
+        with pub.atomic() as tx:
+            result = pub.runs.transition(week, COLLECTING, from_=DRAFT,
+                                         guards={"autopilot": 1}, payload=payload)
+            if result.applied and "deadline_at" in payload:
+                override = {**settings_override(row),
+                            "deadline_at": payload["deadline_at"].isoformat(),
+                            "generate_at": payload["generate_at"].isoformat()}
+                tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
+                           "WHERE week_of = %s", [json.dumps(override), week])
+        if not result.applied:
+            out.append(Verdict(False, result.reason, message=f"tick: {week} open "
+                               f"{result.reason}"))
+            continue
+        if "deadline_at" not in payload:
+            out.append(Verdict(True, message=f"tick: {week} open"))
+            continue
+        new = payload["deadline_at"]
+        told = _tell_late_open(pub, week, old_deadline, new, now)
+        said = (f"tick: {week} open (late: the deadline moved to "
+                f"{_local(pub, new)}, {floor.total_seconds() / 3600:g} hours after the open)")
+        out.append(Verdict(True, message=said))
+        if told:
+            out.append(Verdict(False, failed=told, message=f"tick: {week} late open: {told}"))
+    return out
+
+
+def _local(pub: Pub, moment: datetime) -> str:
+    local = moment.astimezone(pub.config.tz)
+    return f"{local:%a} {local.day} {local:%b %H:%M %Z}"
+
+
+def _tell_late_open(pub: Pub, week: str, old: datetime | None, new: datetime,
+                    now: datetime) -> str | None:
+    """Email the operator that autopilot opened the form late and moved the deadline; the
+    reason it was not delivered, or None."""
+    settings = pub.config.mail
+    if settings.operator_email is None:
+        return "the operator was not told: PUBSCHED_OPERATOR_EMAIL is not set"
+    monday = date.fromisoformat(week)
+    day = f"{monday:%a} {monday.day} {monday:%b %Y}"
+    message = EmailMessage()
+    was = f" (it was {_local(pub, old)})" if old is not None else ""
+    message.set_content(
+        f"Autopilot opened the availability form for the week of {day} late, at "
+        f"{_local(pub, now)}: the tick had not run since its opening time.\n\n"
+        f"So that tenders have time to answer, the deadline moved to {_local(pub, new)}"
+        f"{was}; the roster is generated after it.\n\n"
+        f"{pub.config.base_url}/admin/weeks/{week}\n", cte="quoted-printable")
+    sender = settings.mail_from
+    message["From"] = sender if "<" in sender else Address(SENDER_NAME, addr_spec=sender)
+    message["To"] = Address("Operator", addr_spec=settings.operator_email)
+    message["Subject"] = f"Week of {day}: the form opened late, the deadline moved"
+    message["Date"] = format_datetime(now)
+    message["Message-ID"] = make_msgid("late-open", domain=sender.rpartition("@")[2]
+                                       .rstrip(">"))
+    message["Auto-Submitted"] = "auto-generated"
+    operator = Recipient(settings.operator_email, "Operator")
+    outgoing = Outgoing(operator, settings.operator_email, message,
+                        rehearsal=settings.rehearsal)
+    with pub.mailer.session() as mail:
+        outcome = mail.send(outgoing)
+    with pub.atomic() as tx:
+        tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
+                   "VALUES (%s, %s, %s, %s, %s)",
+                   [week, f"late_open:{outcome.delivery.value}", outgoing.envelope_to,
+                    str(message["Subject"]), now])
+    if outcome.delivery is Delivery.DELIVERED:
+        return None
+    return f"the operator's email was not delivered: {outcome.detail}"
 
 
 class NudgeNotDelivered(Exception):
