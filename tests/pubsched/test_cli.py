@@ -785,3 +785,38 @@ def test_two_sends_at_once_from_two_processes_mail_each_tender_once(
     assert len(refused.strip().splitlines()) == 1
     assigned = {e for s in staffed.show()["shifts"] for e in s["assigned"]}
     assert sorted(r for m in env.accepted for r in m.rcpt_tos) == sorted(assigned)
+
+
+@pytest.mark.postgres
+def test_two_tick_processes_deliver_a_refused_nudge_once_when_smtp_accepts_again(
+        pg_db_url: str, env: SmtpTestServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """#17.3 with real processes on PostgreSQL: while the server refuses, no tick reports
+    the nudge as done; once it accepts, two ``pubsched tick`` at once deliver it once."""
+    run = Cli(pg_db_url, capsys)
+    run.ok("init")
+    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    past = datetime.fromisoformat(run.show()["deadline_at"].replace("Z", "+00:00"))
+    later = past.astimezone(UTC).replace(minute=30).isoformat()
+    script = console_script()
+    environ = {**os.environ, "PUBSCHED_DB": pg_db_url}
+
+    def two_ticks() -> list[subprocess.CompletedProcess[str]]:
+        procs = [subprocess.Popen([script, "tick", "--now", later], env=environ, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(2)]
+        done = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        return done
+
+    env.fail_data(554)
+    refused = two_ticks()
+    assert 1 in [p.returncode for p in refused], refused
+    assert not any("collecting_alert\n" in p.stdout for p in refused)  # never "done"
+    assert env.accepted == []
+    env.clear_faults()
+    accepted = two_ticks()
+    assert [p.returncode for p in accepted] == [0, 0], accepted
+    assert sum("collecting_alert" in p.stdout for p in accepted) == 1
+    assert [m.rcpt_tos for m in env.accepted] == [(OPERATOR,)]
