@@ -6,7 +6,8 @@ run's ``v2_state`` changes; every actor (operator buttons, the autopilot tick, r
 goes through it. ``v2_state`` NULL means "not yet adopted": the effective state is
 derived from the legacy ``status`` (pending -> DRAFT, approved -> APPROVED, sent -> SENT)
 until the first transition writes the column. APPROVED and SENT write the legacy status
-through, so a flag rollback lands the legacy engine on a coherent value; ``sent_at`` is
+through, and every other state entered writes it back to 'pending' (un-approve leaves
+APPROVED), so a flag rollback lands the legacy engine on a coherent value; ``sent_at`` is
 stamped only by a genuine send (the SENT finalize).
 """
 
@@ -50,8 +51,10 @@ RUN = Machine(
                  "legacy status column THROUGH."},
 )
 
-# the legacy status each v2 state writes through (COLLECTING/CLOSED/ASSIGNED: none)
+# the legacy status each v2 state writes through; COLLECTING/CLOSED/ASSIGNED have no legacy
+# analog and write 'pending' (with ``approved_at`` cleared, as the legacy un-approve does)
 LEGACY_STATUS_FOR = {APPROVED: "approved", SENT: "sent"}
+PENDING = {"status": "pending", "approved_at": None}
 SEND_LEASE_TTL = 600.0  # a send may wait on SMTP timeouts per recipient: room for that
 
 RUNS = Binding(
@@ -63,15 +66,19 @@ RUNS = Binding(
     version="version",
     lease=Lease(at="acting_at", kind="acting_kind", token="acting_token", error="last_error",
                 failed_at="acting_failed_at", ttl=SEND_LEASE_TTL),
-    # the write-through is an entry write: no edge into APPROVED or SENT can forget it
-    on_enter={APPROVED: {"status": "approved"}, SENT: {"status": "sent"}},
+    # the write-through is an entry write: no edge into APPROVED or SENT can forget it, and
+    # no edge out of APPROVED can leave 'approved' behind (un-approve enters ASSIGNED: the
+    # legacy engine must not read, after a rollback, a week the operator took back)
+    on_enter={COLLECTING: PENDING, CLOSED: PENDING, ASSIGNED: PENDING,
+              APPROVED: {"status": "approved"}, SENT: {"status": "sent"}},
     # stamps the actions write with their move, at the business instant they act at
     payload=("opened_at", "closed_at", "generated_at", "approved_at", "sent_at",
              "reopened_at", "deadline_at", "generate_at", "send_window_at"),
     columns=("autopilot", "kind", "settings_override", "opens_at", "created_at"),
     invariants=(Unique(COLLECTING, name="idx_pub_runs_v2_collecting"),),
-    timers=(TimedEdge("open", due="opens_at", guards={"autopilot": 1}),
-            TimedEdge("close", due="deadline_at", guards={"autopilot": 1}),
+    # autopilot's open is the tick's own move (pubsched.engines.v2_tick): a late open moves
+    # the deadline in the same write, so the close below is never due in that tick
+    timers=(TimedEdge("close", due="deadline_at", guards={"autopilot": 1}),
             TimedEdge("generate", due="generate_at", guards={"autopilot": 1})),
     notices=(Notice("collecting_alert", (COLLECTING,), due="deadline_at",
                     claim="collecting_alert_at", guards={"autopilot": 0}),

@@ -167,3 +167,29 @@ def test_turning_v2_on_after_a_legacy_week_was_sent_and_v2_runs_the_next(
     assert (row(pub, NEXT)["v2_state"], row(pub, NEXT)["status"]) == ("SENT", "sent")
     assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 2)
     assert legacy.crons(pub, moment(pub, NEXT, "opens_at")) == []  # stood down
+
+
+def test_an_unapproved_v2_week_reads_unapproved_to_the_legacy_engine_after_a_rollback(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """#17.1: leaving APPROVED writes the legacy status back to 'pending' (and clears
+    ``approved_at``) in the same write, so a rollback cannot let the legacy engine send a
+    week the operator took back, also after reopen and regenerate."""
+    assert flip(pub, True)
+    at = moment(pub, WEEK, "opens_at")
+    assert actions.perform(pub, "open", WEEK, now=at)
+    everyone_submits(pub, WEEK)
+    for name in ("close", "generate", "approve"):
+        assert actions.perform(pub, name, WEEK, now=at), name
+    assert row(pub, WEEK)["status"] == "approved"
+    assert v2.unapprove(pub, WEEK, now=at)
+    r = row(pub, WEEK)
+    assert (r["v2_state"], r["status"], r["approved_at"]) == ("ASSIGNED", "pending", None)
+    for name in ("reopen", "close", "generate"):  # and so after reopen and regenerate
+        assert actions.perform(pub, name, WEEK, now=at), name
+        assert row(pub, WEEK)["status"] == "pending", name
+    assert flip(pub, False, force=True)  # the rollback (forced: the week is in flight)
+    assert state_of(pub, row(pub, WEEK)) == "ASSIGNED"  # the legacy view: not approved
+    refused = legacy.send(pub, WEEK, now=at)
+    assert (refused.applied, refused.reason) == (False, "STATE_MISMATCH")
+    assert smtp.accepted == []  # nobody mailed the week the operator took back
+    assert row(pub, WEEK)["status"] == "pending"

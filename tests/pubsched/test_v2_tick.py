@@ -8,12 +8,16 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import pytest
+
 from pubsched import submissions, weeks
 from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
-from pubsched.pub import Pub
+from pubsched.mail.settings import load_mail_settings
+from pubsched.pub import BadInput, Pub
 from pubsched.tick import tick
 from pubsched.view import week_show
+from support import pub_engines
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
 from support.smtp_server import SmtpTestServer
 
@@ -102,3 +106,152 @@ def test_an_extension_cannot_stomp_a_close_in_flight(pub: Pub) -> None:
     assert (refused.applied, refused.reason) == (False, "LEASE_HELD")
     assert pub.runs.finalize(WEEK, claim).applied
     assert week_show(pub, WEEK)["state"] == "CLOSED"
+
+
+def test_an_extension_after_the_nudge_does_not_re_arm_it(pub: Pub,
+                                                        smtp: SmtpTestServer) -> None:
+    """#17.2: each nudge fires at most once per run, an extension included."""
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    assert [v.message for v in tick(pub, due) if v.applied] == [
+        f"tick: {WEEK} collecting_alert"]
+    later = due + timedelta(hours=12)
+    assert v2.extend(pub, WEEK, later, now=due)
+    assert not any(v.applied for v in tick(pub, later + timedelta(hours=1)))
+    assert len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]) == 1
+
+
+def nudges_to_operator(smtp: SmtpTestServer) -> int:
+    return len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]])
+
+
+def test_a_refused_nudge_fails_the_tick_and_a_later_tick_delivers_it_once(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    """#17.3: claim -> send -> delivered; a refused send gives the claim back (the tick
+    fails), and two tickers at once then deliver it once."""
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    smtp.fail_data(550)
+    got = tick(pub, due)
+    assert [(v.applied, bool(v.failed)) for v in got] == [(False, True)]
+    assert "not delivered" in got[0].message and "next tick tries again" in got[0].message
+    assert pub.runs.get(WEEK)["collecting_alert_at"] is None  # type: ignore[index]
+    assert nudges_to_operator(smtp) == 0
+    assert [bool(v.failed) for v in tick(pub, due + timedelta(minutes=1))] == [True]
+    smtp.clear_faults()
+    other = make_pub(db_url, smtp)
+    try:
+        barrier = threading.Barrier(2)
+        results: list[list[str]] = [[], []]
+
+        def run(i: int, which: Pub) -> None:
+            barrier.wait(10)
+            results[i] = [v.message for v in tick(which, due + timedelta(minutes=2))
+                          if v.applied]
+
+        threads = [threading.Thread(target=run, args=(i, p))
+                   for i, p in enumerate((pub, other))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        other.close()
+    assert results[0] + results[1] == [f"tick: {WEEK} collecting_alert"]
+    assert nudges_to_operator(smtp) == 1
+    assert pub.runs.get(WEEK)["collecting_alert_at"] is not None  # type: ignore[index]
+    assert tick(pub, due + timedelta(hours=1)) == []  # delivered: never again this run
+    assert nudges_to_operator(smtp) == 1
+
+
+def test_a_nudge_with_no_operator_address_fails_the_tick_until_one_is_set(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    nowhere = pub_engines.make_pub(db_url, load_mail_settings(
+        smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test")))
+    try:
+        got = tick(nowhere, due)
+    finally:
+        nowhere.close()
+    assert [bool(v.failed) for v in got] == [True]
+    assert "PUBSCHED_OPERATOR_EMAIL" in got[0].message
+    assert pub.runs.get(WEEK)["collecting_alert_at"] is None  # type: ignore[index]
+    assert [v.message for v in tick(pub, due) if v.applied] == [
+        f"tick: {WEEK} collecting_alert"]
+    assert nudges_to_operator(smtp) == 1
+
+
+def test_a_nudge_of_unknown_fate_is_reported_and_not_sent_again(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    assert v2.open_form(pub, WEEK, now=NOW)
+    due = deadline(pub)
+    assert isinstance(due, type(NOW))
+    smtp.drop_after_data()
+    got = tick(pub, due)
+    assert [bool(v.failed) for v in got] == [True] and "may not have" in got[0].message
+    smtp.clear_faults()
+    assert tick(pub, due + timedelta(hours=1)) == []  # at most once: it may have arrived
+    assert len(smtp.received) == 1
+
+
+def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_operator(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """#17.10: the ticker down for days: the open does not close and generate in the same
+    tick; the deadline moves to PUBSCHED_MIN_COLLECT_HOURS (24) after the open."""
+    crew(pub, ("ann", None), ("bob", None))
+    row = weeks.ensure_week(pub, WEEK, now=NOW)
+    weeks.set_autopilot(pub, WEEK, True)
+    generate_at = pub.runs.core.dialect.parse_time(row["generate_at"])
+    assert generate_at is not None
+    late = generate_at + timedelta(days=2)  # far after the whole window
+    fired = [v.message for v in tick(pub, late) if v.applied]
+    assert len(fired) == 1 and fired[0].startswith(f"tick: {WEEK} open (late: the deadline "
+                                                   "moved to")
+    assert week_show(pub, WEEK)["state"] == COLLECTING
+    moved = deadline(pub)
+    assert moved == late + timedelta(hours=24)
+    run = pub.runs.get(WEEK)
+    assert run is not None
+    assert pub.runs.core.dialect.parse_time(run["generate_at"]) >= moved  # type: ignore[operator]
+    told = [m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]
+    assert len(told) == 1 and "deadline moved" in str(told[0].message["Subject"])
+    assert "/admin/weeks/" + WEEK in told[0].message.get_content()
+    # the tenders have their day: nothing closes before the moved deadline
+    assert not any(v.applied for v in tick(pub, moved - timedelta(minutes=1)))
+    for t in ("ann@pub.test", "bob@pub.test"):
+        assert submissions.submit(pub, WEEK, t, [s.id for s in weeks.shifts(pub, WEEK)],
+                                  now=moved - timedelta(hours=1))
+    got = [v.message for v in tick(pub, moved + timedelta(hours=1)) if v.applied]
+    assert got == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
+    assert week_show(pub, WEEK)["unfilled"] == 0
+
+
+def test_an_autopilot_open_on_time_keeps_the_weeks_deadline(pub: Pub,
+                                                           smtp: SmtpTestServer) -> None:
+    row = weeks.ensure_week(pub, WEEK, now=NOW)
+    weeks.set_autopilot(pub, WEEK, True)
+    before = pub.runs.core.dialect.parse_time(row["deadline_at"])
+    opens = pub.runs.core.dialect.parse_time(row["opens_at"])
+    assert opens is not None
+    assert [v.message for v in tick(pub, opens) if v.applied] == [f"tick: {WEEK} open"]
+    assert deadline(pub) == before and smtp.accepted == []
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_minimum_collecting_time_is_a_setting(pub: Pub, smtp: SmtpTestServer,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    row = weeks.ensure_week(pub, WEEK, now=NOW)
+    weeks.set_autopilot(pub, WEEK, True)
+    late = pub.runs.core.dialect.parse_time(row["generate_at"])
+    assert late is not None
+    monkeypatch.setenv("PUBSCHED_MIN_COLLECT_HOURS", "soon")
+    with pytest.raises(BadInput, match="PUBSCHED_MIN_COLLECT_HOURS"):
+        tick(pub, late)
+    assert week_show(pub, WEEK)["state"] == DRAFT  # bad input: nothing written
+    monkeypatch.setenv("PUBSCHED_MIN_COLLECT_HOURS", "36")
+    assert [v.applied for v in tick(pub, late)] == [True]
+    assert deadline(pub) == late + timedelta(hours=36)

@@ -93,7 +93,8 @@ def reopen(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
 
 def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = None) -> Verdict:
     """COLLECTING -> COLLECTING with a new deadline (and the week's settings_override
-    remembers it). Refused while a close is in flight (LEASE_HELD)."""
+    remembers it). Refused while a close is in flight (LEASE_HELD). A "ready to close"
+    nudge already sent stays sent: the seed's nudges fire at most once per run."""
     key = week_key(week)
     utc(now)  # checked like every action's instant; the extension itself is timeless
     new = utc(deadline)
@@ -109,9 +110,9 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
                                      payload={"deadline_at": times.deadline_at,
                                               "generate_at": times.generate_at})
         if result.applied:
-            tx.execute("UPDATE pub_schedule_runs SET settings_override = %s, "
-                       "collecting_alert_at = NULL WHERE week_of = %s",
-                       [json.dumps(override), key])
+            # the "ready to close" nudge is not re-armed: it fires at most once per run
+            tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
+                       "WHERE week_of = %s", [json.dumps(override), key])
     return verdict(result, f"{key} extend to {new.isoformat()}")
 
 

@@ -6,25 +6,50 @@ each due row moves exactly once however many ticks run:
 * manual-mode nudges (runs with autopilot 0): COLLECTING past its deadline -> one "ready
   to close and generate?" email to the operator; APPROVED and unsent past the send window
   -> one "approved but not sent". Each is claimed (``collecting_alert_at`` /
-  ``unsent_alert_at``) before it is sent, so it goes at most once per run; nudges never
-  change state;
+  ``unsent_alert_at``, a compare-and-set: two tickers at once, one claims), then sent, and
+  the claim stays as the mark that it was delivered, so it is delivered at most once per
+  run. A nudge that could not be handed over (the server refused it, nowhere to send it)
+  gives its claim back and is reported as failed (``pubsched tick`` exits 1): the next
+  tick tries again, since it is the operator's only reminder. One whose fate is unknown
+  (the connection dropped after the data) keeps its claim, and is reported: it may have
+  arrived, and a second copy would break "at most once". Nudges never change state;
 * autopilot (runs with ``autopilot = 1``): DRAFT -> COLLECTING at opens-at, COLLECTING ->
   CLOSED at the deadline, CLOSED -> ASSIGNED at the generate time; then it stops: it never
   approves and never sends.
+
+**A late open keeps the tenders' time.** After a missed window (the ticker down for days)
+one tick would open, close and generate: the tenders would get no time at all. So the open
+is this tick's own move (not a timer of the binding): when it leaves less than
+``PUBSCHED_MIN_COLLECT_HOURS`` (default 24; 0 turns the floor off) before the deadline, the
+same write that opens the form moves the deadline to that long after the open (the generate
+time and the send window follow, in order), so the close cannot be due in that tick; and the
+operator gets an email saying so. The floor holds for every autopilot open, as a minimum
+collecting time: a week set up with a shorter window gets the minimum too.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from datetime import date, datetime
+import os
+from collections.abc import Mapping
+from datetime import date, datetime, timedelta
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
 from typing import Any
 
 import rowstate
 
 from ..generate import generate_body
-from ..mail.compose import Nudge, compose_nudge
-from ..pub import Pub, Verdict, utc
+from ..machine import COLLECTING, DRAFT
+from ..mail.compose import SENDER_NAME, Nudge, Outgoing, Recipient, compose_nudge
+from ..mail.mailer import Delivery
+from ..pub import BadInput, Pub, Verdict, utc
+from ..weeks import settings_override
 from .base import parse_instant
+
+DEFAULT_MIN_COLLECT_HOURS = 24.0
 
 log = logging.getLogger("pubsched.tick")
 
@@ -42,38 +67,178 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
             tx.execute("UPDATE pub_schedule_runs SET generated_at = %s WHERE week_of = %s",
                        [now, week])
 
-    def nudge(kind: Nudge, due_column: str) -> Any:
+    out = _autopilot_opens(pub, now)
+    not_delivered: dict[tuple[str, str], str] = {}  # (week, notice) -> why, for the report
+
+    def nudge(kind: Nudge, name: str, due_column: str, claim: str) -> Any:
         def send(row: Any) -> None:
-            _nudge(pub, kind, row, due_column, now)
+            try:
+                _nudge(pub, kind, row, due_column, now)
+            except NudgeNotDelivered as exc:
+                if exc.retry:
+                    _release(pub, claim, str(row["week_of"]))
+                not_delivered[(str(row["week_of"]), name)] = str(exc)
+                raise
         return send
 
     report = pub.runs.fire_due(
         acts={"close": close_act, "generate": generate_act},
-        notify={"collecting_alert": nudge(Nudge.READY_TO_CLOSE, "deadline_at"),
-                "unsent_alert": nudge(Nudge.APPROVED_NOT_SENT, "send_window_at")},
+        notify={"collecting_alert": nudge(Nudge.READY_TO_CLOSE, "collecting_alert",
+                                          "deadline_at", "collecting_alert_at"),
+                "unsent_alert": nudge(Nudge.APPROVED_NOT_SENT, "unsent_alert",
+                                      "send_window_at", "unsent_alert_at")},
         now=now)
-    out = []
     for fired in report.fired:
         what = f"{fired.key[0]} {fired.name}"
         if fired.applied:
             out.append(Verdict(True, message=f"tick: {what}"))
         elif fired.error:
-            log.warning("tick: %s failed: %s", what, fired.error)
-            out.append(Verdict(False, failed=fired.error, message=f"tick: {what} failed"))
+            why = not_delivered.get((str(fired.key[0]), fired.name), fired.error)
+            log.warning("tick: %s failed: %s", what, why)
+            out.append(Verdict(False, failed=why, message=f"tick: {what} failed: {why}"))
         else:
             out.append(Verdict(False, fired.reason, message=f"tick: {what} {fired.reason}"))
     return out
 
 
+def min_collect_hours(environ: Mapping[str, str] | None = None) -> float:
+    """``PUBSCHED_MIN_COLLECT_HOURS``: the least time an autopilot open leaves the tenders
+    (hours, default 24, 0 for no floor); a bad value is :class:`BadInput`."""
+    raw = (os.environ if environ is None else environ).get("PUBSCHED_MIN_COLLECT_HOURS")
+    if raw is None or not raw.strip():
+        return DEFAULT_MIN_COLLECT_HOURS
+    try:
+        hours = float(raw)
+    except ValueError:
+        hours = -1.0
+    if not 0 <= hours <= 24 * 14:
+        raise BadInput(f"PUBSCHED_MIN_COLLECT_HOURS must be a number of hours from 0 to "
+                       f"{24 * 14}, got {raw!r}")
+    return hours
+
+
+def _autopilot_opens(pub: Pub, now: datetime) -> list[Verdict]:
+    """DRAFT -> COLLECTING for every autopilot run whose opens-at has come, each one write
+    through the door (the state and ``autopilot = 1`` re-checked by the compare-and-set, so
+    two ticks open it once), moving a deadline that would leave the tenders less than the
+    minimum (module docstring)."""
+    floor = timedelta(hours=min_collect_hours())
+    rows = pub.query("SELECT * FROM pub_schedule_runs WHERE autopilot = 1 AND "
+                     "(v2_state = 'DRAFT' OR (v2_state IS NULL AND status = 'pending')) "
+                     "ORDER BY week_of")
+    out = []
+    for row in rows:
+        opens = parse_instant(row.get("opens_at"))
+        if opens is None or opens > now:
+            continue
+        week = str(row["week_of"])
+        times = {k: parse_instant(row.get(k))
+                 for k in ("deadline_at", "generate_at", "send_window_at")}
+        payload: dict[str, Any] = {"opened_at": now}
+        old_deadline = times["deadline_at"]
+        if old_deadline is not None and old_deadline < now + floor:
+            payload["deadline_at"] = deadline = now + floor
+            payload["generate_at"] = generate = max(times["generate_at"] or deadline, deadline)
+            payload["send_window_at"] = max(times["send_window_at"] or generate, generate)
+        with pub.atomic() as tx:
+            result = pub.runs.transition(week, COLLECTING, from_=DRAFT,
+                                         guards={"autopilot": 1}, payload=payload)
+            if result.applied and "deadline_at" in payload:
+                override = {**settings_override(row),
+                            "deadline_at": payload["deadline_at"].isoformat(),
+                            "generate_at": payload["generate_at"].isoformat()}
+                tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
+                           "WHERE week_of = %s", [json.dumps(override), week])
+        if not result.applied:
+            out.append(Verdict(False, result.reason, message=f"tick: {week} open "
+                               f"{result.reason}"))
+            continue
+        if "deadline_at" not in payload:
+            out.append(Verdict(True, message=f"tick: {week} open"))
+            continue
+        new = payload["deadline_at"]
+        told = _tell_late_open(pub, week, old_deadline, new, now)
+        said = (f"tick: {week} open (late: the deadline moved to "
+                f"{_local(pub, new)}, {floor.total_seconds() / 3600:g} hours after the open)")
+        out.append(Verdict(True, message=said))
+        if told:
+            out.append(Verdict(False, failed=told, message=f"tick: {week} late open: {told}"))
+    return out
+
+
+def _local(pub: Pub, moment: datetime) -> str:
+    local = moment.astimezone(pub.config.tz)
+    return f"{local:%a} {local.day} {local:%b %H:%M %Z}"
+
+
+def _tell_late_open(pub: Pub, week: str, old: datetime | None, new: datetime,
+                    now: datetime) -> str | None:
+    """Email the operator that autopilot opened the form late and moved the deadline; the
+    reason it was not delivered, or None."""
+    settings = pub.config.mail
+    if settings.operator_email is None:
+        return "the operator was not told: PUBSCHED_OPERATOR_EMAIL is not set"
+    monday = date.fromisoformat(week)
+    day = f"{monday:%a} {monday.day} {monday:%b %Y}"
+    message = EmailMessage()
+    was = f" (it was {_local(pub, old)})" if old is not None else ""
+    message.set_content(
+        f"Autopilot opened the availability form for the week of {day} late, at "
+        f"{_local(pub, now)}: the tick had not run since its opening time.\n\n"
+        f"So that tenders have time to answer, the deadline moved to {_local(pub, new)}"
+        f"{was}; the roster is generated after it.\n\n"
+        f"{pub.config.base_url}/admin/weeks/{week}\n", cte="quoted-printable")
+    sender = settings.mail_from
+    message["From"] = sender if "<" in sender else Address(SENDER_NAME, addr_spec=sender)
+    message["To"] = Address("Operator", addr_spec=settings.operator_email)
+    message["Subject"] = f"Week of {day}: the form opened late, the deadline moved"
+    message["Date"] = format_datetime(now)
+    message["Message-ID"] = make_msgid("late-open", domain=sender.rpartition("@")[2]
+                                       .rstrip(">"))
+    message["Auto-Submitted"] = "auto-generated"
+    operator = Recipient(settings.operator_email, "Operator")
+    outgoing = Outgoing(operator, settings.operator_email, message,
+                        rehearsal=settings.rehearsal)
+    with pub.mailer.session() as mail:
+        outcome = mail.send(outgoing)
+    with pub.atomic() as tx:
+        tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
+                   "VALUES (%s, %s, %s, %s, %s)",
+                   [week, f"late_open:{outcome.delivery.value}", outgoing.envelope_to,
+                    str(message["Subject"]), now])
+    if outcome.delivery is Delivery.DELIVERED:
+        return None
+    return f"the operator's email was not delivered: {outcome.detail}"
+
+
+class NudgeNotDelivered(Exception):
+    """A claimed nudge that did not reach the mail server (``retry``: its claim is given
+    back, the next tick sends it) or whose fate is unknown (kept: at most once)."""
+
+    def __init__(self, why: str, *, retry: bool = True):
+        super().__init__(why)
+        self.retry = retry
+
+
+def _release(pub: Pub, claim: str, week: str) -> None:
+    """Give a nudge's claim back (only its claimer holds it: no other tick can have
+    claimed the row since), so the next tick sends the nudge again."""
+    with pub.atomic() as tx:
+        tx.execute(f"UPDATE pub_schedule_runs SET {claim} = NULL WHERE week_of = %s",
+                   [week])
+
+
 def _nudge(pub: Pub, kind: Nudge, row: Any, due_column: str, now: datetime) -> None:
-    """Compose and send one nudge (already claimed: a failure here never sends twice)."""
+    """Compose and send one nudge (already claimed: two ticks never both send it);
+    :class:`NudgeNotDelivered` when it did not arrive."""
     week = str(row["week_of"])
     due_at = parse_instant(row.get(due_column)) or now
     settings = pub.config.mail
     if settings.operator_email is None:
-        log.warning("tick: %s for %s, but PUBSCHED_OPERATOR_EMAIL is not set", kind.value,
-                    week)
-        return
+        raise NudgeNotDelivered(f"the {kind.value!r} reminder for the week of {week} has "
+                                "nowhere to go: set PUBSCHED_OPERATOR_EMAIL; the next tick "
+                                "tries again")
+
     outgoing = compose_nudge(kind, date.fromisoformat(week), due_at=utc(due_at),
                              tz=pub.config.tz.key, settings=settings, now=now,
                              admin_url=f"{pub.config.base_url}/weeks/{week}")
@@ -84,3 +249,12 @@ def _nudge(pub: Pub, kind: Nudge, row: Any, due_column: str, now: datetime) -> N
                    "VALUES (%s, %s, %s, %s, %s)",
                    [week, f"nudge:{kind.name.lower()}:{outcome.delivery.value}",
                     outgoing.envelope_to, str(outgoing.message["Subject"]), now])
+
+    if outcome.delivery is Delivery.REFUSED:
+        raise NudgeNotDelivered(f"the {kind.value!r} reminder for the week of {week} was "
+                                f"not delivered to {outgoing.envelope_to}: {outcome.detail}; "
+                                "the next tick tries again")
+    if outcome.delivery is Delivery.UNKNOWN:
+        raise NudgeNotDelivered(f"the {kind.value!r} reminder for the week of {week} may not "
+                                f"have reached {outgoing.envelope_to}: {outcome.detail}; it "
+                                "is not sent again (at most once per run)", retry=False)

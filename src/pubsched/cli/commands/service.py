@@ -9,11 +9,16 @@ dependencies are missing; ``demo`` is handed the command line through its contex
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 
+from ...engines.flags import V2_FLAG
+from ...pub import Pub, utc
 from ..context import EXIT_APPLIED, EXIT_FAILED, Context, Usage, redacted
 
 
 def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
+    """Migrate, then choose the engine of a database that never had one (see
+    :func:`first_engine`) and say which engine runs it."""
     from ...db.migrate import migrate
 
     applied = migrate(ctx.db_url)
@@ -22,7 +27,35 @@ def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
         ctx.say(f"applied {len(applied)} migration(s) to {where}: {', '.join(applied)}")
     else:
         ctx.say(f"{where} is up to date")
+    ctx.say(first_engine(ctx.pub(), ctx.now))
     return EXIT_APPLIED
+
+
+def first_engine(pub: Pub, now: datetime | None) -> str:
+    """The engine a database starts on, chosen once: a database with no weeks yet starts on
+    v2 (nothing for the legacy engine to finish, so the flag goes on); one that has weeks
+    (a legacy install being upgraded) keeps the legacy engine until its cutover. A flag
+    already written, by an operator or an earlier ``init``, is never changed here. The
+    check and the write are one unit (PostgreSQL: with the runs locked against a week
+    created meanwhile), so two ``init`` at once decide alike. Returns the sentence
+    ``init`` prints."""
+    with pub.atomic() as tx:
+        if pub.dialect == "postgresql":
+            tx.execute("LOCK TABLE pub_schedule_runs IN SHARE MODE")
+        flag = tx.execute("SELECT value FROM pub_flags WHERE name = %s", [V2_FLAG])
+        if flag:
+            on = flag[0]["value"] == "on"
+            return (f"engine: {'v2' if on else 'legacy'} ({V2_FLAG} {'on' if on else 'off'}, "
+                    "as set; `pubsched flag v2 on|off` changes it in the idle gap)")
+        weeks = tx.execute("SELECT COUNT(*) AS n FROM pub_schedule_runs")[0]["n"]
+        if weeks:
+            return (f"engine: legacy ({V2_FLAG} off): this database has {weeks} week(s) of "
+                    "the legacy engine; it keeps running them until the cutover "
+                    "(`pubsched cutover check`, then `pubsched flag v2 on`)")
+        tx.execute("INSERT INTO pub_flags (name, value, changed_at) VALUES (%s, 'on', %s) "
+                   "ON CONFLICT (name) DO NOTHING", [V2_FLAG, utc(now)])
+    return (f"engine: v2 ({V2_FLAG} on): a new database with no weeks starts on the v2 "
+            "state machine")
 
 
 def cmd_tick(ctx: Context, args: argparse.Namespace) -> int:
