@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
-from .mail.compose import Recipient, Roster, ShiftLine, compose_schedule
+from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from .mail.mailer import Delivery
 from .pub import BadInput, Pub, Verdict, utc
 from .weeks import shifts
@@ -75,17 +75,15 @@ def send_body(pub: Pub, week: str, now: datetime,
         with pub.mailer.session() as mail:
             for tid in todo:
                 person = people[tid]
-                outgoing = compose_schedule(
-                    roster, Recipient(str(person["email"]), str(person["name"])), own[tid],
-                    settings=pub.config.mail, now=now)
+                outgoing = _composed(roster, person, own[tid], pub, now)
+                if isinstance(outgoing, str):  # cannot be addressed: fails alone, not sent
+                    with open_fenced() as tx:
+                        _mark(tx, week, tid, str(person["email"]), FAILED, token, now,
+                              outgoing)
+                    failed.append(f"{person['email']}: {outgoing}")
+                    continue
                 with open_fenced() as tx:  # in flight BEFORE the handover, or nothing
-                    tx.execute(
-                        "INSERT INTO pub_deliveries (week_of, tender_id, email, status, "
-                        "lease_token, attempted_at) VALUES (%s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (week_of, tender_id) DO UPDATE SET status = "
-                        "excluded.status, lease_token = excluded.lease_token, "
-                        "attempted_at = excluded.attempted_at, error = NULL",
-                        [week, tid, str(person["email"]), IN_FLIGHT, token, now])
+                    _mark(tx, week, tid, str(person["email"]), IN_FLIGHT, token, now, None)
                 outcome = mail.send(outgoing)
                 if outcome.delivery is Delivery.UNKNOWN:
                     uncertain.append(str(person["email"]))
@@ -101,6 +99,28 @@ def send_body(pub: Pub, week: str, now: datetime,
                 else:
                     failed.append(f"{person['email']}: {outcome.detail}")
     return {"sent": sent, "failed": failed, "uncertain": sorted(set(uncertain))}
+
+
+def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
+              now: datetime) -> Outgoing | str:
+    """The tender's schedule email, or why it cannot be built: a row stored before the
+    address rule (:mod:`pubsched.mail.addresses`) fails alone instead of ending the send
+    with a traceback before everyone after it."""
+    try:
+        return compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
+                                shift_ids, settings=pub.config.mail, now=now)
+    except ValueError as exc:
+        return f"cannot be addressed, fix the tender: {exc}"
+
+
+def _mark(tx: Any, week: str, tender_id: int, email: str, status: str, token: int | None,
+          now: datetime, error: str | None) -> None:
+    tx.execute("INSERT INTO pub_deliveries (week_of, tender_id, email, status, lease_token, "
+               "attempted_at, error) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+               "ON CONFLICT (week_of, tender_id) DO UPDATE SET status = excluded.status, "
+               "lease_token = excluded.lease_token, attempted_at = excluded.attempted_at, "
+               "error = excluded.error",
+               [week, tender_id, email, status, token, now, error])
 
 
 def _note(pub: Pub, week: str, tender_id: int, status: str, error: str | None,
@@ -137,8 +157,9 @@ def resend(pub: Pub, week: str, email: str, *, now: datetime | None = None) -> V
     if status == SENT:
         return Verdict(False, "ALREADY_SENT", message=f"{email} was already sent week {week}")
     person = people[tid]
-    outgoing = compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
-                                own[tid], settings=pub.config.mail, now=at)
+    outgoing = _composed(roster, person, own[tid], pub, at)
+    if isinstance(outgoing, str):
+        return Verdict(False, failed=outgoing, message=f"resend to {email}: {outgoing}")
     with pub.atomic() as tx:
         tx.execute("UPDATE pub_deliveries SET status = %s, attempted_at = %s "
                    "WHERE week_of = %s AND tender_id = %s", [IN_FLIGHT, at, week, tid])

@@ -244,6 +244,27 @@ def test_a_tender_added_twice_in_any_case_is_refused_with_nothing_changed(
     assert snapshot(run.url) == before
 
 
+UNMAILABLE = {  # issue 17 item 17: what the mail layer cannot address is refused at add
+    "trailing-dot": ("Bob", "bob@pub.example."),
+    "double-dot": ("Bob", "a..b@pub.example"),
+    "leading-dot": ("Bob", ".a@pub.example"),
+    "quote-in-name": ('Bob "B" Lee', "bob@pub.example"),
+    "comma-in-name": ("Lee, Bob", "bob@pub.example"),
+    "semicolon-in-name": ("Bob; Lee", "bob@pub.example"),
+    "line-break-in-name": ("Bob\nBcc: eve@evil.example", "bob@pub.example"),
+}
+
+
+def test_tender_add_refuses_what_the_mail_layer_cannot_address(staffed: Cli) -> None:
+    before = snapshot(staffed.url)
+    for case, (name, email) in UNMAILABLE.items():
+        ran = staffed("tender", "add", name, email)
+        assert ran.code == 2, (case, ran)
+        line = one_line(ran.err)
+        assert line.startswith("pubsched: error: not ") and "Traceback" not in ran.err, case
+        assert snapshot(staffed.url) == before, case
+
+
 def test_tender_deactivate(staffed: Cli) -> None:
     staffed.ok("tender", "deactivate", "BEN@pub.example")
     listed = {t["email"]: t["active"] for t in staffed.ok("tender", "list", "--json").json()}

@@ -139,6 +139,28 @@ def test_a_message_of_unknown_fate_stays_uncertain_and_is_not_resent(
     assert sent.detail["uncertain"] == ["ann@pub.test"]
 
 
+def test_a_tender_the_mail_layer_cannot_address_fails_alone(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """Issue 17 item 17: a row written before the address rule (inserted here directly) is
+    recorded failed with its reason; every other tender is mailed once, on every retry."""
+    crew(pub, ("ann", None), ("bob", None), ("cy", None))
+    with pub.atomic() as tx:  # sorts between ann and cy: before the fix, cy was never mailed
+        tx.execute("UPDATE pub_tenders SET email = %s, email_key = %s WHERE email_key = %s",
+                   ["bob@pub.test.", "bob@pub.test.", "bob@pub.test"])
+    _through_approve(pub)
+    for _ in range(2):
+        failed = v2.send(pub, WEEK, now=NOW)
+        assert (failed.applied, failed.reason) == (False, "ACT_FAILED")
+        assert "bob@pub.test." in (failed.failed or "")
+        assert sorted(m.rcpt_tos[0] for m in smtp.received) == ["ann@pub.test", "cy@pub.test"]
+        shown = week_show(pub, WEEK)
+        assert shown["state"] == APPROVED
+        by_email = {d["email"]: d for d in shown["deliveries"]}
+        assert by_email["bob@pub.test."]["status"] == "failed"
+        assert "not a valid address" in by_email["bob@pub.test."]["error"]
+        assert {by_email[e]["status"] for e in ("ann@pub.test", "cy@pub.test")} == {"sent"}
+
+
 def test_bad_input_is_a_clear_error_and_writes_nothing(pub: Pub) -> None:
     crew(pub, ("ann", None))
     with pytest.raises(BadInput, match="Monday"):

@@ -24,9 +24,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from email.errors import HeaderParseError
-from email.headerregistry import Address
-from email.utils import parseaddr
+
+from .addresses import address_problem
 
 DEFAULT_SMTP_PORT = 25
 DEFAULT_SMTP_TIMEOUT = 30.0
@@ -136,16 +135,3 @@ def _address(name: str, raw: str | None) -> str | None:
     if problem is not None:
         raise MailConfigError(f"{name}: {problem}")
     return raw
-
-
-def address_problem(value: str) -> str | None:
-    """Why ``value`` is not a bare address (``a@b``) usable as an SMTP envelope address as it
-    is, or None when it is one. A display name around it is refused: the envelope has none."""
-    display, addr = parseaddr(value)
-    if display or addr != value or "@" not in addr:
-        return f"{value!r} is not a bare address such as ops@example.com"
-    try:
-        Address(addr_spec=addr)
-    except (ValueError, IndexError, HeaderParseError):
-        return f"{value!r} is not a valid address"
-    return None
