@@ -283,7 +283,8 @@ def _addressed(
         message["To"] = Address("Operator", addr_spec=envelope_to)
     else:
         message["To"] = Address(intended.name, addr_spec=envelope_to)
-    message["From"] = Address(SENDER_NAME, addr_spec=settings.mail_from)
+    message["From"] = Address(settings.mail_from_name or SENDER_NAME,
+                              addr_spec=settings.mail_from)
     message["Subject"] = subject
     message["Date"] = format_datetime(now)
     message["Message-ID"] = _message_id(message_key, intended, settings, now)
