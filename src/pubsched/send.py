@@ -21,11 +21,13 @@ message; in rehearsal every message goes to the operator, the intended one in th
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from . import machine
 from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from .mail.mailer import Delivery
 from .pub import BadInput, Pub, Verdict, utc
@@ -55,7 +57,8 @@ def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dic
 
 
 def deliveries(pub: Pub, week: str) -> dict[int, dict[str, Any]]:
-    rows = pub.query("SELECT tender_id, email, status, attempted_at, sent_at, error "
+    rows = pub.query("SELECT tender_id, email, status, lease_token, attempted_at, sent_at, "
+                     "error "
                      "FROM pub_deliveries WHERE week_of = %s", [week])
     return {int(r["tender_id"]): r for r in rows}
 
@@ -144,31 +147,73 @@ def failure_text(result: dict[str, Any]) -> str:
     return f"{len(failed)} recipient(s) failed: " + "; ".join(failed)
 
 
-def resend(pub: Pub, week: str, email: str, *, now: datetime | None = None) -> Verdict:
-    """The operator's explicit resend of one recipient left uncertain (in flight) or
-    failed, after the run was sent: a conscious choice to risk a duplicate."""
+RESENDING = "resend in progress"  # the error column of a claimed row, until its outcome
+
+
+def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any]], str],
+           now: datetime | None = None) -> Verdict:
+    """The operator's explicit resend of one recipient left uncertain (in flight) or failed,
+    after the run was sent: a conscious choice to risk a duplicate, and never two.
+
+    ``state_of`` is the engine's reading of the run (the week must be SENT: before that the
+    send itself mails everyone). The recipient is claimed by a compare-and-set on its
+    delivery row: the row moves to in flight with a fresh claim token only if its status
+    and token are still those read, so of two resends at once one claims and the other is
+    refused (``RESEND_CLAIMED``), and one read while a claim is live (``error`` =
+    :data:`RESENDING`, younger than the handover can take) is refused too. A resend that
+    crashed holding a claim is resendable once that time has passed."""
     at = utc(now)
+    row = pub.runs.get(week)
+    if row is None:
+        raise BadInput(f"no week {week}")
+    state = state_of(row)
+    if state != machine.SENT:
+        return Verdict(False, "STATE_MISMATCH", message=f"resend is for a sent week: week "
+                       f"{week} is {state}; its send mails {email}")
     roster, own, people = roster_lines(pub, week)
     match = [tid for tid, p in people.items() if str(p["email"]).lower() == email.lower()]
     if not match:
         raise BadInput(f"{email} has no assignment in week {week}")
     tid = match[0]
-    status = deliveries(pub, week).get(tid, {}).get("status")
-    if status == SENT:
+    seen = deliveries(pub, week).get(tid)
+    if seen is None or seen["status"] == SENT:
         return Verdict(False, "ALREADY_SENT", message=f"{email} was already sent week {week}")
+    if seen["error"] == RESENDING and at - _instant(seen["attempted_at"]) < _claim_ttl(pub):
+        return Verdict(False, "RESEND_CLAIMED", message=f"a resend of week {week} to {email} "
+                       "is under way")
     person = people[tid]
     outgoing = _composed(roster, person, own[tid], pub, at)
     if isinstance(outgoing, str):
         return Verdict(False, failed=outgoing, message=f"resend to {email}: {outgoing}")
+    claim = secrets.randbelow(2**62) + 1
     with pub.atomic() as tx:
-        tx.execute("UPDATE pub_deliveries SET status = %s, attempted_at = %s "
-                   "WHERE week_of = %s AND tender_id = %s", [IN_FLIGHT, at, week, tid])
+        claimed = tx.execute(
+            "UPDATE pub_deliveries SET status = %s, attempted_at = %s, error = %s, "
+            "lease_token = %s WHERE week_of = %s AND tender_id = %s AND status IN (%s, %s) "
+            "AND COALESCE(lease_token, 0) = %s RETURNING tender_id",
+            [IN_FLIGHT, at, RESENDING, claim, week, tid, FAILED, IN_FLIGHT,
+             int(seen["lease_token"] or 0)])
+    if not claimed:
+        return Verdict(False, "RESEND_CLAIMED", message=f"another resend of week {week} to "
+                       f"{email} claimed it first")
     with pub.mailer.session() as mail:
         outcome = mail.send(outgoing)
     ok = outcome.delivery is Delivery.DELIVERED
     state = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
     _note(pub, week, tid, state, None if ok else outcome.detail, at if ok else None)
-    if not ok:
-        return Verdict(False, failed=outcome.detail, message=f"resend to {email}: "
-                       f"{outcome.detail}")
-    return Verdict(True, message=f"resent week {week} to {email}")
+    if ok:
+        _log_mail(pub, week, outgoing.envelope_to, str(outgoing.message["Subject"]), at)
+        return Verdict(True, message=f"resent week {week} to {email}")
+    return Verdict(False, failed=outcome.detail, message=f"resend to {email}: "
+                   f"{outcome.detail}")
+
+
+def _claim_ttl(pub: Pub) -> timedelta:
+    """How long a resend's claim stands: longer than one handover can take (a connect and
+    five replies, each up to the SMTP timeout), with room to spare."""
+    return timedelta(seconds=max(60.0, 10 * pub.config.mail.smtp_timeout))
+
+
+def _instant(raw: Any) -> datetime:
+    moment = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
+    return utc(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

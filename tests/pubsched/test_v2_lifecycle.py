@@ -239,3 +239,39 @@ def test_rehearsal_mode_sends_everything_to_the_operator_only(
         assert statuses == {"ann@pub.test": "sent", "bob@pub.test": "sent"}
     finally:
         rehearsing.close()
+
+
+def test_resend_is_refused_before_the_week_is_sent_and_for_a_delivered_recipient(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """Issue 17 item 6: the server checks the state: resend only mails a recipient left
+    uncertain or failed of a SENT week."""
+    from pubsched.engines.actions import perform
+
+    def resend(email: str) -> Any:
+        return perform(pub, "resend", WEEK, now=NOW, email=email)
+
+    crew(pub, ("ann", None), ("bob", None))
+    weeks.ensure_week(pub, WEEK, now=NOW)
+    got = resend("ann@pub.test")
+    assert (got.applied, got.reason, state(pub)) == (False, "STATE_MISMATCH", DRAFT)
+    assert v2.open_form(pub, WEEK, now=NOW)
+    for t in tenders.all_tenders(pub, active_only=True):
+        assert submissions.submit(pub, WEEK, t.email, shift_ids(pub), now=NOW)
+    assert resend("ann@pub.test").reason == "STATE_MISMATCH" and state(pub) == COLLECTING
+    assert v2.close(pub, WEEK, now=NOW)
+    assert resend("ann@pub.test").reason == "STATE_MISMATCH" and state(pub) == CLOSED
+    assert v2.generate(pub, WEEK, now=NOW)
+    assert resend("ann@pub.test").reason == "STATE_MISMATCH" and state(pub) == ASSIGNED
+    assert v2.approve(pub, WEEK, now=NOW)
+    smtp.refuse_recipient("bob@pub.test")
+    assert not v2.send(pub, WEEK, now=NOW).applied  # bob failed, the week APPROVED
+    smtp.clear_faults()
+    before = len(smtp.received)
+    got = resend("bob@pub.test")  # a failed recipient, but the week is not sent
+    assert (got.applied, got.reason, state(pub)) == (False, "STATE_MISMATCH", APPROVED)
+    assert "APPROVED" in got.message
+    assert len(smtp.received) == before
+    assert v2.send(pub, WEEK, now=NOW).applied and state(pub) == SENT
+    delivered = resend("ann@pub.test")
+    assert (delivered.applied, delivered.reason) == (False, "ALREADY_SENT")
+    assert len(smtp.accepted_for("ann@pub.test")) == 1
