@@ -101,7 +101,8 @@ def send_body(pub: Pub, week: str, now: datetime,
                               str(outgoing.message["Subject"]), now)
                 else:
                     failed.append(f"{person['email']}: {outcome.detail}")
-    return {"sent": sent, "failed": failed, "uncertain": sorted(set(uncertain))}
+    return {"week_of": week, "sent": sent, "failed": failed,
+            "uncertain": sorted(set(uncertain))}
 
 
 def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
@@ -143,8 +144,13 @@ def _log_mail(pub: Pub, week: str | None, to: str, subject: str, now: datetime) 
 
 
 def failure_text(result: dict[str, Any]) -> str:
-    failed = result["failed"]
-    return f"{len(failed)} recipient(s) failed: " + "; ".join(failed)
+    """The send's failure in one line (the CLI's stderr, the run's ``last_error``): how many
+    failed, the first few of them, and where each one's reason is (``week show``)."""
+    failed = [entry.partition(": ")[0] for entry in result["failed"]]
+    named = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    week = result.get("week_of")
+    where = f"`pubsched week show {week}`" if week else "`pubsched week show`"
+    return f"{len(failed)} recipient(s) failed ({named}); each one's reason: {where}"
 
 
 RESENDING = "resend in progress"  # the error column of a claimed row, until its outcome

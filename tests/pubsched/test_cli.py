@@ -466,6 +466,23 @@ def test_a_refused_recipient_exits_1_and_the_retry_sends_only_to_them(
     assert [m.rcpt_tos for m in env.accepted[first:]] == [("ben@pub.example",)]
 
 
+def test_failed_recipients_are_one_stderr_line_from_the_console_script(
+        staffed: Cli, env: SmtpTestServer) -> None:
+    """Issue 17 item 14: exit 1 is ONE line on stderr (docs/cli.md), naming how many failed
+    and where to see why, however many recipients failed; run as the operator runs it (a
+    process with no logging configured), where each refusal used to add a line of its own."""
+    to_approved(staffed)
+    env.refuse_recipient("ben@pub.example")
+    env.refuse_recipient("cleo@pub.example")
+    ran = subprocess.run([sys.executable, "-m", "pubsched", "--db", staffed.url, "week", "send",
+                          WEEK], capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 1, ran
+    line = one_line(ran.stderr)
+    assert line.startswith("pubsched: failed: ") and "2 recipient(s) failed" in line, line
+    assert "ben@pub.example" in line and "cleo@pub.example" in line
+    assert f"pubsched week show {WEEK}" in line
+
+
 def test_a_send_on_a_terminal_shows_progress_and_still_reports(
         staffed: Cli, env: SmtpTestServer) -> None:
     """On a terminal the send runs under a spinner; the result line is still printed."""
