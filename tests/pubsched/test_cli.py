@@ -483,6 +483,26 @@ def test_failed_recipients_are_one_stderr_line_from_the_console_script(
     assert f"pubsched week show {WEEK}" in line
 
 
+@pytest.mark.parametrize("v2", [True, False], ids=["v2", "legacy"])
+def test_a_send_whose_every_fate_is_unknown_says_so(staffed: Cli, env: SmtpTestServer,
+                                                    v2: bool) -> None:
+    """Issue 17 item 33: every message handed over and no answer: the week is SENT (exit 0),
+    and the output names the uncertain recipients and where to go next."""
+    to_approved(staffed, v2=v2)
+    env.drop_after_data()
+    ran = staffed("week", "send", WEEK)
+    assert ran.code == 0, ran
+    assigned = sorted({e for s in staffed.show()["shifts"] for e in s["assigned"]})
+    warning = [line for line in ran.out.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1, ran.out
+    assert f"{len(assigned)} recipient(s) uncertain" in warning[0]
+    assert all(email in warning[0] for email in assigned)
+    assert f"pubsched week show {WEEK}" in warning[0]
+    shown = staffed.show()
+    assert shown["state"] == "SENT"
+    assert {d["status"] for d in shown["deliveries"]} == {"in_flight"}
+
+
 def test_a_send_on_a_terminal_shows_progress_and_still_reports(
         staffed: Cli, env: SmtpTestServer) -> None:
     """On a terminal the send runs under a spinner; the result line is still printed."""
