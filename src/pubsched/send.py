@@ -182,7 +182,10 @@ def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any
         raise BadInput(f"{email} has no assignment in week {week}")
     tid = match[0]
     seen = deliveries(pub, week).get(tid)
-    if seen is None or seen["status"] == SENT:
+    if seen is None:
+        return Verdict(False, "NOTHING_TO_RESEND", message=f"{email} was never part of the "
+                       f"send of week {week}: nothing is uncertain or failed")
+    if seen["status"] == SENT:
         return Verdict(False, "ALREADY_SENT", message=f"{email} was already sent week {week}")
     if seen["error"] == RESENDING and at - _instant(seen["attempted_at"]) < _claim_ttl(pub):
         return Verdict(False, "RESEND_CLAIMED", message=f"a resend of week {week} to {email} "
@@ -205,8 +208,8 @@ def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any
     with pub.mailer.session() as mail:
         outcome = mail.send(outgoing)
     ok = outcome.delivery is Delivery.DELIVERED
-    state = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
-    _note(pub, week, tid, state, None if ok else outcome.detail, at if ok else None)
+    status = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
+    _note(pub, week, tid, status, None if ok else outcome.detail, at if ok else None)
     if ok:
         _log_mail(pub, week, outgoing.envelope_to, str(outgoing.message["Subject"]), at)
         return Verdict(True, message=f"resent week {week} to {email}")
