@@ -21,12 +21,14 @@ message; in rehearsal every message goes to the operator, the intended one in th
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from .mail.compose import Recipient, Roster, ShiftLine, compose_schedule
+from . import machine
+from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from .mail.mailer import Delivery
 from .pub import BadInput, Pub, Verdict, utc
 from .weeks import shifts
@@ -55,7 +57,8 @@ def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dic
 
 
 def deliveries(pub: Pub, week: str) -> dict[int, dict[str, Any]]:
-    rows = pub.query("SELECT tender_id, email, status, attempted_at, sent_at, error "
+    rows = pub.query("SELECT tender_id, email, status, lease_token, attempted_at, sent_at, "
+                     "error "
                      "FROM pub_deliveries WHERE week_of = %s", [week])
     return {int(r["tender_id"]): r for r in rows}
 
@@ -75,17 +78,15 @@ def send_body(pub: Pub, week: str, now: datetime,
         with pub.mailer.session() as mail:
             for tid in todo:
                 person = people[tid]
-                outgoing = compose_schedule(
-                    roster, Recipient(str(person["email"]), str(person["name"])), own[tid],
-                    settings=pub.config.mail, now=now)
+                outgoing = _composed(roster, person, own[tid], pub, now)
+                if isinstance(outgoing, str):  # cannot be addressed: fails alone, not sent
+                    with open_fenced() as tx:
+                        _mark(tx, week, tid, str(person["email"]), FAILED, token, now,
+                              outgoing)
+                    failed.append(f"{person['email']}: {outgoing}")
+                    continue
                 with open_fenced() as tx:  # in flight BEFORE the handover, or nothing
-                    tx.execute(
-                        "INSERT INTO pub_deliveries (week_of, tender_id, email, status, "
-                        "lease_token, attempted_at) VALUES (%s, %s, %s, %s, %s, %s) "
-                        "ON CONFLICT (week_of, tender_id) DO UPDATE SET status = "
-                        "excluded.status, lease_token = excluded.lease_token, "
-                        "attempted_at = excluded.attempted_at, error = NULL",
-                        [week, tid, str(person["email"]), IN_FLIGHT, token, now])
+                    _mark(tx, week, tid, str(person["email"]), IN_FLIGHT, token, now, None)
                 outcome = mail.send(outgoing)
                 if outcome.delivery is Delivery.UNKNOWN:
                     uncertain.append(str(person["email"]))
@@ -100,7 +101,30 @@ def send_body(pub: Pub, week: str, now: datetime,
                               str(outgoing.message["Subject"]), now)
                 else:
                     failed.append(f"{person['email']}: {outcome.detail}")
-    return {"sent": sent, "failed": failed, "uncertain": sorted(set(uncertain))}
+    return {"week_of": week, "sent": sent, "failed": failed,
+            "uncertain": sorted(set(uncertain))}
+
+
+def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
+              now: datetime) -> Outgoing | str:
+    """The tender's schedule email, or why it cannot be built: a row stored before the
+    address rule (:mod:`pubsched.mail.addresses`) fails alone instead of ending the send
+    with a traceback before everyone after it."""
+    try:
+        return compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
+                                shift_ids, settings=pub.config.mail, now=now)
+    except ValueError as exc:
+        return f"cannot be addressed, fix the tender: {exc}"
+
+
+def _mark(tx: Any, week: str, tender_id: int, email: str, status: str, token: int | None,
+          now: datetime, error: str | None) -> None:
+    tx.execute("INSERT INTO pub_deliveries (week_of, tender_id, email, status, lease_token, "
+               "attempted_at, error) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+               "ON CONFLICT (week_of, tender_id) DO UPDATE SET status = excluded.status, "
+               "lease_token = excluded.lease_token, attempted_at = excluded.attempted_at, "
+               "error = excluded.error",
+               [week, tender_id, email, status, token, now, error])
 
 
 def _note(pub: Pub, week: str, tender_id: int, status: str, error: str | None,
@@ -120,34 +144,85 @@ def _log_mail(pub: Pub, week: str | None, to: str, subject: str, now: datetime) 
 
 
 def failure_text(result: dict[str, Any]) -> str:
-    failed = result["failed"]
-    return f"{len(failed)} recipient(s) failed: " + "; ".join(failed)
+    """The send's failure in one line (the CLI's stderr, the run's ``last_error``): how many
+    failed, the first few of them, and where each one's reason is (``week show``)."""
+    failed = [entry.partition(": ")[0] for entry in result["failed"]]
+    named = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    week = result.get("week_of")
+    where = f"`pubsched week show {week}`" if week else "`pubsched week show`"
+    return f"{len(failed)} recipient(s) failed ({named}); each one's reason: {where}"
 
 
-def resend(pub: Pub, week: str, email: str, *, now: datetime | None = None) -> Verdict:
-    """The operator's explicit resend of one recipient left uncertain (in flight) or
-    failed, after the run was sent: a conscious choice to risk a duplicate."""
+RESENDING = "resend in progress"  # the error column of a claimed row, until its outcome
+
+
+def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any]], str],
+           now: datetime | None = None) -> Verdict:
+    """The operator's explicit resend of one recipient left uncertain (in flight) or failed,
+    after the run was sent: a conscious choice to risk a duplicate, and never two.
+
+    ``state_of`` is the engine's reading of the run (the week must be SENT: before that the
+    send itself mails everyone). The recipient is claimed by a compare-and-set on its
+    delivery row: the row moves to in flight with a fresh claim token only if its status
+    and token are still those read, so of two resends at once one claims and the other is
+    refused (``RESEND_CLAIMED``), and one read while a claim is live (``error`` =
+    :data:`RESENDING`, younger than the handover can take) is refused too. A resend that
+    crashed holding a claim is resendable once that time has passed."""
     at = utc(now)
+    row = pub.runs.get(week)
+    if row is None:
+        raise BadInput(f"no week {week}")
+    state = state_of(row)
+    if state != machine.SENT:
+        return Verdict(False, "STATE_MISMATCH", message=f"resend is for a sent week: week "
+                       f"{week} is {state}; its send mails {email}")
     roster, own, people = roster_lines(pub, week)
     match = [tid for tid, p in people.items() if str(p["email"]).lower() == email.lower()]
     if not match:
         raise BadInput(f"{email} has no assignment in week {week}")
     tid = match[0]
-    status = deliveries(pub, week).get(tid, {}).get("status")
-    if status == SENT:
+    seen = deliveries(pub, week).get(tid)
+    if seen is None:
+        return Verdict(False, "NOTHING_TO_RESEND", message=f"{email} was never part of the "
+                       f"send of week {week}: nothing is uncertain or failed")
+    if seen["status"] == SENT:
         return Verdict(False, "ALREADY_SENT", message=f"{email} was already sent week {week}")
+    if seen["error"] == RESENDING and at - _instant(seen["attempted_at"]) < _claim_ttl(pub):
+        return Verdict(False, "RESEND_CLAIMED", message=f"a resend of week {week} to {email} "
+                       "is under way")
     person = people[tid]
-    outgoing = compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
-                                own[tid], settings=pub.config.mail, now=at)
+    outgoing = _composed(roster, person, own[tid], pub, at)
+    if isinstance(outgoing, str):
+        return Verdict(False, failed=outgoing, message=f"resend to {email}: {outgoing}")
+    claim = secrets.randbelow(2**62) + 1
     with pub.atomic() as tx:
-        tx.execute("UPDATE pub_deliveries SET status = %s, attempted_at = %s "
-                   "WHERE week_of = %s AND tender_id = %s", [IN_FLIGHT, at, week, tid])
+        claimed = tx.execute(
+            "UPDATE pub_deliveries SET status = %s, attempted_at = %s, error = %s, "
+            "lease_token = %s WHERE week_of = %s AND tender_id = %s AND status IN (%s, %s) "
+            "AND COALESCE(lease_token, 0) = %s RETURNING tender_id",
+            [IN_FLIGHT, at, RESENDING, claim, week, tid, FAILED, IN_FLIGHT,
+             int(seen["lease_token"] or 0)])
+    if not claimed:
+        return Verdict(False, "RESEND_CLAIMED", message=f"another resend of week {week} to "
+                       f"{email} claimed it first")
     with pub.mailer.session() as mail:
         outcome = mail.send(outgoing)
     ok = outcome.delivery is Delivery.DELIVERED
-    state = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
-    _note(pub, week, tid, state, None if ok else outcome.detail, at if ok else None)
-    if not ok:
-        return Verdict(False, failed=outcome.detail, message=f"resend to {email}: "
-                       f"{outcome.detail}")
-    return Verdict(True, message=f"resent week {week} to {email}")
+    status = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
+    _note(pub, week, tid, status, None if ok else outcome.detail, at if ok else None)
+    if ok:
+        _log_mail(pub, week, outgoing.envelope_to, str(outgoing.message["Subject"]), at)
+        return Verdict(True, message=f"resent week {week} to {email}")
+    return Verdict(False, failed=outcome.detail, message=f"resend to {email}: "
+                   f"{outcome.detail}")
+
+
+def _claim_ttl(pub: Pub) -> timedelta:
+    """How long a resend's claim stands: longer than one handover can take (a connect and
+    five replies, each up to the SMTP timeout), with room to spare."""
+    return timedelta(seconds=max(60.0, 10 * pub.config.mail.smtp_timeout))
+
+
+def _instant(raw: Any) -> datetime:
+    moment = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
+    return utc(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

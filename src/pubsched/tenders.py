@@ -1,20 +1,20 @@
 """Tenders: the people who work shifts. An email is unique case-insensitively
 (``email_key`` = its lower-case form, a UNIQUE column), so the same person added twice,
-in any case, is refused with nothing changed."""
+in any case, is refused with nothing changed. A tender's address and name obey the mail
+layer's one rule (:mod:`pubsched.mail.addresses`): what is stored can always be mailed."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import rowstate
 
+from .mail.addresses import address_problem, name_problem
 from .pub import BadInput, Pub, Verdict, utc
 
 COLUMNS = "id, name, email, active, max_shifts, link_version"
-_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,23 @@ def email_key(email: str) -> str:
 
 
 def check_email(email: object) -> str:
-    if not isinstance(email, str) or not _EMAIL.match(email.strip()) or len(email) > 254:
-        raise BadInput(f"not an email address: {email!r}")
-    return email.strip()
+    """The address, stripped, when the mail layer can mail it; else :class:`BadInput`."""
+    address = email.strip() if isinstance(email, str) else email
+    problem = address_problem(address)
+    if problem is not None:
+        raise BadInput(f"not an email address pubsched can mail: {problem}")
+    assert isinstance(address, str)
+    return address
+
+
+def check_name(name: object) -> str:
+    """The name, stripped, when a message can show it; else :class:`BadInput`."""
+    cleaned = name.strip() if isinstance(name, str) else name
+    problem = name_problem(cleaned)
+    if problem is not None:
+        raise BadInput(f"not a tender's name pubsched can mail: {problem}")
+    assert isinstance(cleaned, str)
+    return cleaned
 
 
 def check_max(value: object, what: str = "max shifts") -> int | None:
@@ -58,8 +72,7 @@ def check_max(value: object, what: str = "max shifts") -> int | None:
 def add(pub: Pub, name: str, email: str, *, max_shifts: int | None = None,
         now: datetime | None = None) -> Verdict:
     """Add a tender; the same email (any case) again is refused (TENDER_EXISTS)."""
-    if not isinstance(name, str) or not name.strip() or len(name) > 120:
-        raise BadInput(f"a tender needs a name (up to 120 characters), got {name!r}")
+    name = check_name(name)
     address = check_email(email)
     limit = check_max(max_shifts)
     at = utc(now)
@@ -69,12 +82,12 @@ def add(pub: Pub, name: str, email: str, *, max_shifts: int | None = None,
                 "INSERT INTO pub_tenders (name, email, email_key, active, max_shifts, "
                 "created_at) VALUES (%s, %s, %s, 1, %s, %s) "
                 "ON CONFLICT (email_key) DO NOTHING RETURNING id",
-                [name.strip(), address, email_key(address), limit, at])
+                [name, address, email_key(address), limit, at])
         except rowstate.InvariantViolation:  # pragma: no cover - ON CONFLICT answers it
             rows = []
     if not rows:
         return Verdict(False, "TENDER_EXISTS", message=f"{address} is already a tender")
-    return Verdict(True, message=f"added {name.strip()} <{address}>",
+    return Verdict(True, message=f"added {name} <{address}>",
                    detail={"id": int(rows[0]["id"])})
 
 

@@ -303,6 +303,27 @@ def test_a_tender_added_twice_in_any_case_is_refused_with_nothing_changed(
     assert snapshot(run.url) == before
 
 
+UNMAILABLE = {  # issue 17 item 17: what the mail layer cannot address is refused at add
+    "trailing-dot": ("Bob", "bob@pub.example."),
+    "double-dot": ("Bob", "a..b@pub.example"),
+    "leading-dot": ("Bob", ".a@pub.example"),
+    "quote-in-name": ('Bob "B" Lee', "bob@pub.example"),
+    "comma-in-name": ("Lee, Bob", "bob@pub.example"),
+    "semicolon-in-name": ("Bob; Lee", "bob@pub.example"),
+    "line-break-in-name": ("Bob\nBcc: eve@evil.example", "bob@pub.example"),
+}
+
+
+def test_tender_add_refuses_what_the_mail_layer_cannot_address(staffed: Cli) -> None:
+    before = snapshot(staffed.url)
+    for case, (name, email) in UNMAILABLE.items():
+        ran = staffed("tender", "add", name, email)
+        assert ran.code == 2, (case, ran)
+        line = one_line(ran.err)
+        assert line.startswith("pubsched: error: not ") and "Traceback" not in ran.err, case
+        assert snapshot(staffed.url) == before, case
+
+
 def test_tender_deactivate(staffed: Cli) -> None:
     staffed.ok("tender", "deactivate", "BEN@pub.example")
     listed = {t["email"]: t["active"] for t in staffed.ok("tender", "list", "--json").json()}
@@ -504,6 +525,43 @@ def test_a_refused_recipient_exits_1_and_the_retry_sends_only_to_them(
     env.clear_faults()
     staffed.ok("week", "send", WEEK)
     assert [m.rcpt_tos for m in env.accepted[first:]] == [("ben@pub.example",)]
+
+
+def test_failed_recipients_are_one_stderr_line_from_the_console_script(
+        staffed: Cli, env: SmtpTestServer) -> None:
+    """Issue 17 item 14: exit 1 is ONE line on stderr (docs/cli.md), naming how many failed
+    and where to see why, however many recipients failed; run as the operator runs it (a
+    process with no logging configured), where each refusal used to add a line of its own."""
+    to_approved(staffed)
+    env.refuse_recipient("ben@pub.example")
+    env.refuse_recipient("cleo@pub.example")
+    ran = subprocess.run([sys.executable, "-m", "pubsched", "--db", staffed.url, "week", "send",
+                          WEEK], capture_output=True, text=True, timeout=120, check=False)
+    assert ran.returncode == 1, ran
+    line = one_line(ran.stderr)
+    assert line.startswith("pubsched: failed: ") and "2 recipient(s) failed" in line, line
+    assert "ben@pub.example" in line and "cleo@pub.example" in line
+    assert f"pubsched week show {WEEK}" in line
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["v2", "legacy"])
+def test_a_send_whose_every_fate_is_unknown_says_so(staffed: Cli, env: SmtpTestServer,
+                                                    v2: bool) -> None:
+    """Issue 17 item 33: every message handed over and no answer: the week is SENT (exit 0),
+    and the output names the uncertain recipients and where to go next."""
+    to_approved(staffed, v2=v2)
+    env.drop_after_data()
+    ran = staffed("week", "send", WEEK)
+    assert ran.code == 0, ran
+    assigned = sorted({e for s in staffed.show()["shifts"] for e in s["assigned"]})
+    warning = [line for line in ran.out.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1, ran.out
+    assert f"{len(assigned)} recipient(s) uncertain" in warning[0]
+    assert all(email in warning[0] for email in assigned)
+    assert f"pubsched week show {WEEK}" in warning[0]
+    shown = staffed.show()
+    assert shown["state"] == "SENT"
+    assert {d["status"] for d in shown["deliveries"]} == {"in_flight"}
 
 
 def test_a_send_on_a_terminal_shows_progress_and_still_reports(

@@ -46,6 +46,18 @@ def test_accepted_data_is_delivered(smtp: SmtpTestServer) -> None:
     assert mail.rcpt_tos == (ALICE.email,)
 
 
+def test_the_senders_display_name_is_in_from_and_the_envelope_has_the_address(
+        smtp: SmtpTestServer) -> None:
+    """Issue 17 item 16: PUBSCHED_MAIL_FROM="The Crown <rota@pub.example>"."""
+    settings = settings_for(smtp, PUBSCHED_MAIL_FROM="The Crown <rota@pub.example>")
+    [outcome] = send_all(settings, [ALICE])
+    assert outcome.delivery is Delivery.DELIVERED
+    [mail] = smtp.accepted
+    assert mail.mail_from == "rota@pub.example"
+    assert str(mail.message["From"]) == "The Crown <rota@pub.example>"
+    assert str(mail.message["Message-ID"]).endswith("@pub.example>")
+
+
 def test_a_refused_recipient_is_refused_and_the_batch_goes_on(smtp: SmtpTestServer) -> None:
     smtp.refuse_recipient(BOB.email)
     outcomes = send_all(settings_for(smtp), [ALICE, BOB, CAROL])

@@ -106,14 +106,18 @@ def test_calendar_uids_are_stable_per_week_shift_and_tender() -> None:
 
 
 def test_html_escapes_every_name_and_label() -> None:
-    hostile = Recipient("eve@example.com", 'Eve <script>alert("x")</script> & co')
-    shift = replace(THU, label="<b>Thu</b>", assigned=(hostile.name, "Bob"))
+    # a recipient's own name obeys the address rule (no < > "), but a roster name stored
+    # before the rule need not: each is escaped
+    hostile = Recipient("eve@example.com", "Eve & co's")
+    stored = 'Mal <script>alert("x")</script>'
+    shift = replace(THU, label="<b>Thu</b>", assigned=(hostile.name, stored))
     roster = Roster(WEEK, (shift,))
     html = text_html_ics(
         reparsed(compose_schedule(roster, hostile, {101}, settings=SETTINGS, now=NOW))
     )[1]
     assert "<script>" not in html and "<b>Thu</b>" not in html
-    assert "Eve &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; co" in html
+    assert "Hi Eve &amp; co&#x27;s," in html
+    assert "Mal &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
     assert "&lt;b&gt;Thu&lt;/b&gt;" in html
 
 

@@ -69,7 +69,9 @@ def test_a_port_that_is_not_a_port_is_a_clear_error(port: str) -> None:
         ({"PUBSCHED_SMTP_TIMEOUT": "soon"}, "PUBSCHED_SMTP_TIMEOUT"),
         ({"PUBSCHED_SMTP_TIMEOUT": "0"}, "PUBSCHED_SMTP_TIMEOUT"),
         ({"PUBSCHED_MAIL_FROM": "not an address"}, "PUBSCHED_MAIL_FROM"),
-        ({"PUBSCHED_MAIL_FROM": "Pub <pub@example.com>"}, "PUBSCHED_MAIL_FROM"),
+        ({"PUBSCHED_MAIL_FROM": "Pub <not an address>"}, "PUBSCHED_MAIL_FROM"),
+        ({"PUBSCHED_MAIL_FROM": "Crown, The <rota@pub.example>"}, "PUBSCHED_MAIL_FROM"),
+        ({"PUBSCHED_MAIL_FROM": "The Crown <rota@pub.example."}, "PUBSCHED_MAIL_FROM"),
         ({"PUBSCHED_OPERATOR_EMAIL": "ops@"}, "PUBSCHED_OPERATOR_EMAIL"),
         ({"PUBSCHED_SMTP_USER": "pub"}, "PUBSCHED_SMTP_PASSWORD"),
         ({"PUBSCHED_REHEARSAL": "1"}, "PUBSCHED_OPERATOR_EMAIL"),
@@ -78,6 +80,18 @@ def test_a_port_that_is_not_a_port_is_a_clear_error(port: str) -> None:
 def test_a_bad_value_names_its_variable(env: dict[str, str], names: str) -> None:
     with pytest.raises(MailConfigError, match=names):
         load_mail_settings(env)
+
+
+@pytest.mark.parametrize("raw", ["The Crown <rota@pub.example>",
+                                 '"The Crown" <rota@pub.example>',
+                                 "  The Crown   <rota@pub.example> "])
+def test_the_sender_may_carry_a_display_name(raw: str) -> None:
+    """Issue 17 item 16: ``Name <address>`` is the sender's name and address (the envelope
+    gets the address alone)."""
+    settings = load_mail_settings({"PUBSCHED_MAIL_FROM": raw})
+    assert (settings.mail_from_name, settings.mail_from) == ("The Crown", "rota@pub.example")
+    bare = load_mail_settings({"PUBSCHED_MAIL_FROM": "rota@pub.example"})
+    assert (bare.mail_from_name, bare.mail_from) == (None, "rota@pub.example")
 
 
 def test_os_environ_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:

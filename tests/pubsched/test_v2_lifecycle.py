@@ -139,6 +139,28 @@ def test_a_message_of_unknown_fate_stays_uncertain_and_is_not_resent(
     assert sent.detail["uncertain"] == ["ann@pub.test"]
 
 
+def test_a_tender_the_mail_layer_cannot_address_fails_alone(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """Issue 17 item 17: a row written before the address rule (inserted here directly) is
+    recorded failed with its reason; every other tender is mailed once, on every retry."""
+    crew(pub, ("ann", None), ("bob", None), ("cy", None))
+    with pub.atomic() as tx:  # sorts between ann and cy: before the fix, cy was never mailed
+        tx.execute("UPDATE pub_tenders SET email = %s, email_key = %s WHERE email_key = %s",
+                   ["bob@pub.test.", "bob@pub.test.", "bob@pub.test"])
+    _through_approve(pub)
+    for _ in range(2):
+        failed = v2.send(pub, WEEK, now=NOW)
+        assert (failed.applied, failed.reason) == (False, "ACT_FAILED")
+        assert "bob@pub.test." in (failed.failed or "")
+        assert sorted(m.rcpt_tos[0] for m in smtp.received) == ["ann@pub.test", "cy@pub.test"]
+        shown = week_show(pub, WEEK)
+        assert shown["state"] == APPROVED
+        by_email = {d["email"]: d for d in shown["deliveries"]}
+        assert by_email["bob@pub.test."]["status"] == "failed"
+        assert "not a valid address" in by_email["bob@pub.test."]["error"]
+        assert {by_email[e]["status"] for e in ("ann@pub.test", "cy@pub.test")} == {"sent"}
+
+
 def test_bad_input_is_a_clear_error_and_writes_nothing(pub: Pub) -> None:
     crew(pub, ("ann", None))
     with pytest.raises(BadInput, match="Monday"):
@@ -217,3 +239,39 @@ def test_rehearsal_mode_sends_everything_to_the_operator_only(
         assert statuses == {"ann@pub.test": "sent", "bob@pub.test": "sent"}
     finally:
         rehearsing.close()
+
+
+def test_resend_is_refused_before_the_week_is_sent_and_for_a_delivered_recipient(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """Issue 17 item 6: the server checks the state: resend only mails a recipient left
+    uncertain or failed of a SENT week."""
+    from pubsched.engines.actions import perform
+
+    def resend(email: str) -> Any:
+        return perform(pub, "resend", WEEK, now=NOW, email=email)
+
+    crew(pub, ("ann", None), ("bob", None))
+    weeks.ensure_week(pub, WEEK, now=NOW)
+    got = resend("ann@pub.test")
+    assert (got.applied, got.reason, state(pub)) == (False, "STATE_MISMATCH", DRAFT)
+    assert v2.open_form(pub, WEEK, now=NOW)
+    for t in tenders.all_tenders(pub, active_only=True):
+        assert submissions.submit(pub, WEEK, t.email, shift_ids(pub), now=NOW)
+    assert resend("ann@pub.test").reason == "STATE_MISMATCH" and state(pub) == COLLECTING
+    assert v2.close(pub, WEEK, now=NOW)
+    assert resend("ann@pub.test").reason == "STATE_MISMATCH" and state(pub) == CLOSED
+    assert v2.generate(pub, WEEK, now=NOW)
+    assert resend("ann@pub.test").reason == "STATE_MISMATCH" and state(pub) == ASSIGNED
+    assert v2.approve(pub, WEEK, now=NOW)
+    smtp.refuse_recipient("bob@pub.test")
+    assert not v2.send(pub, WEEK, now=NOW).applied  # bob failed, the week APPROVED
+    smtp.clear_faults()
+    before = len(smtp.received)
+    got = resend("bob@pub.test")  # a failed recipient, but the week is not sent
+    assert (got.applied, got.reason, state(pub)) == (False, "STATE_MISMATCH", APPROVED)
+    assert "APPROVED" in got.message
+    assert len(smtp.received) == before
+    assert v2.send(pub, WEEK, now=NOW).applied and state(pub) == SENT
+    delivered = resend("ann@pub.test")
+    assert (delivered.applied, delivered.reason) == (False, "ALREADY_SENT")
+    assert len(smtp.accepted_for("ann@pub.test")) == 1

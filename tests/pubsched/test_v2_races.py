@@ -170,3 +170,45 @@ def test_submissions_racing_the_close_land_before_it_or_are_refused(
             assert got.reason in ("FORM_CLOSED", "LEASE_HELD"), got
     late = submissions.submit(pub, WEEK, "t0@pub.test", ids[:1], now=NOW)
     assert (late.applied, late.reason) == (False, "FORM_CLOSED")
+
+
+def test_two_resends_at_once_mail_the_uncertain_tender_once(
+        pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
+    """Issue 17 item 6: two operators (two instances) resend the same uncertain recipient at
+    once: the claim is a compare-and-set on the delivery row, so one email goes out. The
+    server holds the winner's data unanswered (a 1 s timeout), so the other resend runs
+    while the first is still handing over."""
+    from pubsched.engines.actions import perform
+    from pubsched.mail.settings import load_mail_settings
+    from support import pub_engines
+
+    _approved(pub, "ann", "bob")
+    smtp.drop_after_data(for_recipient="ann@pub.test")
+    assert v2.send(pub, WEEK, now=NOW).applied  # ann uncertain, the week SENT
+    assert len(smtp.accepted_for("ann@pub.test")) == 0
+    smtp.clear_faults()
+    smtp.hang_after_data(for_recipient="ann@pub.test")
+    mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test",
+                                       PUBSCHED_SMTP_TIMEOUT="1"))
+    operators = [pub_engines.make_pub(db_url, mail) for _ in range(2)]
+    barrier = threading.Barrier(len(operators))
+    results: list[Any] = []
+
+    def resend(who: Pub) -> None:
+        barrier.wait(10)
+        results.append(perform(who, "resend", WEEK, now=NOW, email="ann@pub.test"))
+
+    threads = [threading.Thread(target=resend, args=(o,)) for o in operators]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        for o in operators:
+            o.close()
+    handed = [m for m in smtp.received if m.rcpt_tos == ("ann@pub.test",)]
+    assert len(handed) == 2, results  # the first send's and ONE resend's
+    assert sorted(str(r.reason) for r in results) == ["None", "RESEND_CLAIMED"], results
+    statuses = {d["email"]: d["status"] for d in week_show(pub, WEEK)["deliveries"]}
+    assert statuses == {"ann@pub.test": "in_flight", "bob@pub.test": "sent"}

@@ -114,9 +114,13 @@ def _require_schema(url: str) -> None:
 
 def report(ctx: Context, verdict: Verdict) -> int:
     """A verdict as an exit code: its message on stdout when applied, else one line on
-    stderr."""
+    stderr. An applied send that left recipients uncertain (handed over, no answer) says so
+    on a line of its own: the week is SENT and exit 0, but those may never have had it."""
     if verdict.applied:
         ctx.say(verdict.message)
+        uncertain = verdict.detail.get("uncertain") if verdict.detail else None
+        if uncertain:
+            ctx.say(_uncertain_line(list(uncertain), verdict.detail.get("week_of")))
         return EXIT_APPLIED
     if verdict.reason == "RECORD_NOT_FOUND":  # the engine's word for a week never created
         ctx.complain(f"error: no such week ({verdict.message or verdict.reason})")
@@ -126,6 +130,14 @@ def report(ctx: Context, verdict: Verdict) -> int:
         return EXIT_FAILED
     ctx.complain(f"refused ({verdict.reason}): {verdict.message or verdict.reason}")
     return EXIT_REFUSED
+
+
+def _uncertain_line(emails: list[str], week: object) -> str:
+    named = ", ".join(emails[:3]) + (f" and {len(emails) - 3} more" if len(emails) > 3 else "")
+    where = f"`pubsched week show {week}`" if week else "`pubsched week show`"
+    return (f"warning: {len(emails)} recipient(s) uncertain ({named}): handed to the mail "
+            "server, which never answered, so they may not have it; not re-sent on their "
+            f"own: see {where}, and resend from the week's page in the web admin")
 
 
 def redacted(url: str) -> str:

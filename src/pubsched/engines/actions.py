@@ -152,7 +152,9 @@ ACTIONS: tuple[Action, ...] = (
            options=(Option("on", ON_OFF, required=False, default=True, cli_arg="value",
                            cli_metavar="on|off", cli_choices=("on", "off"), field="on"),)),
     Action("resend", "resend the sent schedule to one recipient left uncertain or failed",
-           lambda engine, pub, week, now, o: resend(pub, week_key(week), now=now, **o),
+           lambda engine, pub, week, now, o: resend(
+               pub, week_key(week), now=now,
+               state_of=lambda row: engine.state_of(pub, row), **o),
            options=(Option("email", TEXT, field="email"),), cli=False),
 )
 

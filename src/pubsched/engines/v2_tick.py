@@ -241,7 +241,7 @@ def _nudge(pub: Pub, kind: Nudge, row: Any, due_column: str, now: datetime) -> N
 
     outgoing = compose_nudge(kind, date.fromisoformat(week), due_at=utc(due_at),
                              tz=pub.config.tz.key, settings=settings, now=now,
-                             admin_url=f"{pub.config.base_url}/weeks/{week}")
+                             admin_url=f"{pub.config.base_url.rstrip('/')}/admin/weeks/{week}")
     with pub.mailer.session() as mail:
         outcome = mail.send(outgoing)
     with pub.atomic() as tx:

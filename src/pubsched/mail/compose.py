@@ -30,20 +30,23 @@ from email.utils import format_datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..shiftcal import shifts_calendar
-from .settings import MailSettings, address_problem
+from .addresses import address_problem, name_problem
+from .settings import MailSettings
 
 SENDER_NAME = "Pub scheduler"
 
 
 @dataclass(frozen=True)
 class Recipient:
-    """Someone a message is for: a tender, or the operator."""
+    """Someone a message is for: a tender, or the operator. Built only from an address and a
+    name the one rule of :mod:`.addresses` accepts (a ValueError otherwise), so that every
+    message composed for it can be written."""
 
     email: str
     name: str
 
     def __post_init__(self) -> None:
-        problem = address_problem(self.email)
+        problem = address_problem(self.email) or name_problem(self.name)
         if problem is not None:
             raise ValueError(f"recipient {self.name!r}: {problem}")
 
@@ -280,7 +283,8 @@ def _addressed(
         message["To"] = Address("Operator", addr_spec=envelope_to)
     else:
         message["To"] = Address(intended.name, addr_spec=envelope_to)
-    message["From"] = Address(SENDER_NAME, addr_spec=settings.mail_from)
+    message["From"] = Address(settings.mail_from_name or SENDER_NAME,
+                              addr_spec=settings.mail_from)
     message["Subject"] = subject
     message["Date"] = format_datetime(now)
     message["Message-ID"] = _message_id(message_key, intended, settings, now)

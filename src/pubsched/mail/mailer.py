@@ -62,6 +62,11 @@ from .compose import Outgoing, Recipient
 from .settings import MailSettings
 
 log = logging.getLogger("pubsched.mail")
+# Each outcome is the caller's to report (the CLI's one failure line, the week's
+# deliveries): with no logging configured, these lines must not reach stderr on their own
+# (logging's last resort), one per recipient. An application that configures logging
+# (serve, the demo) still gets them.
+log.addHandler(logging.NullHandler())
 
 SERVICE_CLOSING = 421  # RFC 5321: the server is closing the connection (e.g. idle too long)
 

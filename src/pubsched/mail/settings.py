@@ -14,7 +14,9 @@ Variables (empty counts as unset):
 ``PUBSCHED_SMTP_USER``      with ``PUBSCHED_SMTP_PASSWORD``: log in after EHLO (and STARTTLS)
 ``PUBSCHED_SMTP_STARTTLS``  1/true/yes/on or 0/false/no/off; default off
 ``PUBSCHED_SMTP_TIMEOUT``   seconds for connecting and for each reply; default 30
-``PUBSCHED_MAIL_FROM``      sender address; default ``pubsched@localhost``
+``PUBSCHED_MAIL_FROM``      sender: an address, or a name and address (``The Crown
+                            <rota@pub.example>``: the name is shown in From:); default
+                            ``pubsched@localhost``
 ``PUBSCHED_OPERATOR_EMAIL`` the operator: nudges go there, and everything in rehearsal
 ``PUBSCHED_REHEARSAL``      1: every message goes to the operator only (the dress rehearsal)
 """
@@ -22,16 +24,17 @@ Variables (empty counts as unset):
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from email.errors import HeaderParseError
-from email.headerregistry import Address
-from email.utils import parseaddr
+
+from .addresses import address_problem, name_problem
 
 DEFAULT_SMTP_PORT = 25
 DEFAULT_SMTP_TIMEOUT = 30.0
 DEFAULT_MAIL_FROM = "pubsched@localhost"
 
+_NAMED = re.compile(r'\s*(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"<>]*?))\s*<(?P<address>[^<>]*)>\s*')
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -55,6 +58,7 @@ class MailSettings:
     smtp_starttls: bool = False
     smtp_timeout: float = DEFAULT_SMTP_TIMEOUT
     mail_from: str = DEFAULT_MAIL_FROM
+    mail_from_name: str | None = None
     operator_email: str | None = None
     rehearsal: bool = False
 
@@ -82,6 +86,8 @@ def load_mail_settings(env: Mapping[str, str] | None = None) -> MailSettings:
         value = source.get(name, "").strip()
         return value or None
 
+    sender = get("PUBSCHED_MAIL_FROM")
+    from_name, from_address = _sender(sender) if sender is not None else (None, None)
     return MailSettings(
         smtp_host=get("PUBSCHED_SMTP_HOST"),
         smtp_port=_port(get("PUBSCHED_SMTP_PORT")),
@@ -89,7 +95,8 @@ def load_mail_settings(env: Mapping[str, str] | None = None) -> MailSettings:
         smtp_password=get("PUBSCHED_SMTP_PASSWORD"),
         smtp_starttls=_flag("PUBSCHED_SMTP_STARTTLS", get("PUBSCHED_SMTP_STARTTLS")),
         smtp_timeout=_timeout(get("PUBSCHED_SMTP_TIMEOUT")),
-        mail_from=_address("PUBSCHED_MAIL_FROM", get("PUBSCHED_MAIL_FROM")) or DEFAULT_MAIL_FROM,
+        mail_from=from_address or DEFAULT_MAIL_FROM,
+        mail_from_name=from_name,
         operator_email=_address("PUBSCHED_OPERATOR_EMAIL", get("PUBSCHED_OPERATOR_EMAIL")),
         rehearsal=_flag("PUBSCHED_REHEARSAL", get("PUBSCHED_REHEARSAL")),
     )
@@ -129,6 +136,23 @@ def _flag(name: str, raw: str | None) -> bool:
     raise MailConfigError(f"{name} must be 1/true/yes/on or 0/false/no/off, not {raw!r}")
 
 
+def _sender(raw: str) -> tuple[str | None, str]:
+    """``PUBSCHED_MAIL_FROM``: a bare address, or ``Name <address>`` (the name may be
+    quoted). The envelope gets the address alone; From: shows the name. Both obey the one
+    rule of :mod:`.addresses`."""
+    named = _NAMED.fullmatch(raw)
+    if named is None:
+        return None, _address("PUBSCHED_MAIL_FROM", raw) or raw
+    display = (named["quoted"] if named["quoted"] is not None else named["bare"]).strip()
+    address = _address("PUBSCHED_MAIL_FROM", named["address"].strip()) or ""
+    if not display:
+        return None, address
+    problem = name_problem(display)
+    if problem is not None:
+        raise MailConfigError(f"PUBSCHED_MAIL_FROM: {problem}")
+    return display, address
+
+
 def _address(name: str, raw: str | None) -> str | None:
     if raw is None:
         return None
@@ -136,16 +160,3 @@ def _address(name: str, raw: str | None) -> str | None:
     if problem is not None:
         raise MailConfigError(f"{name}: {problem}")
     return raw
-
-
-def address_problem(value: str) -> str | None:
-    """Why ``value`` is not a bare address (``a@b``) usable as an SMTP envelope address as it
-    is, or None when it is one. A display name around it is refused: the envelope has none."""
-    display, addr = parseaddr(value)
-    if display or addr != value or "@" not in addr:
-        return f"{value!r} is not a bare address such as ops@example.com"
-    try:
-        Address(addr_spec=addr)
-    except (ValueError, IndexError, HeaderParseError):
-        return f"{value!r} is not a valid address"
-    return None
