@@ -89,7 +89,8 @@ class Bulk:
             values["due_at"] = due_at
         plan = self.plans.transition(to, froms, owner, {}, guards, values, None, due)
         # the event's row_key is built in SQL (json_array / json_build_array): the text
-        # json.dumps gives for ints and for ASCII text; other keys go one by one
+        # json.dumps gives for ints and for text of U+0000..U+007E; other keys (DEL,
+        # non-ASCII: json.dumps escapes them, the databases do not) go one by one
         values.update(to=to, ev_owner=None if owner is None else str(owner),
                       ev_data=data_text, keys_json=json.dumps(wanted), key_list=wanted)
         gshape = tuple(self.binding.guard_items(guards)) if guards else ()
@@ -97,8 +98,8 @@ class Bulk:
         array = "bigint[]" if all(type(k) is int for k in wanted) else "text[]"
         if array == "text[]" and not all(type(k) is str for k in wanted):
             raise ValidationError("transition_many: keys of one type, all str or all int")
-        if array == "text[]" and not all(k.isascii() for k in wanted):
-            # the SQL's row_key matches json.dumps for ASCII keys only
+        if array == "text[]" and not all(_sql_names_alike(k) for k in wanted):
+            # the SQL's row_key would not be the one-row door's: each its own move
             return (yield from self._one_by_one(wanted, to, froms, owner, guards, data,
                                                 due, edge, due_at))
         shape = ("many", to, froms, owner is not None, gshape, due, array)
@@ -246,8 +247,9 @@ class Bulk:
         ``key = ANY(...)``, the primary key's index: a join with the key list misleads the
         planner into nested loops over tables every bulk move bloats), and its events,
         whose ``row_key`` is ``json_build_array(key)::text``, the text ``json.dumps`` gives
-        for the ASCII keys this path takes (others go one by one). Several from-states:
-        the rows are read and locked first (``cur``) to know the state each one left."""
+        for the keys this path takes (``_sql_names_alike``; others go one by one). Several
+        from-states: the rows are read and locked first (``cur``) to know the state each
+        one left."""
         d, c, b = self.dialect, self.compiler, self.binding
         key = d.quote(b.key[0])
         out = SqlOut()
@@ -297,6 +299,14 @@ class Bulk:
         whens = " ".join(f"WHEN {d.value(Const(s), out)} THEN {d.value(Const(n), out)}"
                          for s, n in names)
         return f"CASE {state_sql} {whens} END"
+
+
+def _sql_names_alike(key: str) -> bool:
+    """Does SQL's JSON text of ``key`` (SQLite's ``json_array``, PostgreSQL's
+    ``json_build_array``) equal ``json.dumps``'s, the row_key the one-row door writes and
+    ``history`` looks up? For U+0000..U+007E both escape alike (quotes, backslashes,
+    control characters); DEL and non-ASCII only ``json.dumps`` escapes."""
+    return key.isascii() and "\x7f" not in key
 
 
 def _key_of(row_key: str) -> Any:
