@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from support.engine import JOBS, Backend
+from rowstate import ValidationError
+from support.engine import JOBS, RUNS, Backend
 
 # keys whose JSON text differs between encoders: DEL (json.dumps escapes it, SQLite's
 # json_array and PostgreSQL's json_build_array do not), other control characters, quotes,
@@ -44,3 +46,20 @@ def test_bulk_and_one_row_moves_file_their_events_under_one_row_key(
     per_key = backend.execute("SELECT row_key, COUNT(*) FROM rowstate_events "
                               "WHERE machine = 'job' GROUP BY row_key")
     assert sorted(n for _, n in per_key) == [4] * len(odd)  # one row_key per row
+
+
+@pytest.mark.parametrize("now", [
+    datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14))),  # year 0 in UTC
+    datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-14))),  # year 10000
+], ids=["before-year-1", "after-year-9999"])
+def test_fire_due_refuses_an_instant_outside_years_1_to_9999_in_utc(
+        backend: Backend, now: datetime) -> None:
+    """SQLite's canonical time overflowed (a bare OverflowError) where PostgreSQL took it:
+    a ValidationError on both, before any statement."""
+    runs = backend.make(RUNS)
+    runs.create("2026-01-05", autopilot=1, deadline_at=datetime(2026, 1, 7, tzinfo=UTC))
+    statements = backend.statements
+    with pytest.raises(ValidationError, match="years 1-9999 in UTC"):
+        runs.fire_due(now=now)
+    assert backend.statements == statements
+    assert runs.state("2026-01-05") == "DRAFT"
