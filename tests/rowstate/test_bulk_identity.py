@@ -1,6 +1,7 @@
 """Issue 17, the engine's set-based moves and their inputs, on every backend
 ({SQLite, PostgreSQL} x {sync, async}): one identity per row whichever path moved it
-(#17.30), a business instant outside what both databases store refused alike (#17.32)."""
+(#17.30), a business instant outside what both databases store refused alike (#17.32), guard
+and where= values checked against the column's declared type (#17.31)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,51 @@ def test_fire_due_refuses_an_instant_outside_years_1_to_9999_in_utc(
         runs.fire_due(now=now)
     assert backend.statements == statements
     assert runs.state("2026-01-05") == "DRAFT"
+
+
+# -- guard and where= values against the column's declared type (#17.31) -----------------
+
+BAD_COMPARISONS = [
+    ("transition", {"guards": {"autopilot": True}}, "autopilot", "INTEGER"),
+    ("transition", {"guards": {"autopilot": "yes"}}, "autopilot", "INTEGER"),
+    ("transition", {"guards": {"status": 1}}, "status", "TEXT"),
+    ("transition_many", {"guards": {"autopilot": [0, True]}}, "autopilot", "INTEGER"),
+    ("transition_many", {"where": {"status": 1}}, "status", "TEXT"),
+    ("transition_many", {"where": {"autopilot": False}}, "autopilot", "INTEGER"),
+    ("find", {"where": {"status": 1.5}}, "status", "TEXT"),
+    ("count", {"where": {"autopilot": True}}, "autopilot", "INTEGER"),
+    ("can_transition", {"guards": {"status": 0}}, "status", "TEXT"),
+]
+
+
+@pytest.mark.parametrize(("method", "kw", "field", "declared"), BAD_COMPARISONS,
+                         ids=[f"{m}-{next(iter(k))}-{f}" for m, k, f, _ in BAD_COMPARISONS])
+def test_a_guard_or_where_value_of_another_type_than_the_column_is_refused_before_any_io(
+        backend: Backend, method: str, kw: dict[str, Any], field: str, declared: str) -> None:
+    """SQLite's affinity matched True to 1 and 1 to '1' where PostgreSQL refused the
+    comparison: a ValidationError naming the field and its type, on both, before any I/O."""
+    runs = backend.make(RUNS)
+    runs.create("2026-01-05")
+    call = {"transition": lambda: runs.transition("2026-01-05", "COLLECTING", **kw),
+            "can_transition": lambda: runs.can_transition("2026-01-05", "COLLECTING", **kw),
+            "transition_many": lambda: runs.transition_many(
+                "COLLECTING", **({"keys": ["2026-01-05"]} if "where" not in kw else {}),
+                from_="DRAFT", **kw),
+            "find": lambda: runs.find(**kw), "count": lambda: runs.count(**kw)}[method]
+    statements = backend.statements
+    with pytest.raises(ValidationError, match=f"{field}.*{declared}"):
+        call()
+    assert backend.statements == statements
+    assert runs.state("2026-01-05") == "DRAFT"
+
+
+def test_guard_and_where_values_of_the_column_type_apply_alike(backend: Backend) -> None:
+    runs = backend.make(RUNS)
+    runs.create("2026-01-05", autopilot=1)
+    runs.create("2026-01-12")
+    assert runs.count(where={"status": "pending", "autopilot": [1, None]}) == 1
+    assert runs.count(where={"autopilot": 1.0}) == 1  # a float compares alike
+    assert not runs.transition("2026-01-12", "COLLECTING", guards={"autopilot": 1}).applied
+    got = runs.transition_many("COLLECTING", where={"autopilot": 1}, from_="DRAFT")
+    assert got.applied == (("2026-01-05",),)
+
