@@ -1,7 +1,8 @@
 """Issue 17, the engine's set-based moves and their inputs, on every backend
 ({SQLite, PostgreSQL} x {sync, async}): one identity per row whichever path moved it
 (#17.30), a business instant outside what both databases store refused alike (#17.32), guard
-and where= values checked against the column's declared type (#17.31)."""
+and where= values checked against the column's declared type (#17.31), where= moving every
+matching row in batches (#17.28)."""
 
 from __future__ import annotations
 
@@ -112,3 +113,35 @@ def test_guard_and_where_values_of_the_column_type_apply_alike(backend: Backend)
     got = runs.transition_many("COLLECTING", where={"autopilot": 1}, from_="DRAFT")
     assert got.applied == (("2026-01-05",),)
 
+
+# -- where= moves every matching row (#17.28) --------------------------------------------
+
+
+def _seed_jobs(backend: Backend, n: int, state: str = "NEW") -> None:
+    backend.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                    "WHERE i < ?) INSERT INTO jobs (id, state, priority, version) "
+                    "SELECT 'k' || i, ?, 1, 0 FROM n", n, state)
+
+
+@pytest.mark.parametrize(("rows", "limit"), [(10_050, 10_000), (257, 100)],
+                         ids=["default-batch", "small-batch"])
+def test_transition_many_where_moves_every_matching_row_in_batches(
+        backend: Backend, rows: int, limit: int) -> None:
+    """More matching rows than one write takes: each batch its own write, every row moved
+    once with its one event; a row held by a lease is a refusal, not a silent leftover."""
+    if rows > 1000 and backend.is_async:
+        pytest.skip("the sync twin runs the same core; one big run per database")
+    jobs = backend.make(JOBS)
+    _seed_jobs(backend, rows, "READY")
+    assert jobs.claim("k7", "start").claimed  # a live lease: k7 stays READY, held
+    got = jobs.transition_many("FAILED", where={"priority": 1}, from_=["READY", "RUNNING"],
+                               limit=limit)
+    assert dict(got.refused) == {("k7",): "LEASE_HELD"}
+    assert len(got.applied) == len(set(got.applied)) == rows - 1
+    assert len(got.events) == rows - 1
+    assert jobs.count(state="FAILED") == rows - 1
+    moved = backend.execute("SELECT COUNT(*), COUNT(DISTINCT row_key) FROM rowstate_events "
+                            "WHERE machine = 'job' AND edge = 'cancel'")
+    assert moved == [(rows - 1, rows - 1)]  # one event per row moved
+    with pytest.raises(ValidationError):
+        jobs.transition_many("READY", where={"priority": 1}, limit=0)

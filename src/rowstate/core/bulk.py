@@ -11,6 +11,8 @@ the set write breaks one, the rows are moved one by one instead (each its own ve
 Rows are named by a one-column key. ``where=`` first reads the matching keys (rows in a
 from-state whose fields match, checked like guards), then moves those keys: the move
 re-checks everything, so a row that changed in between is refused, never moved wrongly.
+It moves EVERY matching row: ``limit`` keys per write (a keyset page, read in key order),
+as many writes as it takes; ``keys=`` longer than ``limit`` is refused before any I/O.
 """
 
 from __future__ import annotations
@@ -60,11 +62,14 @@ class Bulk:
             raise ValidationError(f"{self.binding.table}: transition_many needs a one-column key")
         if (keys is None) == (where is None):
             raise ValidationError("transition_many: give keys= or where=, not both")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_FIND:
+            raise ValidationError(f"transition_many: limit is an int in 1..{MAX_FIND}, "
+                                  f"got {limit!r}")
         owner = self.inputs.owner(owner)
         data_text = self.inputs.data(data) if data is not None else None
         if where is not None:
-            found = yield from self.rows.find(state=froms, where=where, limit=limit)
-            wanted = [row[self.binding.key[0]] for row in found]
+            return (yield from self._move_matching(to, froms, where, limit, owner, guards,
+                                                   data_text, data))
         else:
             if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
                 raise ValidationError(f"transition_many: keys is an iterable of keys, "
@@ -75,6 +80,30 @@ class Bulk:
                                       f"{limit}")
         return (yield from self.move_keys(to, wanted, froms, guards, None, None,
                                                  owner, data_text, data))
+
+    def _move_matching(self, to: str, froms: tuple[str, ...], where: GuardSpec, limit: int,
+                       owner: Any, guards: GuardSpec | None, data_text: str | None,
+                       data: Any) -> Op[BulkResult]:
+        """Every row matching ``where``, moved in batches of ``limit`` keys (each batch its
+        own write): the keys are read a keyset page at a time, so no matching row is left
+        behind unreported and none is moved twice."""
+        applied: list[tuple[Any, ...]] = []
+        refused: list[tuple[tuple[Any, ...], str]] = []
+        events: list[Event] = []
+        after = None
+        while True:
+            wanted = yield from self.rows.match_keys(froms, where, after, limit)
+            if not wanted:
+                break
+            got = yield from self.move_keys(to, wanted, froms, guards, None, None, owner,
+                                            data_text, data)
+            applied.extend(got.applied)
+            refused.extend(got.refused)
+            events.extend(got.events)
+            if len(wanted) < limit:
+                break
+            after = wanted[-1]
+        return BulkResult(tuple(applied), tuple(refused), tuple(events))
 
     def move_keys(self, to: str, wanted: list[Any], froms: tuple[str, ...],
                          guards: GuardSpec | None, due: str | None, edge: Any,
