@@ -272,38 +272,35 @@ class Bulk:
     def _compile_many_pg(self, checks: tuple[Check, ...], to: str, froms: tuple[str, ...],
                          array: str, names: tuple[tuple[str, str], ...],
                          state_cols: list[str]) -> Statement:
-        """One statement: the UPDATE of every listed row that passes the checks (found by
-        ``key = ANY(...)``, the primary key's index: a join with the key list misleads the
-        planner into nested loops over tables every bulk move bloats), and its events,
-        whose ``row_key`` is ``json_build_array(key)::text``, the text ``json.dumps`` gives
-        for the keys this path takes (``_sql_names_alike``; others go one by one). Several
-        from-states: the rows are read and locked first (``cur``) to know the state each
-        one left."""
+        """One statement: the UPDATE of every listed row that passes the checks, and its
+        events, whose ``row_key`` is ``json_build_array(key)::text``, the text
+        ``json.dumps`` gives for the keys this path takes (``_sql_names_alike``; others go
+        one by one). The rows are first read and locked (``cur``, found by ``key =
+        ANY(...)``, the primary key's index: a join with the key list misleads the planner
+        into nested loops over tables every bulk move bloats) IN KEY ORDER, whatever order
+        the plan's scan meets them in: two calls over overlapping rows then wait for each
+        other instead of deadlocking (PostgreSQL would cancel one, and it would move
+        nothing); the later one's rows are its per-row refusals. ``cur`` also tells the
+        state each row left."""
         d, c, b = self.dialect, self.compiler, self.binding
         key = d.quote(b.key[0])
         out = SqlOut()
-        ctes = []
-        if len(froms) > 1:
-            picked = ", ".join(d.column(col, "c") for col in dict.fromkeys([b.key[0],
-                                                                           *state_cols]))
-            ctes.append(f"cur AS (SELECT {picked} FROM {c.table} AS c WHERE c.{key} = "
-                        f"ANY({d.value(Slot('key_list'), out)}::{array}) FOR UPDATE)")
+        picked = ", ".join(d.column(col, "c") for col in dict.fromkeys([b.key[0],
+                                                                       *state_cols]))
+        ctes = [f"cur AS (SELECT {picked} FROM {c.table} AS c WHERE c.{key} = "
+                f"ANY({d.value(Slot('key_list'), out)}::{array}) ORDER BY c.{key} "
+                f"FOR UPDATE)"]
         # parameters are appended in the order the text uses them
         sets = c.set_clause(self.rules.entry_sets(to, {}, {}, False), out)
         version = f"t.{d.quote(b.version)}" if b.version else "NULL::bigint"
+        cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
         if len(froms) > 1:
-            cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
             state_before = d.ref(b.state_ref, "cur", out)
-            ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} FROM cur WHERE "
-                        f"t.{key} = cur.{key} AND {cond} RETURNING t.{key} AS rs_key, "
-                        f"{version} AS rs_version, {state_before} AS rs_from)")
         else:
-            keys = d.value(Slot("key_list"), out)
-            cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
-            src = d.value(Const(froms[0]), out)
-            ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} WHERE "
-                        f"t.{key} = ANY({keys}::{array}) AND {cond} RETURNING "
-                        f"t.{key} AS rs_key, {version} AS rs_version, {src}::text AS rs_from)")
+            state_before = f"{d.value(Const(froms[0]), out)}::text"
+        ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} FROM cur WHERE "
+                    f"t.{key} = cur.{key} AND {cond} RETURNING t.{key} AS rs_key, "
+                    f"{version} AS rs_version, {state_before} AS rs_from)")
         if not self.context.event_table:
             now = d.now(out)
             return Statement(f"WITH {', '.join(ctes)} SELECT rs_key, rs_from, NULL::bigint, "
