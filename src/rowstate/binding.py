@@ -44,6 +44,7 @@ from .values import (
     INT_TEXT,
     INT_TYPES,
     MAX_TEXT,
+    check_compared_kind,
     check_declared_kind,
     check_json_column_value,
     check_payload_value,
@@ -202,8 +203,11 @@ class Binding:
             values = _as_tuple(guard.values)
             if not values:
                 raise error(f"guard {name!r}: no accepted values")
+            declared = None if ref.path else self.column_types.get(ref.column)
             for v in values:
                 check_scalar(v, f"guard {name!r}", error, allow_none=True)
+                if declared is not None:
+                    check_compared_kind(v, declared, f"guard {name!r}", error)
             items.append((ref, Guard(values, guard.reason)))
         return tuple(items)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
@@ -231,6 +232,36 @@ def check_declared_kind(value: object, declared: str, what: str) -> None:
     if bits and isinstance(value, int) and not -(2**bits) <= value < 2**bits:
         # PostgreSQL's integer is 32 bits and smallint 16; SQLite stores any 64-bit int
         raise ValidationError(f"{what}: {value} is out of range for a {declared} column")
+
+
+# What a guard or where= value may be for a column of a declared type, so that both
+# databases judge the comparison alike: SQLite's affinity matches True to 1 and 1 to '1',
+# PostgreSQL refuses ``integer = boolean`` and ``text = bigint``. Decimal text for an
+# integer column is cast alike by both (as for a payload value).
+_COMPARED_KINDS: tuple[tuple[Iterable[str], tuple[type, ...]], ...] = (
+    (INT_TYPES, (int, float)),
+    (("BOOLEAN", "BOOL"), (bool,)),
+    (("REAL", "DOUBLE", "FLOAT", "FLOAT4", "FLOAT8", "NUMERIC", "DECIMAL"), (int, float)),
+    (("TEXT", "VARCHAR", "CHAR", "CHARACTER", "CITEXT"), (str,)),
+)
+_COMPARED = {word: kinds for words, kinds in _COMPARED_KINDS for word in words}
+
+
+def check_compared_kind(value: object, declared: str, what: str,
+                        error: type[Exception] = ValidationError) -> None:
+    """A guard's (or ``where=``'s) scalar compared with a column of a declared type: one of
+    the kinds both databases compare alike with it (None, an undeclared or other type: no
+    check, the comparison is left to the database as before)."""
+    word = (declared.split() or [""])[0].split("(")[0].upper()
+    kinds = _COMPARED.get(word)
+    if kinds is None or value is None:
+        return
+    ok = isinstance(value, kinds) and (not isinstance(value, bool) or bool in kinds)
+    if not ok and isinstance(value, str) and word in INT_TYPES:
+        ok = bool(INT_TEXT.match(value)) and INT64_MIN <= int(value) <= INT64_MAX
+    if not ok:
+        raise error(f"{what}: a {type(value).__name__} ({value!r}) cannot be compared alike "
+                    f"on both databases with a {declared} column")
 
 
 _INT_BITS = {"INT": 31, "INTEGER": 31, "INT4": 31, "SERIAL": 31, "SMALLINT": 15, "INT2": 15,

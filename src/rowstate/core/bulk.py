@@ -11,6 +11,8 @@ the set write breaks one, the rows are moved one by one instead (each its own ve
 Rows are named by a one-column key. ``where=`` first reads the matching keys (rows in a
 from-state whose fields match, checked like guards), then moves those keys: the move
 re-checks everything, so a row that changed in between is refused, never moved wrongly.
+It moves EVERY matching row: ``limit`` keys per write (a keyset page, read in key order),
+as many writes as it takes; ``keys=`` longer than ``limit`` is refused before any I/O.
 """
 
 from __future__ import annotations
@@ -60,11 +62,14 @@ class Bulk:
             raise ValidationError(f"{self.binding.table}: transition_many needs a one-column key")
         if (keys is None) == (where is None):
             raise ValidationError("transition_many: give keys= or where=, not both")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 0 < limit <= MAX_FIND:
+            raise ValidationError(f"transition_many: limit is an int in 1..{MAX_FIND}, "
+                                  f"got {limit!r}")
         owner = self.inputs.owner(owner)
         data_text = self.inputs.data(data) if data is not None else None
         if where is not None:
-            found = yield from self.rows.find(state=froms, where=where, limit=limit)
-            wanted = [row[self.binding.key[0]] for row in found]
+            return (yield from self._move_matching(to, froms, where, limit, owner, guards,
+                                                   data_text, data))
         else:
             if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
                 raise ValidationError(f"transition_many: keys is an iterable of keys, "
@@ -75,6 +80,30 @@ class Bulk:
                                       f"{limit}")
         return (yield from self.move_keys(to, wanted, froms, guards, None, None,
                                                  owner, data_text, data))
+
+    def _move_matching(self, to: str, froms: tuple[str, ...], where: GuardSpec, limit: int,
+                       owner: Any, guards: GuardSpec | None, data_text: str | None,
+                       data: Any) -> Op[BulkResult]:
+        """Every row matching ``where``, moved in batches of ``limit`` keys (each batch its
+        own write): the keys are read a keyset page at a time, so no matching row is left
+        behind unreported and none is moved twice."""
+        applied: list[tuple[Any, ...]] = []
+        refused: list[tuple[tuple[Any, ...], str]] = []
+        events: list[Event] = []
+        after = None
+        while True:
+            wanted = yield from self.rows.match_keys(froms, where, after, limit)
+            if not wanted:
+                break
+            got = yield from self.move_keys(to, wanted, froms, guards, None, None, owner,
+                                            data_text, data)
+            applied.extend(got.applied)
+            refused.extend(got.refused)
+            events.extend(got.events)
+            if len(wanted) < limit:
+                break
+            after = wanted[-1]
+        return BulkResult(tuple(applied), tuple(refused), tuple(events))
 
     def move_keys(self, to: str, wanted: list[Any], froms: tuple[str, ...],
                          guards: GuardSpec | None, due: str | None, edge: Any,
@@ -89,7 +118,8 @@ class Bulk:
             values["due_at"] = due_at
         plan = self.plans.transition(to, froms, owner, {}, guards, values, None, due)
         # the event's row_key is built in SQL (json_array / json_build_array): the text
-        # json.dumps gives for ints and for ASCII text; other keys go one by one
+        # json.dumps gives for ints and for text of U+0000..U+007E; other keys (DEL,
+        # non-ASCII: json.dumps escapes them, the databases do not) go one by one
         values.update(to=to, ev_owner=None if owner is None else str(owner),
                       ev_data=data_text, keys_json=json.dumps(wanted), key_list=wanted)
         gshape = tuple(self.binding.guard_items(guards)) if guards else ()
@@ -97,8 +127,8 @@ class Bulk:
         array = "bigint[]" if all(type(k) is int for k in wanted) else "text[]"
         if array == "text[]" and not all(type(k) is str for k in wanted):
             raise ValidationError("transition_many: keys of one type, all str or all int")
-        if array == "text[]" and not all(k.isascii() for k in wanted):
-            # the SQL's row_key matches json.dumps for ASCII keys only
+        if array == "text[]" and not all(_sql_names_alike(k) for k in wanted):
+            # the SQL's row_key would not be the one-row door's: each its own move
             return (yield from self._one_by_one(wanted, to, froms, owner, guards, data,
                                                 due, edge, due_at))
         shape = ("many", to, froms, owner is not None, gshape, due, array)
@@ -242,37 +272,35 @@ class Bulk:
     def _compile_many_pg(self, checks: tuple[Check, ...], to: str, froms: tuple[str, ...],
                          array: str, names: tuple[tuple[str, str], ...],
                          state_cols: list[str]) -> Statement:
-        """One statement: the UPDATE of every listed row that passes the checks (found by
-        ``key = ANY(...)``, the primary key's index: a join with the key list misleads the
-        planner into nested loops over tables every bulk move bloats), and its events,
-        whose ``row_key`` is ``json_build_array(key)::text``, the text ``json.dumps`` gives
-        for the ASCII keys this path takes (others go one by one). Several from-states:
-        the rows are read and locked first (``cur``) to know the state each one left."""
+        """One statement: the UPDATE of every listed row that passes the checks, and its
+        events, whose ``row_key`` is ``json_build_array(key)::text``, the text
+        ``json.dumps`` gives for the keys this path takes (``_sql_names_alike``; others go
+        one by one). The rows are first read and locked (``cur``, found by ``key =
+        ANY(...)``, the primary key's index: a join with the key list misleads the planner
+        into nested loops over tables every bulk move bloats) IN KEY ORDER, whatever order
+        the plan's scan meets them in: two calls over overlapping rows then wait for each
+        other instead of deadlocking (PostgreSQL would cancel one, and it would move
+        nothing); the later one's rows are its per-row refusals. ``cur`` also tells the
+        state each row left."""
         d, c, b = self.dialect, self.compiler, self.binding
         key = d.quote(b.key[0])
         out = SqlOut()
-        ctes = []
-        if len(froms) > 1:
-            picked = ", ".join(d.column(col, "c") for col in dict.fromkeys([b.key[0],
-                                                                           *state_cols]))
-            ctes.append(f"cur AS (SELECT {picked} FROM {c.table} AS c WHERE c.{key} = "
-                        f"ANY({d.value(Slot('key_list'), out)}::{array}) FOR UPDATE)")
+        picked = ", ".join(d.column(col, "c") for col in dict.fromkeys([b.key[0],
+                                                                       *state_cols]))
+        ctes = [f"cur AS (SELECT {picked} FROM {c.table} AS c WHERE c.{key} = "
+                f"ANY({d.value(Slot('key_list'), out)}::{array}) ORDER BY c.{key} "
+                f"FOR UPDATE)"]
         # parameters are appended in the order the text uses them
         sets = c.set_clause(self.rules.entry_sets(to, {}, {}, False), out)
         version = f"t.{d.quote(b.version)}" if b.version else "NULL::bigint"
+        cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
         if len(froms) > 1:
-            cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
             state_before = d.ref(b.state_ref, "cur", out)
-            ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} FROM cur WHERE "
-                        f"t.{key} = cur.{key} AND {cond} RETURNING t.{key} AS rs_key, "
-                        f"{version} AS rs_version, {state_before} AS rs_from)")
         else:
-            keys = d.value(Slot("key_list"), out)
-            cond = " AND ".join(render(ch.node, d, "t", out) for ch in checks)
-            src = d.value(Const(froms[0]), out)
-            ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} WHERE "
-                        f"t.{key} = ANY({keys}::{array}) AND {cond} RETURNING "
-                        f"t.{key} AS rs_key, {version} AS rs_version, {src}::text AS rs_from)")
+            state_before = f"{d.value(Const(froms[0]), out)}::text"
+        ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} FROM cur WHERE "
+                    f"t.{key} = cur.{key} AND {cond} RETURNING t.{key} AS rs_key, "
+                    f"{version} AS rs_version, {state_before} AS rs_from)")
         if not self.context.event_table:
             now = d.now(out)
             return Statement(f"WITH {', '.join(ctes)} SELECT rs_key, rs_from, NULL::bigint, "
@@ -297,6 +325,14 @@ class Bulk:
         whens = " ".join(f"WHEN {d.value(Const(s), out)} THEN {d.value(Const(n), out)}"
                          for s, n in names)
         return f"CASE {state_sql} {whens} END"
+
+
+def _sql_names_alike(key: str) -> bool:
+    """Does SQL's JSON text of ``key`` (SQLite's ``json_array``, PostgreSQL's
+    ``json_build_array``) equal ``json.dumps``'s, the row_key the one-row door writes and
+    ``history`` looks up? For U+0000..U+007E both escape alike (quotes, backslashes,
+    control characters); DEL and non-ASCII only ``json.dumps`` escapes."""
+    return key.isascii() and "\x7f" not in key
 
 
 def _key_of(row_key: str) -> Any:

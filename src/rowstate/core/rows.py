@@ -226,6 +226,24 @@ class Rows:
         rows = yield Batch((stmt.bind(self.dialect, values),))
         return [dict(zip(self.context.columns, r, strict=True)) for r in rows[0]]
 
+    def match_keys(self, state: Sequence[str], where: GuardSpec, after: Any,
+                   limit: int) -> Op[list[Any]]:
+        """One page of the (one-column) keys of rows in ``state`` matching ``where``, in key
+        order, after the key ``after`` (None: from the first): a keyset page, so a set-based
+        move that pages through them sees every row once, even one it moves back into a
+        matching state."""
+        values = self.context.clock_values()
+        out = SqlOut()
+        cond = self._query_where(state, where, values, out)
+        key = self.dialect.quote(self.binding.key[0])
+        if after is not None:
+            values["after"] = after
+            cond += f" AND {key} > {self.dialect.value(Slot('after'), out)}"
+        stmt = Statement(f"SELECT {key} FROM {self.compiler.table} WHERE {cond} "
+                         f"ORDER BY {key} LIMIT {int(limit)}", tuple(out.params))
+        rows = yield Batch((stmt.bind(self.dialect, values),))
+        return [r[0] for r in rows[0]]
+
     def count(self, *, state: str | Sequence[str] | None = None,
               where: GuardSpec | None = None) -> Op[int]:
         values: dict[str, Any] = {}

@@ -14,6 +14,7 @@ from ..machine import Edge
 from ..protocol import ActiveLease, Batch, Call, Op
 from ..results import Fired, FireReport
 from ..specs import Notice, TimedEdge
+from ..values import check_payload_value
 from .bulk import Bulk
 from .cas import Cas
 from .context import Context
@@ -64,6 +65,9 @@ class Timers:
         if now is not None:
             if not isinstance(now, datetime) or now.tzinfo is None:
                 raise ValidationError(f"fire_due: now is an aware datetime, got {now!r}")
+            # an instant outside years 1-9999 in UTC: SQLite's canonical text cannot hold
+            # it (OverflowError) where PostgreSQL would judge by it; refused alike
+            check_payload_value(now, "fire_due: now")
             values["due_at"] = self.dialect.db_time(now)
         fired: list[Fired] = []
         for t in self.binding.timers:
