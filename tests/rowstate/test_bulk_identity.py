@@ -129,8 +129,6 @@ def test_transition_many_where_moves_every_matching_row_in_batches(
         backend: Backend, rows: int, limit: int) -> None:
     """More matching rows than one write takes: each batch its own write, every row moved
     once with its one event; a row held by a lease is a refusal, not a silent leftover."""
-    if rows > 1000 and backend.is_async:
-        pytest.skip("the sync twin runs the same core; one big run per database")
     jobs = backend.make(JOBS)
     _seed_jobs(backend, rows, "READY")
     assert jobs.claim("k7", "start").claimed  # a live lease: k7 stays READY, held
