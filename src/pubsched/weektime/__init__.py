@@ -10,6 +10,10 @@ A week
 ======
 A week is named by its Monday (``week_of``), an ISO date ``YYYY-MM-DD`` or a ``date``.
 Anything else (another weekday, ``2026-W49-1``, ``20261130``, a datetime) is `BadWeek`.
+A Monday within `EDGE_MARGIN` of the calendar's first or last day (year 1, year 9999) is
+`BadWeek` too, and an instant there `OutOfRange`: the moments up to four weeks before the
+Monday and the shifts after it must all be representable, in every zone, before anything
+is written.
 
 Local times that do not exist, or exist twice
 =============================================
@@ -73,9 +77,11 @@ from .days import (
     BadSettings,
     BadWeek,
     NaiveTimeError,
+    OutOfRange,
     RunMoment,
     WeekTimeError,
     as_utc,
+    in_range,
     local_to_utc,
     parse_override,
     week_containing,
@@ -103,6 +109,7 @@ __all__ = [
     "BadWeek",
     "LocalMoment",
     "NaiveTimeError",
+    "OutOfRange",
     "RunMoment",
     "RunSettings",
     "RunTimes",
@@ -110,6 +117,7 @@ __all__ = [
     "WeekShift",
     "WeekTimeError",
     "as_utc",
+    "in_range",
     "local_to_utc",
     "parse_override",
     "run_times",

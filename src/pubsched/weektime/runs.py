@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from .days import (
     RUN_MOMENTS,
     BadSettings,
+    OutOfRange,
     RunMoment,
     as_utc,
+    in_range,
     local_to_utc,
     parse_hh_mm,
     parse_override,
@@ -131,5 +133,8 @@ def _override_instant(name: str, value: object, monday: date, tz: ZoneInfo) -> d
             raise BadSettings(f"{name}: not an ISO date-time: {value!r}") from None
         if parsed.tzinfo is None:
             return local_to_utc(parsed.date(), parsed.time(), tz)
-        return parsed.astimezone(UTC)
+        try:
+            return in_range(parsed)
+        except OutOfRange as exc:
+            raise BadSettings(f"{name}: {exc}") from None
     raise BadSettings(f"{name}: expected {{'day', 'at'}} or an ISO date-time, got {value!r}")

@@ -1,0 +1,94 @@
+"""The operator's commands at their edges (issue 17): instants and weeks at the calendar's
+first and last days, a refused open, a half-written open, the database errors and a
+database from other code. Each runs the CLI in-process (``cli.run``) on SQLite and on a
+real PostgreSQL, and "nothing written" compares every table before and after."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from pubsched import cli
+from pubsched import db as pubdb
+from pubsched.pub import BadInput
+from pubsched.weeks import week_key
+from pubsched.weektime import BadSettings, BadWeek, WeekTimeError, as_utc, run_times, week_of
+
+TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_flags", "rowstate_events")
+ENV = {"PUBSCHED_MAIL_FROM": "schedule@pub.example", "PUBSCHED_OPERATOR_EMAIL": "ops@pub.example"}
+WEEK = "2026-12-07"
+NEXT = "2026-12-14"
+T_OPEN = "2026-11-30T15:00:00Z"
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+def pubsched(url: str, *argv: str) -> Ran:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(["--db", url, *argv], environ=ENV, stdout=out, stderr=err)
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def ok(url: str, *argv: str) -> Ran:
+    ran = pubsched(url, *argv)
+    assert ran.code == 0, ran
+    return ran
+
+
+def snapshot(url: str) -> dict[str, list[Any]]:
+    store = pubdb.open_store(url)
+    try:
+        with store.atomic() as tx:
+            return {t: sorted(map(repr, tx.execute(f"SELECT * FROM {t}"))) for t in TABLES}
+    finally:
+        store.close()
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- 19: the calendar's edges --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [
+    ["tick", "--now", "0001-01-01T00:00:00+14:00"],
+    ["tick", "--now", "9999-12-31T23:59:59-12:00"],
+    ["week", "open", "9999-12-27"],
+    ["week", "open", "0001-01-01"],
+    ["week", "open", "2026-12-07", "--now", "0001-01-01T00:00:00+14:00"],
+])
+def test_instants_and_weeks_at_the_calendars_edges_are_bad_input_with_nothing_written(
+        db_url: str, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    ok(db_url, "init")
+    before = snapshot(db_url)
+    ran = pubsched(db_url, *argv)
+    assert ran.code == 2, ran
+    assert "Traceback" not in ran.err + capsys.readouterr().err
+    assert snapshot(db_url) == before
+    assert ok(db_url, "weeks").out.strip().startswith("no weeks yet")
+
+
+def test_the_edges_are_refused_by_the_week_rules_themselves() -> None:
+    for week in ("9999-12-27", "0001-01-01"):
+        with pytest.raises(BadWeek):
+            week_of(week)
+        with pytest.raises(BadInput):
+            week_key(week)
+    with pytest.raises(WeekTimeError):
+        as_utc(datetime(1, 1, 1, tzinfo=UTC))
+    with pytest.raises(BadSettings):  # an override's exact instant at the edge
+        run_times(WEEK, "America/New_York", override={"send_window_end": "9999-12-31T23:00-05:00"})
+    assert week_of("9999-11-15").isoformat() == "9999-11-15"  # the last week that is whole
