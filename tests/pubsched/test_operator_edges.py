@@ -92,3 +92,46 @@ def test_the_edges_are_refused_by_the_week_rules_themselves() -> None:
     with pytest.raises(BadSettings):  # an override's exact instant at the edge
         run_times(WEEK, "America/New_York", override={"send_window_end": "9999-12-31T23:00-05:00"})
     assert week_of("9999-11-15").isoformat() == "9999-11-15"  # the last week that is whole
+
+
+# -- 13 and 18: the legacy open is one unit of work ----------------------------------------
+
+
+def shift_count(url: str, week: str) -> int:
+    store = pubdb.open_store(url)
+    try:
+        with store.atomic() as tx:
+            return len(tx.execute("SELECT id FROM pub_shifts WHERE week_of = %s", [week]))
+    finally:
+        store.close()
+
+
+def test_a_refused_legacy_open_writes_nothing_and_names_the_open_week(db_url: str) -> None:
+    ok(db_url, "init")
+    ok(db_url, "flag", "v2", "off")
+    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    before = snapshot(db_url)
+    ran = pubsched(db_url, "week", "open", NEXT, "--now", T_OPEN)
+    assert ran.code == 3, ran
+    line = one_line(ran.err)
+    assert "refused (INVARIANT)" in line and f"week {WEEK} is open" in line
+    assert snapshot(db_url) == before  # no DRAFT week, no shifts, no event
+    assert NEXT not in ok(db_url, "weeks").out
+
+
+def test_a_week_left_without_shifts_gets_them_on_the_next_legacy_open(db_url: str) -> None:
+    """The state a crash between the old open's two transactions left: the run row, no
+    shifts. The next open creates them (and a new open writes both in one unit)."""
+    ok(db_url, "init")
+    ok(db_url, "flag", "v2", "off")
+    store = pubdb.open_store(db_url)
+    try:
+        with store.atomic() as tx:
+            tx.execute("INSERT INTO pub_schedule_runs (week_of, status) VALUES (%s, 'pending')",
+                       [WEEK])
+    finally:
+        store.close()
+    assert shift_count(db_url, WEEK) == 0
+    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    assert shift_count(db_url, WEEK) == 3
+
