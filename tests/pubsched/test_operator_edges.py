@@ -135,3 +135,47 @@ def test_a_week_left_without_shifts_gets_them_on_the_next_legacy_open(db_url: st
     ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
     assert shift_count(db_url, WEEK) == 3
 
+
+# -- 8: the legacy engine writes no v2 state; v2 adopts a NULL row lazily -------------------
+
+
+def run_row(url: str, week: str) -> dict[str, Any]:
+    store = pubdb.open_store(url)
+    try:
+        with store.atomic() as tx:
+            rows = tx.execute("SELECT * FROM pub_schedule_runs WHERE week_of = %s", [week])
+            events = tx.execute("SELECT edge, from_state, to_state FROM rowstate_events")
+    finally:
+        store.close()
+    assert len(rows) == 1
+    return {**rows[0], "events": [tuple(e.values()) for e in events]}
+
+
+def test_a_week_the_legacy_engine_creates_has_no_v2_state_nor_event(db_url: str) -> None:
+    ok(db_url, "init")
+    ok(db_url, "flag", "v2", "off")
+    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    row = run_row(db_url, WEEK)
+    assert (row["v2_state"], row["opened_at"] is not None, row["events"]) == (None, True, [])
+
+
+def test_v2_adopts_a_week_not_yet_adopted_from_its_legacy_status(db_url: str) -> None:
+    """A legacy row (``v2_state`` NULL, status pending: DRAFT to v2) after the cutover: the
+    flip gives it its due times, v2 opens it and seeds its state with that first move."""
+    ok(db_url, "init")
+    ok(db_url, "flag", "v2", "off")
+    store = pubdb.open_store(db_url)
+    try:
+        with store.atomic() as tx:
+            tx.execute("INSERT INTO pub_schedule_runs (week_of, status) VALUES (%s, 'pending')",
+                       [WEEK])
+    finally:
+        store.close()
+    ok(db_url, "flag", "v2", "on")
+    row = run_row(db_url, WEEK)
+    assert (row["v2_state"], row["deadline_at"] is not None) == (None, True)
+    assert "COLLECTING" in ok(db_url, "week", "open", WEEK, "--now", T_OPEN).out
+    row = run_row(db_url, WEEK)
+    assert row["v2_state"] == "COLLECTING"
+    assert [e[1:] for e in row["events"]] == [("DRAFT", "COLLECTING")]
+    assert shift_count(db_url, WEEK) == 3

@@ -119,7 +119,7 @@ def open_form(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
         others = tx.execute(f"SELECT week_of FROM pub_schedule_runs WHERE week_of <> %s AND "
                             f"{OPEN} ORDER BY week_of", [key])
         if not others:
-            write_week(pub, tx, plan, at)
+            write_week(pub, tx, plan, at, door=False)
             done = update_run(tx, "opened_at = %s",
                               f"week_of = %s AND {NOT_OPENED} AND {NO_OTHER_OPEN}",
                               [at, key, key])
