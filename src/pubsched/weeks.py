@@ -15,7 +15,15 @@ from datetime import date, datetime
 from typing import Any
 
 from .pub import BadInput, Pub, utc
-from .weektime import BadSettings, BadWeek, RunTimes, WeekShift, run_times, shifts_for_week
+from .weektime import (
+    BadSettings,
+    BadWeek,
+    RunTimes,
+    WeekShift,
+    parse_override,
+    run_times,
+    shifts_for_week,
+)
 from .weektime import week_of as monday_of
 
 
@@ -44,10 +52,22 @@ class Shift:
 
 
 def times_of(pub: Pub, week: str, override: Any = None) -> RunTimes:
+    """The week's moments (the settings with its override), or :class:`BadInput`. A
+    deadline the override moves (an extension) must come before the week's first shift
+    starts: past it the survey would ask for shifts already being worked."""
     try:
-        return run_times(week, pub.config.tz, pub.config.times, override)
+        times = run_times(week, pub.config.tz, pub.config.times, override)
+        if "deadline_at" in parse_override(override):
+            first = shifts_for_week(week, pub.config.tz, pub.config.template, override)
+            if first and times.deadline_at >= first[0].starts_at:
+                tz = pub.config.tz
+                raise BadInput(
+                    f"the deadline {times.deadline_at.astimezone(tz):%a %d %b %Y %H:%M} "
+                    f"comes after the week's first shift starts "
+                    f"({first[0].starts_at.astimezone(tz):%a %d %b %Y %H:%M}, {tz.key})")
     except BadSettings as exc:
         raise BadInput(str(exc)) from None
+    return times
 
 
 def _label(starts_at: datetime, ends_at: datetime, pub: Pub) -> str:

@@ -179,3 +179,46 @@ def test_v2_adopts_a_week_not_yet_adopted_from_its_legacy_status(db_url: str) ->
     assert row["v2_state"] == "COLLECTING"
     assert [e[1:] for e in row["events"]] == [("DRAFT", "COLLECTING")]
     assert shift_count(db_url, WEEK) == 3
+
+
+# -- 12: an extension past the generate time ------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["off", "on"])
+def test_extend_moves_the_deadline_past_the_generate_time_and_the_later_times_follow(
+        db_url: str, engine: str) -> None:
+    ok(db_url, "init")
+    ok(db_url, "flag", "v2", engine)
+    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    # Thu 2026-12-03 15:00 New York: after the generate time (10:00) and the send window's
+    # start (12:00)
+    ran = ok(db_url, "week", "extend", WEEK, "--deadline", "2026-12-03T20:00:00Z")
+    assert "2026-12-03T20:00:00" in ran.out
+    shown = json_show(db_url)
+    assert shown["deadline_at"].startswith("2026-12-03T20:00:00")
+    # past the week's first shift (Thu 2026-12-10 18:00 New York): bad input, nothing written
+    before = snapshot(db_url)
+    ran = pubsched(db_url, "week", "extend", WEEK, "--deadline", "2026-12-10T23:30:00Z")
+    assert ran.code == 2, ran
+    assert "first shift" in one_line(ran.err)
+    assert snapshot(db_url) == before
+
+
+def json_show(url: str) -> dict[str, Any]:
+    import json
+
+    shown: dict[str, Any] = json.loads(ok(url, "week", "show", WEEK, "--json").out)
+    return shown
+
+
+def test_the_moments_an_override_leaves_alone_follow_a_moved_deadline() -> None:
+    times = run_times(WEEK, "America/New_York", override={"deadline_at": "2026-12-03T15:00"})
+    local = {name: getattr(times, name).astimezone(times.deadline_at.tzinfo)
+             for name in ("deadline_at", "generate_at", "send_window_start", "send_window_end")}
+    assert local["generate_at"] == local["deadline_at"] + (
+        run_times(WEEK, "America/New_York").generate_at
+        - run_times(WEEK, "America/New_York").deadline_at)  # the default 14 hours after
+    assert times.deadline_at < times.generate_at < times.send_window_start < times.send_window_end
+    with pytest.raises(BadSettings):  # a moment the override sets itself is never moved
+        run_times(WEEK, "America/New_York", override={"deadline_at": "2026-12-03T15:00",
+                                                      "send_window_start": "2026-12-03T12:00"})

@@ -60,7 +60,11 @@ send_window_end     Friday before, 18:00              past it: "approved but not
 
 The deadline does not end submissions (the close does); it drives the nudge and the
 autopilot. The moments must come in the order of the table (opens < deadline <= generate
-<= send window start < send window end), or `BadSettings`.
+<= send window start < send window end), or `BadSettings`. A moment the override leaves
+alone follows one it moves: when an extended deadline passes the generate time, the
+generate time and the send window keep their default distances after it (the deadline
+Thursday 15:00 puts the send window at Thursday 17:00 to Saturday 01:00 by default), so
+the order holds; a moment the override sets itself is never moved.
 
 A week's ``settings_override`` (migration 0033's JSON) is applied on top: an object whose
 keys are those names (and ``"shifts"``, a list of templates for that week only), each
