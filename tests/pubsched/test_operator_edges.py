@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -222,3 +223,26 @@ def test_the_moments_an_override_leaves_alone_follow_a_moved_deadline() -> None:
     with pytest.raises(BadSettings):  # a moment the override sets itself is never moved
         run_times(WEEK, "America/New_York", override={"deadline_at": "2026-12-03T15:00",
                                                       "send_window_start": "2026-12-03T12:00"})
+
+
+# -- 20: SQLite's own errors are one line ---------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [["init"], ["weeks"], ["tender", "add", "Ana", "ana@pub.example"]])
+def test_a_file_that_is_not_a_database_is_one_database_error_line(
+        tmp_path: Path, argv: list[str]) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not a database\n")
+    ran = pubsched(f"sqlite:///{path}", *argv)
+    assert ran.code == 1, ran
+    line = one_line(ran.err)
+    assert line.startswith("pubsched: database error: ") and "not a database" in line
+    assert path.read_text() == "these are my notes, not a database\n"
+
+
+def test_init_into_a_missing_directory_is_one_database_error_line(tmp_path: Path) -> None:
+    path = tmp_path / "no" / "such" / "dir" / "x.db"
+    ran = pubsched(f"sqlite:///{path}", "init")
+    assert ran.code == 1, ran
+    assert one_line(ran.err).startswith("pubsched: database error: unable to open")
+    assert not (tmp_path / "no").exists()
