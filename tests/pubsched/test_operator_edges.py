@@ -246,3 +246,38 @@ def test_init_into_a_missing_directory_is_one_database_error_line(tmp_path: Path
     assert ran.code == 1, ran
     assert one_line(ran.err).startswith("pubsched: database error: unable to open")
     assert not (tmp_path / "no").exists()
+
+
+# -- 21: a database from changed or newer migrations is refused as init refuses it ----------
+
+
+def record(url: str, sql: str) -> None:
+    store = pubdb.open_store(url)
+    try:
+        with store.atomic() as tx:
+            tx.execute(sql)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("drift", "says"), [
+    ("UPDATE pubsched_migrations SET checksum = 'edited' WHERE version = '0033'",
+     "was changed after it was applied"),
+    ("INSERT INTO pubsched_migrations (version, name, checksum, applied_at) "
+     "VALUES ('9001', 'from_newer_code', 'x', '2026-12-01T00:00:00Z')",
+     "does not know"),
+])
+@pytest.mark.parametrize("argv", [["weeks"], ["week", "open", WEEK], ["tick"],
+                                  ["tender", "add", "Ana", "ana@pub.example"]])
+def test_commands_refuse_a_database_whose_migrations_init_refuses(
+        db_url: str, drift: str, says: str, argv: list[str]) -> None:
+    ok(db_url, "init")
+    record(db_url, drift)
+    refused = pubsched(db_url, "init")
+    assert refused.code == 1 and says in one_line(refused.err)
+    before = snapshot(db_url)
+    ran = pubsched(db_url, *argv)
+    assert ran.code == refused.code, ran
+    line = one_line(ran.err)
+    assert line.startswith("pubsched: database error: ") and says in line
+    assert snapshot(db_url) == before
