@@ -48,3 +48,16 @@ def test_the_grid_names_every_tender_and_counts_unfilled_only_with_a_roster(
     assert shown["rostered"] is True
     assert f"{shown['unfilled']} slot(s) unfilled" in grid and "No roster yet" not in grid
     assert ">Alice</th>" in grid
+
+
+def test_opening_a_week_at_the_calendars_edge_is_bad_input_with_nothing_written(
+        operator: TestClient, pub: Pub) -> None:
+    """Issue 17 #19 on the web: the page's refusal with the reason (as for any week that
+    is not a Monday), not a 500, and no week."""
+    for week in ("9999-12-27", "0001-01-01"):
+        reply = operator.post("/admin/open", data={"week": week}, follow_redirects=False)
+        assert reply.status_code == 303, reply.text
+        page = operator.get(reply.headers["location"])
+        assert page.status_code == 200 and "too near the calendar" in page.text
+    assert pub.query("SELECT week_of FROM pub_schedule_runs") == []
+    assert pub.query("SELECT id FROM pub_shifts") == []
