@@ -21,7 +21,7 @@ from .pub import BadInput, Pub
 from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
-from .tenders import Tender
+from .tenders import Tender, all_tenders
 from .weeks import shifts, week_key
 
 
@@ -59,11 +59,15 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     week_shifts = shifts(pub, key)
     delivered = deliveries(pub, key)
     times = engine.times(pub, row)
+    state = engine.state_of(pub, row)
+    rostered = bool(assigned) or state in (ASSIGNED, APPROVED, SENT)
+    names = {t.email: t.name for t in all_tenders(pub)}
+    submitted = of_week(pub, key)
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
                 "by": e.owner, "at": iso(e.at)} for e in pub.runs.history(key)]
     return {
         "week_of": key,
-        "state": engine.state_of(pub, row),
+        "state": state,
         "engine": engine.name,
         "legacy_status": row.get("status"),
         "v2_state": row.get("v2_state"),
@@ -77,10 +81,13 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "shifts": [{"id": s.id, "label": s.label, "starts_at": iso(s.starts_at),
                     "ends_at": iso(s.ends_at), "slots": s.slots,
                     "assigned": assigned.get(s.id, [])} for s in week_shifts],
+        "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
-        if assigned or engine.state_of(pub, row) in (ASSIGNED, APPROVED, SENT) else 0,
+        if rostered else 0,
         "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"]}
-                        for s in of_week(pub, key)],
+                        for s in submitted],
+        "names": {email: names.get(email, email) for email in sorted(
+            {s["email"] for s in submitted} | {e for a in assigned.values() for e in a})},
         "last_error": row.get("last_error"),
         "deliveries": [{"email": d["email"], "status": d["status"], "error": d["error"]}
                        for _, d in sorted(delivered.items(), key=lambda kv: kv[1]["email"])],

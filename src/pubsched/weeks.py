@@ -15,7 +15,15 @@ from datetime import date, datetime
 from typing import Any
 
 from .pub import BadInput, Pub, utc
-from .weektime import BadSettings, BadWeek, RunTimes, run_times, shifts_for_week
+from .weektime import (
+    BadSettings,
+    BadWeek,
+    RunTimes,
+    WeekShift,
+    parse_override,
+    run_times,
+    shifts_for_week,
+)
 from .weektime import week_of as monday_of
 
 
@@ -44,10 +52,22 @@ class Shift:
 
 
 def times_of(pub: Pub, week: str, override: Any = None) -> RunTimes:
+    """The week's moments (the settings with its override), or :class:`BadInput`. A
+    deadline the override moves (an extension) must come before the week's first shift
+    starts: past it the survey would ask for shifts already being worked."""
     try:
-        return run_times(week, pub.config.tz, pub.config.times, override)
+        times = run_times(week, pub.config.tz, pub.config.times, override)
+        if "deadline_at" in parse_override(override):
+            first = shifts_for_week(week, pub.config.tz, pub.config.template, override)
+            if first and times.deadline_at >= first[0].starts_at:
+                tz = pub.config.tz
+                raise BadInput(
+                    f"the deadline {times.deadline_at.astimezone(tz):%a %d %b %Y %H:%M} "
+                    f"comes after the week's first shift starts "
+                    f"({first[0].starts_at.astimezone(tz):%a %d %b %Y %H:%M}, {tz.key})")
     except BadSettings as exc:
         raise BadInput(str(exc)) from None
+    return times
 
 
 def _label(starts_at: datetime, ends_at: datetime, pub: Pub) -> str:
@@ -56,32 +76,72 @@ def _label(starts_at: datetime, ends_at: datetime, pub: Pub) -> str:
     return f"{start:%a %d %b} {start:%H:%M}-{end:%H:%M}"
 
 
-def ensure_week(pub: Pub, week: str | date, *, now: datetime | None = None) -> dict[str, Any]:
-    """The week's run row (created in DRAFT if new, with its times) and its shifts."""
+@dataclass(frozen=True)
+class WeekPlan:
+    """What a week's creation writes, computed (and checked) before anything is written:
+    whether the run row is new, its times, and the shifts the week should have."""
+
+    key: str
+    new: bool
+    times: RunTimes
+    shifts: tuple[WeekShift, ...]
+
+
+def plan_week(pub: Pub, week: str | date) -> WeekPlan:
+    """The week's run times and shifts, from the settings and the week's override (or
+    :class:`BadInput`): nothing written, so a bad week fails before its first write. Reads
+    only the legacy schema's columns (0033's override), so the legacy engine can use it on
+    a database that has not had 0035."""
     key = week_key(week)
-    at = utc(now)
-    existing = pub.runs.get(key)
-    if existing is None:
-        times = times_of(pub, key)
-        pub.runs.ensure(key, opens_at=times.opens_at, deadline_at=times.deadline_at,
+    rows = pub.query("SELECT settings_override FROM pub_schedule_runs WHERE week_of = %s",
+                     [key])
+    override = rows[0]["settings_override"] if rows else None
+    times = times_of(pub, key, override)
+    try:
+        made = shifts_for_week(key, pub.config.tz, pub.config.template, override)
+    except BadSettings as exc:
+        raise BadInput(str(exc)) from None
+    return WeekPlan(key, not rows, times, made)
+
+
+def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = True) -> None:
+    """Inside the caller's unit ``tx``: the run row (if new) and every shift of the plan
+    the week lacks. The row and its shifts commit together, so a crash cannot leave a week
+    without shifts; and a week left so by older code gets them here.
+
+    ``door``: created through the engine's door (``ensureRow``: ``v2_state`` DRAFT, its
+    due times and a birth event), as the v2 engine creates its weeks. The legacy engine
+    passes False: a plain row of the legacy columns, ``v2_state`` left NULL ("not yet
+    adopted": v2 derives DRAFT from the status and seeds it when it first moves the week,
+    and the cutover gives it its due times), so the legacy engine writes no v2 state."""
+    if plan.new and door:
+        times = plan.times
+        pub.runs.ensure(plan.key, opens_at=times.opens_at, deadline_at=times.deadline_at,
                         generate_at=times.generate_at, send_window_at=times.send_window_end,
                         created_at=at)
-    row = pub.runs.get(key)
+    elif plan.new:
+        tx.execute("INSERT INTO pub_schedule_runs (week_of, status, created_at) "
+                   "VALUES (%s, 'pending', %s) ON CONFLICT (week_of) DO NOTHING",
+                   [plan.key, at])
+    if tx.execute("SELECT id FROM pub_shifts WHERE week_of = %s LIMIT 1", [plan.key]):
+        return
+    for s in plan.shifts:
+        tx.execute(
+            "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots) "
+            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (week_of, starts_at) DO NOTHING",
+            [plan.key, s.night.isoformat(), _label(s.starts_at, s.ends_at, pub),
+             s.starts_at, s.ends_at, s.slots])
+
+
+def ensure_week(pub: Pub, week: str | date, *, now: datetime | None = None) -> dict[str, Any]:
+    """The week's run row (created in DRAFT if new, with its times) and its shifts, in one
+    unit of work."""
+    at = utc(now)
+    plan = plan_week(pub, week)
+    with pub.atomic() as tx:
+        write_week(pub, tx, plan, at)
+    row = pub.runs.get(plan.key)
     assert row is not None
-    if not shifts(pub, key):
-        try:
-            made = shifts_for_week(key, pub.config.tz, pub.config.template,
-                                   row.get("settings_override"))
-        except BadSettings as exc:
-            raise BadInput(str(exc)) from None
-        with pub.atomic() as tx:
-            for s in made:
-                tx.execute(
-                    "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots) "
-                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (week_of, starts_at) "
-                    "DO NOTHING",
-                    [key, s.night.isoformat(), _label(s.starts_at, s.ends_at, pub),
-                     s.starts_at, s.ends_at, s.slots])
     return row
 
 

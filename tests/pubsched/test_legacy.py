@@ -196,11 +196,11 @@ def test_the_rehearsal_lifecycle_by_hand(pub: Pub, smtp: SmtpTestServer) -> None
     r = row(pub, WEEK)
     assert (r["status"], r["sent_at"], r["send_lease_at"], r["send_lease_holder"]) == (
         "sent", t, None, None)
-    # the legacy engine never wrote a v2 column: v2_state is what the door wrote when the
-    # week was created, and the engine's history has only that create
+    # the legacy engine never wrote a v2 column, not even at the week's creation (issue
+    # 17 #8: v2_state NULL until v2 first moves it), and the engine's history is empty
     assert (r["v2_state"], r["acting_at"], r["acting_kind"], r["acting_token"]) == (
-        "DRAFT", None, None, 0)
-    assert [e.edge for e in pub.runs.history(WEEK)] == [None]
+        None, None, None, 0)
+    assert [e.edge for e in pub.runs.history(WEEK)] == []
     # terminal: nothing moves a sent week, and it is never re-sent
     for action in (legacy.send, legacy.reopen, legacy.unapprove, legacy.generate,
                    legacy.close, legacy.open_form, legacy.approve):

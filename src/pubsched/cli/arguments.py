@@ -5,9 +5,10 @@ opened."""
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime
+from datetime import datetime
 
 from ..pub import BadInput
+from ..weektime import OutOfRange, in_range
 
 
 def instant(text: str) -> datetime:
@@ -20,7 +21,10 @@ def instant(text: str) -> datetime:
     if value.tzinfo is None:
         raise argparse.ArgumentTypeError(
             f"{text!r} has no offset: give the instant with Z or +HH:MM") from None
-    return value.astimezone(UTC)
+    try:  # year 1 at +14:00 is before UTC's first day: bad input, not a traceback later
+        return in_range(value)
+    except OutOfRange as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def week(text: str) -> str:

@@ -9,13 +9,14 @@ through the context.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, NoReturn
 
 import rowstate
 
-from ..db.urls import configured_url
+from ..db.urls import configured_url, sqlite_path
 from ..mail.settings import MailConfigError
 from ..pub import BadInput
 from .context import EXIT_FAILED, EXIT_USAGE, Context, Usage
@@ -47,11 +48,18 @@ def run(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None 
     except (BadInput, MailConfigError, DatabaseURLError, Usage) as exc:
         ctx.complain(f"error: {exc}")
         return EXIT_USAGE
-    except (rowstate.StoreError, psycopg.Error, MigrationError) as exc:
-        ctx.complain(f"database error: {exc}")
+    except (rowstate.StoreError, psycopg.Error, sqlite3.Error, MigrationError) as exc:
+        # sqlite3's own errors too: a file that is not a database, a directory that is not
+        ctx.complain(f"database error: {exc}{_where(ctx.db_url, exc)}")
         return EXIT_FAILED
     finally:
         ctx.close()
+
+
+def _where(url: str, exc: Exception) -> str:
+    """SQLite's messages do not name the file ("unable to open database file"): add it."""
+    path = sqlite_path(url) if isinstance(exc, sqlite3.Error) else None
+    return f" ({path})" if path else ""
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

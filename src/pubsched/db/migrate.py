@@ -255,13 +255,22 @@ def migrate_connection(conn: sqlite3.Connection | psycopg.Connection[Any], *,
     return _migrate(_wrap(conn), to, migrations)
 
 
-def status(url: str) -> list[tuple[str, bool]]:
-    """``(version, applied)`` for every version of the package, in order, and for any
-    version the database records that the package does not have (applied, listed last: a
-    database newer than this code). Reads only; creates nothing."""
+def status(url: str, *, check: bool = True) -> list[tuple[str, bool]]:
+    """``(version, applied)`` for every version of the package, in order. Reads only;
+    creates nothing.
+
+    With ``check`` (the default: what every command and the server ask before they run) a
+    database ``migrate`` would refuse is refused here too, by the same
+    :class:`MigrationError`: an applied migration changed since, a version this code does
+    not know (a database newer than the code), a pending one numbered below an applied one.
+    Running on such a schema would read and write tables this code was not written for.
+    Without it (``--status``, a listing) such versions are listed too, applied, last."""
     with _open(url) as db:
-        known = [m.version for m in load(db.dialect)]
+        migrations = load(db.dialect)
+        known = [m.version for m in migrations]
         applied = _applied(db) if _has_table(db) else {}
+    if check:
+        _check(migrations, applied)
     out = [(v, v in applied) for v in known]
     out += [(v, True) for v in sorted(applied) if v not in known]
     return out
@@ -371,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.status:
-            for version, applied in status(url):
+            for version, applied in status(url, check=False):
                 print(f"{version} {'applied' if applied else 'pending'}")
             return 0
         done = migrate(url, to=args.to)

@@ -69,7 +69,7 @@ from typing import Any
 from ..generate import generate_body
 from ..machine import RUN, SEND_LEASE_TTL
 from ..pub import BadInput, Pub, Verdict, utc
-from ..weeks import ensure_week, settings_override, times_of, week_key
+from ..weeks import plan_week, settings_override, times_of, week_key, write_week
 from .base import Times
 from .flags import v2_enabled
 from .legacy_send import SendClaim, claim_send, fenced_by, send
@@ -106,16 +106,29 @@ __all__ = [  # the engine's surface, the send lease's included (the tests drive 
 
 
 def open_form(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-    """Open the survey for ``week`` (the week is created first, if new): ``opened_at``.
-    Refused while another week is open (INVARIANT) or once this one was opened."""
+    """Open the survey for ``week``: ``opened_at``. One unit of work: the check that no
+    other week is open, the week's creation (if new) with its shifts (any it lacks, too),
+    and the stamp. So a refused open writes nothing, and a crash leaves either the whole
+    week or none of it. Refused while another week is open (INVARIANT, naming it) or once
+    this one was opened."""
     key = week_key(week)
     at = utc(now)
-    if run_row(pub, key) is None:
-        ensure_week(pub, key, now=at)
+    plan = plan_week(pub, key)  # BadInput (a bad week, a bad template) before any write
     with pub.atomic() as tx:
         lock_survey(pub, tx)
-        done = update_run(tx, "opened_at = %s",
-                          f"week_of = %s AND {NOT_OPENED} AND {NO_OTHER_OPEN}", [at, key, key])
+        others = tx.execute(f"SELECT week_of FROM pub_schedule_runs WHERE week_of <> %s AND "
+                            f"{OPEN} ORDER BY week_of", [key])
+        if not others:
+            write_week(pub, tx, plan, at, door=False)
+            done = update_run(tx, "opened_at = %s",
+                              f"week_of = %s AND {NOT_OPENED} AND {NO_OTHER_OPEN}",
+                              [at, key, key])
+    if others:
+        why = f"week {others[0]['week_of']} is open (one survey at a time)"
+        if run_row(pub, key) is None:  # refused before it was created: nothing written
+            return Verdict(False, INVARIANT, message=f"{key} open refused: {why}",
+                           detail={"state": None})
+        return refused(pub, key, "open", INVARIANT, why)
     if done:
         return applied(pub, key, "open", "DRAFT")
     return _open_refusal(pub, key, "open", NOT_OPENED)

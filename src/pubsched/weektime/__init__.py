@@ -10,6 +10,10 @@ A week
 ======
 A week is named by its Monday (``week_of``), an ISO date ``YYYY-MM-DD`` or a ``date``.
 Anything else (another weekday, ``2026-W49-1``, ``20261130``, a datetime) is `BadWeek`.
+A Monday within `EDGE_MARGIN` of the calendar's first or last day (year 1, year 9999) is
+`BadWeek` too, and an instant there `OutOfRange`: the moments up to four weeks before the
+Monday and the shifts after it must all be representable, in every zone, before anything
+is written.
 
 Local times that do not exist, or exist twice
 =============================================
@@ -56,7 +60,11 @@ send_window_end     Friday before, 18:00              past it: "approved but not
 
 The deadline does not end submissions (the close does); it drives the nudge and the
 autopilot. The moments must come in the order of the table (opens < deadline <= generate
-<= send window start < send window end), or `BadSettings`.
+<= send window start < send window end), or `BadSettings`. A moment the override leaves
+alone follows one it moves: when an extended deadline passes the generate time, the
+generate time and the send window keep their default distances after it (the deadline
+Thursday 15:00 puts the send window at Thursday 17:00 to Saturday 01:00 by default), so
+the order holds; a moment the override sets itself is never moved.
 
 A week's ``settings_override`` (migration 0033's JSON) is applied on top: an object whose
 keys are those names (and ``"shifts"``, a list of templates for that week only), each
@@ -73,9 +81,11 @@ from .days import (
     BadSettings,
     BadWeek,
     NaiveTimeError,
+    OutOfRange,
     RunMoment,
     WeekTimeError,
     as_utc,
+    in_range,
     local_to_utc,
     parse_override,
     week_containing,
@@ -103,6 +113,7 @@ __all__ = [
     "BadWeek",
     "LocalMoment",
     "NaiveTimeError",
+    "OutOfRange",
     "RunMoment",
     "RunSettings",
     "RunTimes",
@@ -110,6 +121,7 @@ __all__ = [
     "WeekShift",
     "WeekTimeError",
     "as_utc",
+    "in_range",
     "local_to_utc",
     "parse_override",
     "run_times",

@@ -47,6 +47,20 @@ class NaiveTimeError(WeekTimeError):
     """A ``datetime`` without a zone where an instant is needed (``now`` above all)."""
 
 
+class OutOfRange(WeekTimeError):
+    """A week or an instant so near the calendar's first or last day (year 1, year 9999)
+    that one of its derived instants (a moment up to four weeks before the Monday, a
+    shift ending after the Sunday, either in any zone) could not be represented."""
+
+
+EDGE_MARGIN = timedelta(days=40)
+"""How far from ``date.min``/``date.max`` a week's Monday or an instant must stay: four
+weeks of run moments before the Monday, the week and its last shift after, a day of zone
+offsets either side, and room to spare."""
+FIRST_DAY = date.min + EDGE_MARGIN
+LAST_DAY = date.max - EDGE_MARGIN
+
+
 # -- weeks and zones ------------------------------------------------------------------------
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -68,6 +82,9 @@ def week_of(value: str | date) -> date:
         raise BadWeek(f"week_of must be an ISO date string or a date, got {value!r}")
     if day.weekday() != 0:
         raise BadWeek(f"week_of must be a Monday, got {day.isoformat()} ({day:%A})")
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise BadWeek(f"week {day.isoformat()} is too near the calendar's edge: weeks run "
+                      f"from {FIRST_DAY.isoformat()} to {LAST_DAY.isoformat()}")
     return day
 
 
@@ -100,7 +117,20 @@ def as_utc(now: datetime) -> datetime:
         raise NaiveTimeError(f"expected an aware datetime, got {now!r}")
     if now.tzinfo is None or now.utcoffset() is None:
         raise NaiveTimeError(f"datetime without a zone: {now!r} (pass an aware UTC time)")
-    return now.astimezone(UTC)
+    return in_range(now)
+
+
+def in_range(at: datetime) -> datetime:
+    """An aware ``at`` as UTC, if its week and every instant derived from it can be
+    represented (`OutOfRange` otherwise: year 1 at +14:00 is before UTC's first day)."""
+    try:
+        value = at.astimezone(UTC)
+    except OverflowError:
+        value = None
+    if value is None or not FIRST_DAY <= value.date() <= LAST_DAY:
+        raise OutOfRange(f"{at.isoformat()} is too near the calendar's edge: instants run "
+                         f"from {FIRST_DAY.isoformat()} to {LAST_DAY.isoformat()}")
+    return value
 
 
 def local_to_utc(day: date, at: time, tz: str | ZoneInfo) -> datetime:
@@ -110,7 +140,10 @@ def local_to_utc(day: date, at: time, tz: str | ZoneInfo) -> datetime:
     if at.tzinfo is not None:
         raise BadSettings(f"local time must be naive (the zone is the pub's), got {at!r}")
     local = datetime.combine(day, at.replace(fold=0), tzinfo=zone(tz))
-    return local.astimezone(UTC)
+    try:
+        return in_range(local)
+    except OutOfRange as exc:
+        raise BadSettings(str(exc)) from None
 
 
 def parse_hh_mm(value: object) -> time:

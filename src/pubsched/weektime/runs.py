@@ -6,15 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from .days import (
     RUN_MOMENTS,
     BadSettings,
+    OutOfRange,
     RunMoment,
     as_utc,
+    in_range,
     local_to_utc,
     parse_hh_mm,
     parse_override,
@@ -103,13 +105,36 @@ def run_times(
     if not isinstance(settings, RunSettings):
         raise BadSettings(f"settings must be RunSettings, got {settings!r}")
     overrides = parse_override(override)
+    defaults: dict[str, datetime] = {
+        name: getattr(settings, name).instant(monday, pub_zone) for name in RUN_MOMENTS}
     instants: dict[str, datetime] = {}
-    for name in RUN_MOMENTS:
+    moved = False
+    for earlier, name in zip((None, *RUN_MOMENTS), RUN_MOMENTS, strict=False):
         if name in overrides:
             instants[name] = _override_instant(name, overrides[name], monday, pub_zone)
+            moved = True
+        elif moved and earlier is not None:
+            instants[name] = _following(earlier, name, instants[earlier], defaults)
         else:
-            instants[name] = getattr(settings, name).instant(monday, pub_zone)
+            instants[name] = defaults[name]
     return RunTimes(week_of=monday, **instants)
+
+
+def _following(earlier: str, name: str, before: datetime, defaults: dict[str, datetime]
+               ) -> datetime:
+    """A moment the override left alone, after one it moved: its default, unless that no
+    longer comes after the moved one (an extended deadline past the generate time and the
+    send window); then it follows, its default distance after the earlier moment kept
+    (so the order holds and the operator keeps the time the settings give each step)."""
+    value = defaults[name]
+    strict = earlier in ("opens_at", "send_window_start")
+    if value > before or (value == before and not strict):
+        return value
+    gap = max(defaults[name] - defaults[earlier], timedelta(0))
+    try:
+        return in_range(before + (gap if gap or not strict else timedelta(minutes=1)))
+    except (OverflowError, OutOfRange):
+        raise BadSettings(f"{name} cannot follow {earlier} ({before.isoformat()})") from None
 
 
 def with_moment(settings: RunSettings, name: RunMoment, moment: LocalMoment) -> RunSettings:
@@ -131,5 +156,8 @@ def _override_instant(name: str, value: object, monday: date, tz: ZoneInfo) -> d
             raise BadSettings(f"{name}: not an ISO date-time: {value!r}") from None
         if parsed.tzinfo is None:
             return local_to_utc(parsed.date(), parsed.time(), tz)
-        return parsed.astimezone(UTC)
+        try:
+            return in_range(parsed)
+        except OutOfRange as exc:
+            raise BadSettings(f"{name}: {exc}") from None
     raise BadSettings(f"{name}: expected {{'day', 'at'}} or an ISO date-time, got {value!r}")
