@@ -205,6 +205,23 @@ def test_extend_moves_the_deadline_past_the_generate_time_and_the_later_times_fo
     assert snapshot(db_url) == before
 
 
+@pytest.mark.parametrize("engine", ["off", "on"])
+def test_an_extension_past_the_send_window_moves_it_on_both_engines(
+        db_url: str, engine: str) -> None:
+    """The week's stored moments stay in order after an extension past the send window's
+    end (Fri 18:00 New York): the 'approved but not sent' nudge is judged by the row's
+    send_window_at, so a stale one would nudge the moment the week is approved."""
+    ok(db_url, "init")
+    ok(db_url, "flag", "v2", engine)
+    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    ok(db_url, "week", "extend", WEEK, "--deadline", "2026-12-05T20:00:00Z")  # Sat 15:00
+    shown = json_show(db_url)
+    deadline, generate, window = (shown[k] for k in ("deadline_at", "generate_at",
+                                                     "send_window_at"))
+    assert deadline.startswith("2026-12-05T20:00:00")
+    assert deadline <= generate < window, shown
+
+
 def json_show(url: str) -> dict[str, Any]:
     import json
 

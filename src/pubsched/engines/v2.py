@@ -108,7 +108,8 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
     with pub.atomic() as tx:
         result = pub.runs.transition(key, COLLECTING, from_=COLLECTING,
                                      payload={"deadline_at": times.deadline_at,
-                                              "generate_at": times.generate_at})
+                                              "generate_at": times.generate_at,
+                                              "send_window_at": times.send_window_end})
         if result.applied:
             # the "ready to close" nudge is not re-armed: it fires at most once per run
             tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
