@@ -107,9 +107,11 @@ def shift_count(url: str, week: str) -> int:
         store.close()
 
 
-def test_a_refused_legacy_open_writes_nothing_and_names_the_open_week(db_url: str) -> None:
+@pytest.mark.parametrize("engine", ["off", "on"])
+def test_a_refused_open_writes_nothing_and_names_the_open_week(db_url: str,
+                                                               engine: str) -> None:
     ok(db_url, "init")
-    ok(db_url, "flag", "v2", "off")
+    ok(db_url, "flag", "v2", engine)
     ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
     before = snapshot(db_url)
     ran = pubsched(db_url, "week", "open", NEXT, "--now", T_OPEN)

@@ -22,12 +22,14 @@ Outside the idle gap it is refused (NOT_IDLE, the reasons in the message) unless
 ``force=True``: a forced flip is the operator's conscious choice, and its verdict lists
 what it flipped over.
 
-**Turning v2 on hands it coherent rows.** A week created through the engine's door while
-the legacy engine ran (``ensure_week``) has ``v2_state`` DRAFT from its creation, and the
-legacy engine, which never writes ``v2_state``, may then have sent it: v2 would read a SENT
-week as DRAFT and could open it again. In the same unit as the flag, every such row (the
-legacy status 'sent', ``v2_state`` not SENT) is handed back to derivation (``v2_state``
-NULL: "not yet adopted", which v2 reads as SENT from the status), and every unsent row
+**Turning v2 on hands it coherent rows.** The legacy engine creates its weeks as plain
+rows (``v2_state`` NULL: "not yet adopted", which v2 derives from the legacy status and
+seeds when it first moves the week). A row that does carry a v2 state the legacy engine
+has since overtaken (written by v2 before a rollback, or by older code that created legacy
+weeks through the engine's door) may have been sent by the legacy engine, which never
+writes ``v2_state``: v2 would read a SENT week as DRAFT and could open it again. In the
+same unit as the flag, every such row (the legacy status 'sent', ``v2_state`` not SENT) is
+handed back to derivation (``v2_state`` NULL, which v2 reads as SENT), and every unsent row
 without v2's due times (legacy rows from before 0035) gets them from the week's settings,
 so the tick can nudge it. Rollback needs nothing of the kind: v2 writes the legacy status
 through on APPROVED and SENT, and a week it has not opened has no legacy timestamps.

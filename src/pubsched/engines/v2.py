@@ -31,7 +31,14 @@ from ..generate import generate_body
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
 from ..pub import BadInput, Pub, Verdict, utc
 from ..send import failure_text, send_body
-from ..weeks import ensure_week, set_autopilot, settings_override, times_of, week_key
+from ..weeks import (
+    plan_week,
+    set_autopilot,
+    settings_override,
+    times_of,
+    week_key,
+    write_week,
+)
 from .base import Times, parse_instant
 from .v2_tick import v2_tick
 
@@ -71,12 +78,36 @@ def transition(pub: Pub, week: str, to: str, *, from_: str | tuple[str, ...] | N
 
 
 def open_form(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-    """DRAFT -> COLLECTING (the week is created first, if new). Sends no email: tenders
-    get their personal link from the operator."""
+    """DRAFT -> COLLECTING, the week created first if new: its row, its shifts and the move
+    in one unit of work, so a refused open (another week collecting: H3) writes nothing
+    and says which week holds the survey. Sends no email: tenders get their personal link
+    from the operator."""
     key = week_key(week)
     at = utc(now)
-    ensure_week(pub, key, now=at)
-    return transition(pub, key, COLLECTING, from_=DRAFT, now=at)
+    plan = plan_week(pub, key)  # BadInput (a bad week, a bad template) before any write
+    try:
+        with pub.atomic() as tx:
+            write_week(pub, tx, plan, at)
+            result = pub.runs.transition(key, COLLECTING, from_=DRAFT,
+                                         payload={"opened_at": at})
+            if not result.applied:
+                raise _Rollback(_open_refused(pub, key, result, new=plan.new))
+    except _Rollback as undo:
+        return undo.verdict
+    return verdict(result, f"{key} -> {COLLECTING}")
+
+
+def _open_refused(pub: Pub, key: str, result: Any, *, new: bool) -> Verdict:
+    """A refused open's verdict; H3's names the week that holds the survey (a week the
+    open would have created does not exist after the rollback: no state)."""
+    if result.reason != "INVARIANT":
+        return verdict(result, f"{key} -> {COLLECTING}")
+    others = pub.query("SELECT week_of FROM pub_schedule_runs WHERE v2_state = %s AND "
+                       "week_of <> %s ORDER BY week_of", [COLLECTING, key])
+    why = (f"week {others[0]['week_of']} is open (one survey at a time)" if others
+           else "another week is open (one survey at a time)")
+    return Verdict(False, result.reason, message=f"{key} open refused: {why}",
+                   detail={"state": None if new else result.state})
 
 
 def reopen(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
