@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from .pub import BadInput, Pub, utc
+from .pub import BadInput, Pub, Verdict, utc
 from .weektime import (
     BadSettings,
     BadWeek,
@@ -143,6 +143,31 @@ def ensure_week(pub: Pub, week: str | date, *, now: datetime | None = None) -> d
     row = pub.runs.get(plan.key)
     assert row is not None
     return row
+
+
+def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
+                door: bool = True) -> Verdict:
+    """``pubsched week create``: the week's row and its shifts in one unit, the form not
+    opened, so autopilot's first step (the tick opening the form at its time) has a DRAFT
+    week to take. A week that exists is refused (WEEK_EXISTS) and left as it is: creating
+    is not a way to repair or reset one. ``door`` as in :func:`write_week` (the v2 engine
+    creates through the door; the legacy engine writes a plain pending row)."""
+    at = utc(now)
+    plan = plan_week(pub, week)  # BadInput (not a Monday, a bad template) before any write
+    tz = pub.config.tz
+    monday = date.fromisoformat(plan.key)
+    name = f"the week of {monday:%a %d %b %Y}"
+    if not plan.new:
+        return Verdict(False, "WEEK_EXISTS", message=(
+            f"{name} exists already: nothing changed (see `pubsched week show {plan.key}`)"))
+    with pub.atomic() as tx:
+        write_week(pub, tx, plan, at, door=door)
+    opens = plan.times.opens_at.astimezone(tz)
+    return Verdict(True, message=(
+        f"created {name} as a draft: {len(plan.shifts)} shifts, the form not open yet "
+        f"(open it with `pubsched week open {plan.key}`, or autopilot opens it "
+        f"{opens:%a %d %b %H:%M} {tz.key})"),
+        detail={"week_of": plan.key, "state": "DRAFT", "shifts": len(plan.shifts)})
 
 
 def shifts(pub: Pub, week: str) -> list[Shift]:

@@ -594,6 +594,65 @@ def test_the_same_commands_drive_the_legacy_engine(staffed: Cli, env: SmtpTestSe
     assert staffed("week", "send", WEEK).code == 3
 
 
+def test_week_create_makes_a_draft_with_its_shifts(staffed: Cli) -> None:
+    """#17.9: a week created without opening its form: DRAFT, its shifts, no opened_at."""
+    made = staffed.ok("week", "create", WEEK, "--now", "2026-11-25T12:00:00Z")
+    assert one_line(made.out).startswith(
+        "created the week of Mon 07 Dec 2026 as a draft: 3 shifts, the form not open yet")
+    shown = staffed.show()
+    assert (shown["state"], shown["v2_state"]) == ("DRAFT", "DRAFT")
+    assert len(shown["shifts"]) == 3 and shown["opens_at"]
+    assert opened_at(staffed.url) is None
+
+
+def opened_at(url: str, week: str = WEEK) -> Any:
+    """The run row's ``opened_at`` (``week show`` does not list it)."""
+    store = pubdb.open_store(url)
+    try:
+        with store.atomic() as tx:
+            rows = tx.execute("SELECT opened_at FROM pub_schedule_runs WHERE week_of = %s",
+                              [week])
+        return rows[0]["opened_at"]
+    finally:
+        store.close()
+
+
+def test_week_create_twice_is_refused_with_nothing_changed(staffed: Cli) -> None:
+    staffed.ok("week", "create", WEEK)
+    before = snapshot(staffed.url)
+    again = staffed("week", "create", WEEK)
+    assert again.code == 3
+    assert "WEEK_EXISTS" in one_line(again.err) and "exists already" in again.err
+    assert snapshot(staffed.url) == before
+    staffed.ok("week", "open", WEEK, "--now", T_OPEN)  # nor is an open week re-created
+    before = snapshot(staffed.url)
+    assert staffed("week", "create", WEEK).code == 3
+    assert snapshot(staffed.url) == before
+
+
+def test_week_create_on_the_legacy_engine_is_a_plain_pending_row(staffed: Cli) -> None:
+    staffed.ok("flag", "v2", "off")
+    staffed.ok("week", "create", WEEK)
+    shown = staffed.show()
+    assert (shown["engine"], shown["state"], shown["legacy_status"]) == (
+        "legacy", "DRAFT", "pending")
+    assert shown["v2_state"] is None and len(shown["shifts"]) == 3
+    assert opened_at(staffed.url) is None
+    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    assert staffed.show()["state"] == "COLLECTING"
+
+
+def test_autopilot_opens_a_created_draft_at_its_time(staffed: Cli) -> None:
+    """#17.9: autopilot's first step (DRAFT -> COLLECTING at opens_at) is reachable."""
+    staffed.ok("week", "create", WEEK, "--now", "2026-11-25T12:00:00Z")
+    staffed.ok("week", "autopilot", WEEK, "on")
+    staffed.ok("tick", "--now", "2026-11-30T14:59:00Z")  # before opens_at: still a draft
+    assert staffed.show()["state"] == "DRAFT"
+    staffed.ok("tick", "--now", "2026-11-30T15:01:00Z")
+    shown = staffed.show()
+    assert shown["state"] == "COLLECTING" and opened_at(staffed.url) is not None
+
+
 # -- the tick ---------------------------------------------------------------------------------
 
 
@@ -649,6 +708,8 @@ def test_tick_with_the_flag_off_runs_the_legacy_crons(staffed: Cli) -> None:
 BAD_INPUT = {
     "not-a-monday": ["week", "open", "2026-12-08"],
     "not-a-date": ["week", "open", "next week"],
+    "create-not-a-monday": ["week", "create", "2026-12-08"],
+    "create-not-a-date": ["week", "create", "next week"],
     "naive-now": ["week", "open", WEEK, "--now", "2026-11-30T15:00:00"],
     "naive-global-now": ["--now", "2026-11-30 15:00", "week", "close", WEEK],
     "bad-now": ["week", "close", WEEK, "--now", "tomorrow"],

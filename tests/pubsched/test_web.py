@@ -278,6 +278,28 @@ def test_only_the_legal_buttons_are_drawn(operator: TestClient, pub: Pub) -> Non
     assert "never re-sent" in text
 
 
+def test_create_as_draft_makes_the_week_and_its_page_shows_it(operator: TestClient,
+                                                              pub: Pub) -> None:
+    """#17.9: the weeks page's "Create as draft" form: DRAFT, its shifts, the form not open;
+    a second click is refused with nothing changed; a day that is not a Monday writes
+    nothing."""
+    weeks_page = operator.get("/admin/").text
+    assert 'action="/admin/create"' in weeks_page and "Create as draft" in weeks_page
+    reply = operator.post("/admin/create", data={"week": WEEK}, follow_redirects=True)
+    assert reply.status_code == 200
+    assert "as a draft" in reply.text and "DRAFT" in reply.text
+    assert buttons(reply.text) == ["open"]
+    row = pub.runs.get(WEEK)
+    assert row is not None and row["v2_state"] == "DRAFT" and row["opened_at"] is None
+    assert len(weeks.shifts(pub, WEEK)) == 3
+    again = operator.post("/admin/create", data={"week": WEEK}, follow_redirects=True)
+    assert "exists already" in again.text and pub.runs.get(WEEK) == row
+    assert WEEK in operator.get("/admin/").text
+    tuesday = (datetime.fromisoformat(WEEK) + timedelta(days=8)).date().isoformat()
+    bad = operator.post("/admin/create", data={"week": tuesday}, follow_redirects=True)
+    assert bad.status_code == 200 and pub.runs.get(tuesday) is None
+
+
 def test_a_week_runs_through_its_buttons(operator: TestClient, pub: Pub) -> None:
     team = who(pub)
     operator.post("/admin/open", data={"week": WEEK})

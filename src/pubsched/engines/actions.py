@@ -116,6 +116,8 @@ class Action:
 HOLDER = Option("holder", TEXT, required=False, default=None)
 
 ACTIONS: tuple[Action, ...] = (
+    Action("create", "create the week as a draft: its shifts, the form not open yet",
+           lambda engine, pub, week, now, o: engine.create(pub, week, now=now, **o)),
     Action("open", "open the week",
            lambda engine, pub, week, now, o: engine.open_form(pub, week, now=now, **o),
            buttons=(("open", "Open the form"),)),

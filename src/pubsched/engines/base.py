@@ -9,7 +9,7 @@ them.
 
 Both implement every member with the same meaning:
 
-* **the actions** (``open_form`` ... ``autopilot``): one per operator action, the same
+* **the actions** (``create``, ``open_form`` ... ``autopilot``): one per operator action, the same
   names and signatures in both engines; operator actions are not time-gated, ``now`` is
   the instant they act at. A lost race, a wrong state or a held lease is a refused
   :class:`~pubsched.pub.Verdict`, never an exception; bad input raises
@@ -52,6 +52,8 @@ class Engine(Protocol):
         ...
 
     # -- the actions ----------------------------------------------------------------------
+
+    def create(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict: ...
 
     def open_form(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict: ...
 

@@ -69,7 +69,14 @@ from typing import Any
 from ..generate import generate_body
 from ..machine import RUN, SEND_LEASE_TTL
 from ..pub import BadInput, Pub, Verdict, utc
-from ..weeks import plan_week, settings_override, times_of, week_key, write_week
+from ..weeks import (
+    create_week,
+    plan_week,
+    settings_override,
+    times_of,
+    week_key,
+    write_week,
+)
 from .base import Times
 from .flags import v2_enabled
 from .legacy_send import SendClaim, claim_send, fenced_by, send
@@ -332,6 +339,9 @@ class LegacyEngine:
     @property
     def name(self) -> str:
         return "legacy"
+
+    def create(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+        return create_week(pub, week, now=now, door=False)
 
     def open_form(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
         return open_form(pub, week, now=now)

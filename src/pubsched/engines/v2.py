@@ -32,6 +32,7 @@ from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
 from ..pub import BadInput, Pub, Verdict, utc
 from ..send import failure_text, send_body
 from ..weeks import (
+    create_week,
     plan_week,
     set_autopilot,
     settings_override,
@@ -269,6 +270,9 @@ class V2Engine:
     @property
     def name(self) -> str:
         return "v2"
+
+    def create(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+        return create_week(pub, week, now=now, door=True)
 
     def open_form(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
         return open_form(pub, week, now=now)

@@ -74,13 +74,22 @@ class AdminPages:
     async def open_week(self, request: Request) -> Response:
         """The weeks page's "open a week" form: the Monday to open, then its page (no
         fingerprint: a second click meets the engine's refusal, the week being open)."""
+        return await self._on_monday(request, "open")
+
+    async def create_week(self, request: Request) -> Response:
+        """The weeks page's "Create as draft" form: the week and its shifts, the form not
+        open (autopilot's first step then has a week to take); a second click meets the
+        engine's refusal, the week existing."""
+        return await self._on_monday(request, "create")
+
+    async def _on_monday(self, request: Request, name: str) -> Response:
         form = await request.form()
         try:
             week = await run_in_threadpool(week_of, text(form, "week") or "")
         except BadInput as exc:
             return self.pages.flash(RedirectResponse(ADMIN_PATH + "/", status_code=303),
                                     "refused", str(exc))
-        return await self._press(week, "open", form, check_seen=False)
+        return await self._press(week, name, form, check_seen=False)
 
     async def _press(self, week: str, name: str, form: FormData, *,
                      check_seen: bool) -> Response:

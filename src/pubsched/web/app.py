@@ -8,6 +8,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /static/...                     the stylesheet, the script, the vendored mermaid.js
     GET  /admin/login   POST /admin/login   POST /admin/logout        login.py
     GET  /admin/                         the weeks, and a form to open a new one  admin.py
+    POST /admin/open   POST /admin/create   open a Monday's week; create it as a draft
     GET  /admin/weeks/{week}             one week: diagram, buttons, grid, deliveries...
     POST /admin/weeks/{week}/do/{name}   one button: engines.actions.perform(name)  buttons.py
     GET  /admin/tenders                  each tender's personal links; revoke
@@ -79,6 +80,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/logout", login.logout, methods=["POST"]),
         Route("/", admin.weeks, methods=["GET"]),
         Route("/open", admin.open_week, methods=["POST"]),
+        Route("/create", admin.create_week, methods=["POST"]),
         Route("/weeks/{week}", admin.week, methods=["GET"]),
         Route("/weeks/{week}/do/{name}", admin.act, methods=["POST"]),
         Route("/tenders", admin.tender_list, methods=["GET"]),
