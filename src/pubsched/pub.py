@@ -9,8 +9,9 @@ style on both databases (``%s``), rows back as dicts, times as aware UTC datetim
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -81,6 +82,12 @@ class Config:
         return cls(**values)
 
 
+Fence = Callable[[rowstate.Unit], None]
+# the check every unit of work runs first, while an action chosen by an engine is running
+# (:func:`pubsched.engines.choose.chosen`); per thread and per task, so it never leaks
+_FENCE: ContextVar[Fence | None] = ContextVar("pubsched_fence", default=None)
+
+
 class Pub:
     """The pub's database and services; thin, so that the CLI and the web share it."""
 
@@ -97,9 +104,24 @@ class Pub:
 
     @contextmanager
     def atomic(self) -> Iterator[rowstate.Unit]:
-        """A unit of work on the pub's database (hold/fence default to the runs)."""
+        """A unit of work on the pub's database (hold/fence default to the runs). Inside
+        :meth:`fenced` it first runs the fence (which may refuse by raising: the unit
+        then rolls back), so what it commits obeys what the fence checked under its lock."""
         with self.store.atomic(door=self.runs) as tx:
+            check = _FENCE.get()
+            if check is not None:
+                check(tx)
             yield tx
+
+    @contextmanager
+    def fenced(self, check: Fence | None) -> Iterator[None]:
+        """Every unit of work opened in this block (this thread or task) runs ``check``
+        first; ``None`` lifts the fence (a side effect's finalize, which must land)."""
+        token = _FENCE.set(check)
+        try:
+            yield
+        finally:
+            _FENCE.reset(token)
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
               ) -> list[dict[str, Any]]:

@@ -73,7 +73,8 @@ from ..pub import BadInput, Pub, Verdict
 from ..send import resend
 from ..weeks import week_key
 from .base import Engine
-from .choose import engine_for
+from .choose import chosen, engine_for
+from .flags import FLAG_CHANGED, FlagChanged
 
 INSTANT: Final = "instant"
 ON_OFF: Final = "on_off"
@@ -161,6 +162,10 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 NAMES: tuple[str, ...] = tuple(a.name for a in ACTIONS)
+# actions whose email goes out between a claim and a finalize that must then land: not
+# fenced by the flag (a refused finalize would lose the record of a sent email); their
+# live lease keeps the flip out instead (cutover's NOT_IDLE), unless it is forced
+LEASE_GUARDED: frozenset[str] = frozenset({"send", "resend"})
 BY_NAME: Mapping[str, Action] = {a.name: a for a in ACTIONS}
 
 
@@ -185,4 +190,10 @@ def perform(pub: Pub, name: str, week: str, *, now: datetime | None = None,
     missing = [o.name for o in action.options if o.required and o.name not in options]
     if missing:
         raise TypeError(f"action {name!r} needs the option(s) {', '.join(missing)}")
-    return action.run(engine_for(pub), pub, week, now, options)
+    if name in LEASE_GUARDED:
+        return action.run(engine_for(pub), pub, week, now, options)
+    try:
+        with chosen(pub) as engine:
+            return action.run(engine, pub, week, now, options)
+    except FlagChanged as changed:
+        return Verdict(False, FLAG_CHANGED, message=f"{name} week {week} refused: {changed}")

@@ -45,7 +45,7 @@ from ..machine import DRAFT, SEND_LEASE_TTL, SENT
 from ..pub import BadInput, Pub, Verdict, utc
 from ..weeks import settings_override, times_of
 from .choose import ENGINES
-from .flags import set_v2, v2_enabled
+from .flags import lock_flag, set_v2, v2_enabled
 from .legacy_state import db_now_sql, lease_live
 
 NOT_IDLE = "NOT_IDLE"
@@ -123,6 +123,7 @@ def flip(pub: Pub, on: bool, *, force: bool = False, now: datetime | None = None
     at = utc(now)
     target = "on" if on else "off"
     with pub.atomic() as tx:
+        lock_flag(pub, tx, shared=False)  # first: no fenced action is mid-unit (flags.py)
         if pub.dialect == "postgresql":
             tx.execute("LOCK TABLE pub_schedule_runs IN SHARE MODE")
         if v2_enabled(pub) == on:

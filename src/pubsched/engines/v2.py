@@ -74,7 +74,9 @@ def transition(pub: Pub, week: str, to: str, *, from_: str | tuple[str, ...] | N
         raise BadInput(f"no week {key}")
     at = utc(now)
     stamp = {"opened_at": at} if to == COLLECTING and from_ == DRAFT else {}
-    result = pub.runs.transition(key, to, from_=from_, payload={**stamp, **(payload or {})})
+    with pub.atomic():  # the caller's unit: the flag fence runs in it (flags.py)
+        result = pub.runs.transition(key, to, from_=from_,
+                                     payload={**stamp, **(payload or {})})
     return verdict(result, f"{key} -> {to}")
 
 

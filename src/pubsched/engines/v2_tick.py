@@ -81,13 +81,17 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
                 raise
         return send
 
-    report = pub.runs.fire_due(
-        acts={"close": close_act, "generate": generate_act},
-        notify={"collecting_alert": nudge(Nudge.READY_TO_CLOSE, "collecting_alert",
-                                          "deadline_at", "collecting_alert_at"),
-                "unsent_alert": nudge(Nudge.APPROVED_NOT_SENT, "unsent_alert",
-                                      "send_window_at", "unsent_alert_at")},
-        now=now)
+    # leased edges and nudges: claim -> act -> finalize, whose finalize must land once the
+    # act ran (an email went out), so no flag fence here; their live lease keeps the flip
+    # out (NOT_IDLE) instead
+    with pub.fenced(None):
+        report = pub.runs.fire_due(
+            acts={"close": close_act, "generate": generate_act},
+            notify={"collecting_alert": nudge(Nudge.READY_TO_CLOSE, "collecting_alert",
+                                              "deadline_at", "collecting_alert_at"),
+                    "unsent_alert": nudge(Nudge.APPROVED_NOT_SENT, "unsent_alert",
+                                          "send_window_at", "unsent_alert_at")},
+            now=now)
     for fired in report.fired:
         what = f"{fired.key[0]} {fired.name}"
         if fired.applied:

@@ -1,0 +1,147 @@
+"""#17.5: an action racing the flag flip obeys the flag in force when it commits, never the
+flag it read before the flip: a legacy tick racing a flip to on, and a v2 open racing a
+rollback, with real threads (a barrier, many trials) and real processes, on SQLite and on
+a real PostgreSQL. Either the action lands first (and the flip then refuses: not the idle
+gap) or the flip lands first (and the action is refused, FLAG_CHANGED, writing nothing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pubsched.engines import actions
+from pubsched.engines.cutover import flip
+from pubsched.engines.flags import set_v2, v2_enabled
+from pubsched.pub import Pub, Verdict
+from pubsched.tick import tick
+from pubsched.weeks import ensure_week
+from support.pub_engines import WEEK, make_pub, moment, row
+
+pytestmark = pytest.mark.pub_setup("engines")
+TRIALS = 12
+HERE = Path(__file__).resolve().parent
+
+
+def _race(url: str, on: bool, act: Any) -> tuple[Verdict, Any]:
+    """One trial: the action and the flip start together, each on its own connection."""
+    a, b = make_pub(url), make_pub(url)
+    barrier = threading.Barrier(2)
+    got: dict[str, Any] = {}
+
+    def action() -> None:
+        barrier.wait()
+        got["action"] = act(a)
+
+    def flipper() -> None:
+        barrier.wait()
+        got["flip"] = flip(b, on)
+
+    threads = [threading.Thread(target=action), threading.Thread(target=flipper)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    a.close()
+    b.close()
+    return got["flip"], got["action"]
+
+
+def _reset(pub: Pub, on: bool) -> None:
+    with pub.atomic() as tx:
+        for table in ("pub_availability_shifts", "pub_assignments", "pub_availability",
+                      "pub_shifts", "pub_schedule_runs"):
+            tx.execute(f"DELETE FROM {table}")
+    set_v2(pub, on)
+    ensure_week(pub, WEEK)
+
+
+def test_a_legacy_tick_racing_a_flip_to_on_never_opens_the_week_under_legacy(
+        pub: Pub, db_url: str) -> None:
+    at = moment(pub, WEEK, "opens_at", 60)
+    outcomes = set()
+    for _ in range(TRIALS):
+        _reset(pub, False)
+        flipped, ticked = _race(db_url, True, lambda p: tick(p, at))
+        week = row(pub, WEEK)
+        legacy_opened = week["opened_at"] is not None and week.get("v2_state") in (None, "DRAFT")
+        if flipped.applied and flipped.detail.get("changed"):
+            assert v2_enabled(pub)
+            assert not legacy_opened, (flipped, ticked, week)
+            assert all(not v.applied for v in ticked), ticked
+            outcomes.add("flip first")
+        else:
+            assert flipped.reason == "NOT_IDLE" and not v2_enabled(pub), flipped
+            assert legacy_opened, week
+            outcomes.add("tick first")
+    assert outcomes
+
+
+def test_a_v2_open_racing_a_rollback_never_lands_after_it(pub: Pub, db_url: str) -> None:
+    at = moment(pub, WEEK, "opens_at", 60)
+    outcomes = set()
+    for _ in range(TRIALS):
+        _reset(pub, True)
+        flipped, opened = _race(db_url, False, lambda p: actions.perform(p, "open", WEEK, now=at))
+        week = row(pub, WEEK)
+        if flipped.applied and flipped.detail.get("changed"):
+            assert not v2_enabled(pub)
+            # never a v2 open after it: refused, or (chosen after the flip) a legacy open
+            assert week.get("v2_state") in (None, "DRAFT"), (opened, week)
+            if opened.applied:
+                assert week["opened_at"] is not None, week
+            else:
+                assert opened.reason == "FLAG_CHANGED" and "try again" in opened.message
+                assert week["opened_at"] is None, week
+                outcomes.add("refused")
+        else:
+            assert flipped.reason == "NOT_IDLE" and v2_enabled(pub), flipped
+            assert opened.applied and week["v2_state"] == "COLLECTING", (opened, week)
+
+
+CHILD = """
+import json, sys
+sys.path[:0] = [{tests!r}]
+from datetime import datetime
+from support.pub_engines import make_pub, WEEK
+from pubsched.engines import actions
+from pubsched.engines.cutover import flip
+pub = make_pub(sys.argv[1])
+at = datetime.fromisoformat(sys.argv[3])
+sys.stdin.readline()
+if sys.argv[2] == "open":
+    got = actions.perform(pub, "open", WEEK, now=at)
+else:
+    got = flip(pub, False)
+print(json.dumps({{"applied": got.applied, "reason": got.reason,
+                  "changed": (got.detail or {{}}).get("changed")}}))
+pub.close()
+"""
+
+
+def test_processes_racing_a_rollback_against_an_open(pub: Pub, db_url: str) -> None:
+    at = moment(pub, WEEK, "opens_at", 60)
+    script = CHILD.format(tests=str(HERE.parent))
+    for _ in range(4):
+        _reset(pub, True)
+        kids = [subprocess.Popen([sys.executable, "-c", script, db_url, what, at.isoformat()],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 env=dict(os.environ))
+                for what in ("open", "flip")]
+        for kid in kids:  # both are connected and waiting: let them go together
+            assert kid.stdin is not None
+            kid.stdin.write("go\n")
+            kid.stdin.flush()
+        opened, flipped = (json.loads(k.communicate(timeout=60)[0]) for k in kids)
+        week = row(pub, WEEK)
+        if flipped["applied"] and flipped["changed"]:
+            assert opened["applied"] or opened["reason"] == "FLAG_CHANGED", opened
+            assert week.get("v2_state") in (None, "DRAFT"), week  # never v2's open after it
+        else:
+            assert flipped["reason"] == "NOT_IDLE" and week["v2_state"] == "COLLECTING"
