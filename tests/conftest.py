@@ -1,11 +1,19 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
 from support import services
+
+# libpq (psycopg's binary build) tries GSSAPI encryption first on every TCP connect, and
+# its Kerberos start-up is not thread-safe: connects from several threads at once (the
+# template cloner, the dropper, a race test's workers) segfaulted the test process once
+# here (psycopg#1213, ruby-pg#311). Loopback servers with trust auth need no GSSAPI; a
+# caller's own setting wins, and subprocesses inherit it.
+os.environ.setdefault("PGGSSENCMODE", "disable")
 
 if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, not here
     from support.nats_server import NatsServer

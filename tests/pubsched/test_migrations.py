@@ -27,7 +27,9 @@ from pubsched import db as pubdb
 from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
-ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037"]
+ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038"]
+AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
+LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
@@ -117,6 +119,7 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "email_key": ("TEXT", True), "active": ("INTEGER", True),
         "max_shifts": ("INTEGER", False), "created_at": ("TIME", True),
         "link_version": ("INTEGER", True),  # 0037
+        "skills": ("TEXT", True),  # 0038
     },
     "pub_schedule_runs": {
         "week_of": ("TEXT", True), "status": ("TEXT", True),
@@ -140,7 +143,12 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
     "pub_shifts": {
         "id": ("INTEGER", True), "week_of": ("TEXT", True), "night": ("TEXT", True),
         "label": ("TEXT", True), "starts_at": ("TIME", True), "ends_at": ("TIME", True),
-        "slots": ("INTEGER", True),
+        "slots": ("INTEGER", True), "needs": ("TEXT", True),  # 0038
+    },
+    "pub_shift_template": {  # 0038
+        "id": ("ID64", True), "label": ("TEXT", True), "weekday": ("INTEGER", True),
+        "start_time": ("TEXT", True), "end_time": ("TEXT", True), "slots": ("INTEGER", True),
+        "needs": ("TEXT", True), "created_at": ("TIME", True),
     },
     "pub_availability": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),
@@ -217,8 +225,8 @@ def test_every_migration_applies_from_scratch_and_again_is_a_no_op(db_url: str) 
 
 def test_migrate_to_a_version_stops_there(db_url: str) -> None:
     assert mig.migrate(db_url, to="0034") == ["0001", "0032", "0033", "0034"]
-    assert mig.status(db_url)[-3:] == [("0035", False), ("0036", False), ("0037", False)]
-    assert mig.migrate(db_url) == ["0035", "0036", "0037"]
+    assert mig.status(db_url)[4:] == [(v, False) for v in AFTER_0034]
+    assert mig.migrate(db_url) == AFTER_0034
     with pytest.raises(mig.MigrationError, match="no migration version '0099'"):
         mig.migrate(db_url, to="0099")
 
@@ -365,7 +373,7 @@ def test_applying_0035_to_legacy_rows_changes_no_behaviour(
     insert_run(db_url, stores, "2026-03-09")
     select = f"SELECT {', '.join(legacy_columns)} FROM pub_schedule_runs ORDER BY week_of"
     before = sql(db_url, stores, select)
-    assert mig.migrate(db_url) == ["0035", "0036", "0037"]
+    assert mig.migrate(db_url) == AFTER_0034
 
     assert sql(db_url, stores, select) == before
     new = sql(db_url, stores, "SELECT v2_state, autopilot, kind, acting_at, acting_kind, "
@@ -405,13 +413,13 @@ def test_a_changed_applied_migration_is_refused(db_url: str) -> None:
                        match=r"0033_settings_override\.\w+\.sql was changed after it was "
                              r"applied"):
         mig.migrate(db_url, migrations=changed)
-    assert mig.status(db_url)[-3:] == [("0035", False), ("0036", False), ("0037", False)]
-    assert mig.migrate(db_url) == ["0035", "0036", "0037"]  # nothing was applied
+    assert mig.status(db_url)[4:] == [(v, False) for v in AFTER_0034]
+    assert mig.migrate(db_url) == AFTER_0034  # nothing was applied
 
 
 def test_an_unknown_applied_version_is_refused(db_url: str) -> None:
     mig.migrate(db_url)
-    with pytest.raises(mig.MigrationError, match="0037 applied that this version"):
+    with pytest.raises(mig.MigrationError, match=f"{LAST} applied that this version"):
         mig.migrate(db_url, migrations=shipped(db_url)[:-1])
 
 
@@ -419,7 +427,7 @@ def test_a_migration_numbered_below_an_applied_one_is_refused(db_url: str) -> No
     mig.migrate(db_url)
     late = mig.Migration("0010", "late", pubdb.dialect_of(db_url),
                          "CREATE TABLE pub_late (x INTEGER);\n")
-    with pytest.raises(mig.MigrationError, match="0010 are numbered below 0037"):
+    with pytest.raises(mig.MigrationError, match=f"0010 are numbered below {LAST}"):
         mig.migrate(db_url, migrations=sorted([*shipped(db_url), late],
                                               key=lambda m: m.version))
 

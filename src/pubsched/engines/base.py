@@ -97,6 +97,15 @@ class Engine(Protocol):
         unit can then no longer commit). An unknown week is :class:`BadInput`."""
         ...
 
+    def hold_week(self, tx: Any, week: str, states: tuple[str, ...]) -> Verdict | None:
+        """Hold the run in one of ``states`` (the machine's names, as :meth:`state_of`
+        reads them) for the unit ``tx``: an edit of the week's own data (its shifts, its
+        roster) that is only allowed there commits before a move out of them, or is
+        refused. None when held, else the refusal (``STATE_MISMATCH`` or the hold's own
+        reason, ``detail["state"]`` the state it is in): the caller then writes nothing.
+        An unknown week is :class:`BadInput`."""
+        ...
+
 
 def parse_instant(raw: Any) -> datetime | None:
     """A stored instant as the database hands it back (PostgreSQL: a datetime; SQLite: its

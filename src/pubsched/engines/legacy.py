@@ -409,5 +409,18 @@ class LegacyEngine:
             return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
         return None
 
+    def hold_week(self, tx: Any, week: str, states: tuple[str, ...]) -> Verdict | None:
+        """The row lock, and the legacy state inferred from the held row."""
+        held = tx.hold(week, RUN.states)
+        if not held:
+            if held.reason == "RECORD_NOT_FOUND":
+                raise BadInput(f"no week {week}")
+            return Verdict(False, held.reason, message=f"week {week} is busy")
+        state = inferred_state(held.row or {})
+        if state not in states:
+            return Verdict(False, "STATE_MISMATCH", message=f"week {week} is {state}",
+                           detail={"state": state})
+        return None
+
 
 ENGINE = LegacyEngine()

@@ -339,5 +339,15 @@ class V2Engine:
                            "being closed right now; nothing was saved")
         return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
 
+    def hold_week(self, tx: Any, week: str, states: tuple[str, ...]) -> Verdict | None:
+        """``tx.hold(week, states)``: a move out of them waits for the unit or wins."""
+        held = tx.hold(week, states)
+        if held:
+            return None
+        if held.reason == "RECORD_NOT_FOUND":
+            raise BadInput(f"no week {week}")
+        return Verdict(False, held.reason, message=f"week {week} is {held.state}",
+                       detail={"state": held.state})
+
 
 ENGINE = V2Engine()

@@ -4,7 +4,8 @@
 database (every version has both; :mod:`pubsched.db.migrate` refuses a package where one is
 missing). The numbers follow the seed's line: 0001 the base tables, then 0032-0035 as the
 seed names them, then 0036 for rowstate's engine columns and events table, and from 0037
-on the application's own additions (0037: ``pub_tenders.link_version``).
+on the application's own additions (0037: ``pub_tenders.link_version``; 0038: the
+pub's shift template, the skills shifts need and tenders have).
 
 Rules for a file, so that the runner's plain splitter reads it right:
 
