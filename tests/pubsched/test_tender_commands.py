@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from pubsched import links, tenders
 from pubsched import db as pubdb
+from pubsched import links, tenders
 from pubsched.pub import Config, Pub
 from support.pub_cli import Cli, snapshot, use_env
 from support.smtp_server import SmtpTestServer
