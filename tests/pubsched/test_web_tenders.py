@@ -72,6 +72,7 @@ def test_add_a_tender_with_skills(operator: TestClient, site_pub: Pub) -> None:
     ({"name": "Lee, Dan", "email": "dan@example.com"}, "not a tender's name", 400),
     ({"name": "Dan", "email": "dan@example.com", "max_shifts": "15"}, "0 to 14", 400),
     ({"name": "Dan", "email": "dan@example.com", "max_shifts": "two"}, "whole number", 400),
+    ({"name": "Dan", "email": "dan@example.com", "max_shifts": "\u00b2"}, "whole number", 400),
     ({"name": "Dan", "email": "dan@example.com", "skills": "x" * 21}, "at most 20", 400),
     ({"name": "Dan", "email": "ALICE@example.com"}, "already a tender", 409),
 ])

@@ -37,9 +37,11 @@ def max_field(raw: str | None) -> int | None:
     cleaned = (raw or "").strip()
     if not cleaned:
         return None
-    if not cleaned.isdigit():
-        raise BadInput(f"the maximum is a whole number from 0 to 14, or empty; got {cleaned!r}")
-    return int(cleaned)
+    try:
+        return int(cleaned)
+    except ValueError:  # "two", "1.5", a superscript digit, ...
+        raise BadInput(f"the maximum is a whole number from 0 to 14, or empty; got {cleaned!r}"
+                       ) from None
 
 
 def typed(form: FormData) -> dict[str, str]:
