@@ -18,12 +18,16 @@ from typing import Any
 
 from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
-from .arguments import instant, week, whole
+from ..tenders import KEEP
+from .arguments import instant, week, whole, whole_or_none
 from .commands.cutover import cmd_cutover_check, cmd_flag
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.tenders import (
+    cmd_tender_activate,
     cmd_tender_add,
     cmd_tender_deactivate,
+    cmd_tender_edit,
+    cmd_tender_invite,
     cmd_tender_link,
     cmd_tender_list,
 )
@@ -67,13 +71,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     leaf(commands, "init", cmd_init, "create or upgrade the database (migrations)")
 
-    tender = commands.add_parser("tender", help="add, deactivate, list tenders; their links")
+    tender = commands.add_parser("tender",
+                                 help="add, edit, (de)activate, list tenders; their links")
     tenders = tender.add_subparsers(dest="tender_command", metavar="ACTION", required=True)
     add = leaf(tenders, "add", cmd_tender_add, "add a tender (an email once, in any case)")
     add.add_argument("name", metavar="NAME")
     add.add_argument("email", metavar="EMAIL")
     add.add_argument("--max-shifts", metavar="N", type=whole, default=None,
                      help="at most N shifts a week")
+    add.add_argument("--skill", metavar="SKILL", dest="skills", action="append",
+                     help="a skill (one word; repeat for more)")
+    edit = leaf(tenders, "edit", cmd_tender_edit,
+                "change a tender's name, email, maximum or skills (the rest stays)")
+    edit.add_argument("email", metavar="EMAIL")
+    edit.add_argument("--name", metavar="NAME", default=None, help="the new name")
+    edit.add_argument("--email", metavar="EMAIL", dest="new_email", default=None,
+                      help="the new email (their links keep working)")
+    edit.add_argument("--max-shifts", metavar="N|none", type=whole_or_none, default=KEEP,
+                      help="at most N shifts a week; none: no maximum")
+    skills = edit.add_mutually_exclusive_group()
+    skills.add_argument("--skill", metavar="SKILL", dest="skills", action="append",
+                        help="a skill (repeat for more): these replace the tender's skills")
+    skills.add_argument("--no-skills", action="store_true", help="clear the skills")
+    leaf(tenders, "activate", cmd_tender_activate,
+         "make an inactive tender active again (their current link works again)"
+         ).add_argument("email", metavar="EMAIL")
     leaf(tenders, "deactivate", cmd_tender_deactivate,
          "deactivate a tender (kept for history; their link stops working)"
          ).add_argument("email", metavar="EMAIL")
@@ -82,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     link.add_argument("email", metavar="EMAIL")
     link.add_argument("--base-url", metavar="URL", default=None,
                       help="the site's address (default $PUBSCHED_BASE_URL)")
+    invite = leaf(tenders, "invite", cmd_tender_invite,
+                  "email a tender (or every active one) their personal links")
+    invite.add_argument("email", metavar="EMAIL", nargs="?", default=None)
+    invite.add_argument("--all", action="store_true", help="every active tender, once each")
+    invite.add_argument("--base-url", metavar="URL", default=None,
+                        help="the site's address (default $PUBSCHED_BASE_URL)")
 
     flag = leaf(commands, "flag", cmd_flag,
                 "turn the v2 engine on or off (refused outside the idle gap unless --force)")

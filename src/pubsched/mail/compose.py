@@ -1,8 +1,9 @@
 """The messages pubsched sends, built with the stdlib ``email`` package; no I/O here.
 
-Two kinds: the schedule email to one tender (their own shifts first, then the whole roster,
-as plain text and HTML alternatives, with their shifts as an ``.ics`` attachment), and the
-tick's nudge to the operator. The input is small frozen values, not database rows, so the
+Three kinds: the schedule email to one tender (their own shifts first, then the whole
+roster, as plain text and HTML alternatives, with their shifts as an ``.ics`` attachment),
+the invitation that hands a tender their personal links, and the tick's nudge to the
+operator. The input is small frozen values, not database rows, so the
 send action and the tick decide *what* to say and this module only decides *how*.
 
 Every message comes out as an :class:`Outgoing`: the recipient it is *for* (``intended``,
@@ -207,6 +208,61 @@ def _schedule_html(roster: Roster, tender: Recipient, own: list[ShiftLine]) -> s
         f"<table><tr><th>Shift</th><th>When</th><th>Who</th></tr>{rows}</table>\n"
         "<p>Your shifts are in the attached calendar file; importing it again updates them "
         "instead of adding copies.</p>\n</body></html>\n"
+    )
+
+
+# -- the invitation ------------------------------------------------------------------------
+
+
+def compose_invite(
+    tender: Recipient,
+    form_url: str,
+    calendar_url: str,
+    *,
+    settings: MailSettings,
+    now: datetime,
+) -> Outgoing:
+    """The tender's personal links, in a message of their own (``pubsched tender invite``).
+
+    The Message-ID follows the links: the same links sent again carry the same id (a
+    mailbox may show one message), a revoke's new links a new one, never mistaken for
+    the old.
+    """
+    text = (
+        f"Hi {tender.name},\n\n"
+        "This is your personal link to the pub's availability form. Each week, open it to "
+        "say which shifts you can work:\n\n"
+        f"  {form_url}\n\n"
+        "Your shifts, once the schedule is sent, are also in a calendar your phone can "
+        "subscribe to:\n\n"
+        f"  {calendar_url}\n\n"
+        "The links are yours alone: anyone who has them can answer for you. If one goes "
+        "astray, ask for new ones.\n"
+    )
+    e = html.escape
+    page = (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head><body>\n'
+        f"<p>Hi {e(tender.name)},</p>\n"
+        "<p>This is your personal link to the pub's availability form. Each week, open it "
+        "to say which shifts you can work:</p>\n"
+        f'<p><a href="{e(form_url)}">Your availability form</a><br>{e(form_url)}</p>\n'
+        "<p>Your shifts, once the schedule is sent, are also in a calendar your phone can "
+        "subscribe to:</p>\n"
+        f'<p><a href="{e(calendar_url)}">Your shifts calendar</a><br>{e(calendar_url)}</p>\n'
+        "<p>The links are yours alone: anyone who has them can answer for you. If one goes "
+        "astray, ask for new ones.</p>\n</body></html>\n"
+    )
+    message = EmailMessage()
+    message.set_content(text, cte="quoted-printable")
+    message.add_alternative(page, subtype="html", cte="quoted-printable")
+    links_id = hashlib.sha256(f"{form_url} {calendar_url}".encode()).hexdigest()[:12]
+    return _addressed(
+        message,
+        tender,
+        "Your link to the pub's shift form",
+        settings=settings,
+        now=now,
+        message_key=f"invite.{links_id}",
     )
 
 
