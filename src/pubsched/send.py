@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from . import machine
+from . import links, machine
 from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from .mail.mailer import Delivery
 from .pub import BadInput, Pub, Verdict, utc
@@ -39,7 +39,8 @@ IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
 def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dict[int, Any]]:
     """The email's roster, each tender's own shift ids, and the recipients (active
     tenders with an assignment) by id."""
-    rows = pub.query("SELECT a.shift_id, a.tender_id, t.name, t.email, t.active "
+    rows = pub.query("SELECT a.shift_id, a.tender_id, t.name, t.email, t.active, "
+                     "t.link_version "
                      "FROM pub_assignments a JOIN pub_tenders t ON t.id = a.tender_id "
                      "WHERE a.week_of = %s ORDER BY a.shift_id, t.name", [week])
     names: dict[int, list[str]] = {}
@@ -52,7 +53,7 @@ def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dic
             people[int(r["tender_id"])] = r
     tz = pub.config.tz.key
     lines = tuple(ShiftLine(s.id, s.label, s.starts_at, s.ends_at, tz,
-                            tuple(names.get(s.id, ()))) for s in shifts(pub, week))
+                            tuple(names.get(s.id, ())), s.slots) for s in shifts(pub, week))
     return Roster(date.fromisoformat(week), lines), own, people
 
 
@@ -111,8 +112,11 @@ def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
     address rule (:mod:`pubsched.mail.addresses`) fails alone instead of ending the send
     with a traceback before everyone after it."""
     try:
+        tender_links = links.tender_links(pub.config, int(person["tender_id"]),
+                                          int(person["link_version"] or 1))
         return compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
-                                shift_ids, settings=pub.config.mail, now=now)
+                                shift_ids, settings=pub.config.mail, now=now,
+                                links=tender_links)
     except ValueError as exc:
         return f"cannot be addressed, fix the tender: {exc}"
 
