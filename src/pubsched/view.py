@@ -17,6 +17,7 @@ from .engines.base import Engine
 from .engines.choose import engine_for
 from .generate import assignments
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
+from .mail.wording import calendar_summary
 from .pub import BadInput, Pub
 from .send import deliveries
 from .shiftcal import feed_calendar
@@ -155,8 +156,11 @@ def tender_calendar(pub: Pub, tender: Tender) -> bytes:
         [tender.id])
     sent = [r["sent_at"] for r in rows if isinstance(r["sent_at"], datetime)]
     stamp = max(sent) if sent else datetime(2000, 1, 1, tzinfo=UTC)
+    mail = pub.config.mail
     return feed_calendar(
         tender.email,
-        ((date.fromisoformat(str(r["week_of"])), int(r["id"]), f"Pub shift: {r['label']}",
+        ((date.fromisoformat(str(r["week_of"])), int(r["id"]),
+          calendar_summary(mail.pub_name, str(r["label"]), r["starts_at"],
+                           r["ends_at"], pub.config.tz),
           r["starts_at"], r["ends_at"]) for r in rows),
-        stamp=stamp)
+        stamp=stamp, location=mail.pub_address)

@@ -220,7 +220,8 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     assert pub.runs.core.dialect.parse_time(run["generate_at"]) >= moved  # type: ignore[operator]
     told = [m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]
     assert len(told) == 1 and "deadline moved" in str(told[0].message["Subject"])
-    assert "/admin/weeks/" + WEEK in told[0].message.get_content()
+    text = told[0].message.get_body(("plain",))
+    assert text is not None and "/admin/weeks/" + WEEK in text.get_content()
     # the tenders have their day: nothing closes before the moved deadline
     assert not any(v.applied for v in tick(pub, moved - timedelta(minutes=1)))
     for t in ("ann@pub.test", "bob@pub.test"):

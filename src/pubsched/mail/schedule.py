@@ -72,8 +72,8 @@ def open_text(shift: ShiftLine) -> str:
 def schedule_text(view: ScheduleView) -> str:
     pub = view.settings.pub_name
     lines = [pub, "", f"Hi {view.tender.name},", "",
-             f"Your shifts at {pub}, week of {view.week}",
-             f"(times are {view.zone}):", ""]
+             f"Your shifts at {pub}, week of {view.week}:",
+             f"(Times are {view.zone}.)", ""]
     lines += [f"  * {line(s)}" for s in view.own]
     lines += ["", "The whole roster (* = you):", ""]
     for shift in view.ordered:
