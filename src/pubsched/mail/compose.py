@@ -176,7 +176,7 @@ def compose_late_open(
     return _addressed(
         message,
         operator,
-        f"{settings.pub_name}, week of {week}: the form opened late, the deadline moved",
+        f"{settings.pub_name}, week of {week}: form opened late, deadline moved",
         settings=settings,
         now=now,
         message_key=f"late-open.{week_of.isoformat()}.{int(opened_at.timestamp())}",

@@ -69,6 +69,20 @@ def rows(lines: Iterable[tuple[Piece, Piece, bool]]) -> Html:
                 f'margin:0 0 16px">{"".join(cells)}</table>')
 
 
+def stacked(items: Iterable[tuple[str, str]]) -> Html:
+    """A one-column list: each item a bold line and a quieter one under it (a phone's
+    width keeps a shift's times on one line this way)."""
+    cells = "".join(
+        f'<tr><td style="background:{SHADE};padding:10px 12px;border-bottom:1px solid '
+        f'{LINE};{TEXT}"><strong>{_html.escape(top)}</strong>'
+        + (f'<br><span style="color:{MUTED};font-size:15px">{_html.escape(under)}</span>'
+           if under else "") + "</td></tr>"
+        for top, under in items)
+    return Html('<table role="presentation" width="100%" cellpadding="0" cellspacing="0" '
+                f'style="border-collapse:collapse;border-top:1px solid {LINE};'
+                f'margin:0 0 16px">{cells}</table>')
+
+
 def bullets(items: Sequence[Piece]) -> Html:
     lis = "".join(f'<li style="margin:0 0 6px">{_put(i)}</li>' for i in items)
     return Html(f'<ul style="margin:0 0 16px;padding-left:22px;{TEXT}">{lis}</ul>')
@@ -83,7 +97,7 @@ def button(href: str, label: str, *, primary: bool = True) -> Html:
     return Html(
         '<table role="presentation" cellpadding="0" cellspacing="0" style="margin:0 0 12px">'
         f'<tr><td style="background:{fill};border:2px solid {ACCENT};border-radius:8px">'
-        f'<a href="{link}" style="display:inline-block;padding:12px 20px;{FONT};'
+        f'<a href="{link}" style="display:inline-block;padding:14px 22px;{FONT};'
         f'font-size:16px;font-weight:bold;color:{ink};text-decoration:none">'
         f'{_html.escape(label)}</a></td></tr></table>')
 

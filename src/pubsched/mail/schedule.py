@@ -100,8 +100,7 @@ def schedule_html(view: ScheduleView) -> str:
         h.paragraph("Here are your shifts for the week of ", h.strong(view.week),
                     f". Times are {view.zone}."),
         h.heading("Your shifts"),
-        h.rows((h.strong(line(s)), "You" + _with(s, view.tender.name), True)
-               for s in view.own),
+        h.stacked((line(s), _with(s, view.tender.name)) for s in view.own),
     ]
     if view.links is not None:
         body += [h.button(view.links.page, "Open your page"),
@@ -113,7 +112,7 @@ def schedule_html(view: ScheduleView) -> str:
         body += [h.heading("Still unfilled"),
                  h.paragraph("Only in the operator's copy: nobody was found for these.",
                              muted=True),
-                 h.rows((line(s), open_text(s), True) for s in view.open_shifts)]
+                 h.stacked((line(s), open_text(s)) for s in view.open_shifts)]
     footer: list[h.Piece] = []
     if view.links is not None:
         footer.append(h.join("Your page: ", h.link(view.links.page)))
@@ -127,4 +126,4 @@ def schedule_html(view: ScheduleView) -> str:
 
 def _with(shift: ShiftLine, name: str) -> str:
     others = [n for n in shift.assigned if n != name]
-    return f", with {', '.join(others)}" if others else ""
+    return f"with {', '.join(others)}" if others else ""

@@ -58,7 +58,7 @@ def own_label(label: str, starts_at: datetime, ends_at: datetime,
     words: set[str] = set()
     for local in (start, end):
         words |= {f"{local:%a}", f"{local:%A}", f"{local:%b}", f"{local:%B}",
-                  str(local.day), f"{local:%d}", f"{local:%H:%M}", f"{local:%H}",
+                  str(local.day), f"{local:%d}", f"{local:%H:%M}", f"{local:%H}", f"{local:%M}",
                   f"{local:%Z}", str(local.year)}
     rest = [w for w in _FILLER.split(label) if w and w.lower() not in
             {x.lower() for x in words}]
