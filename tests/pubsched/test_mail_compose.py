@@ -16,6 +16,7 @@ from pubsched.mail.compose import (
     Recipient,
     Roster,
     ShiftLine,
+    TenderLinks,
     compose_nudge,
     compose_schedule,
 )
@@ -217,3 +218,18 @@ def test_a_shift_within_one_day_shows_one_day() -> None:
     )[0]
     assert "* Sun 13 Dec, 11:00 - 15:00 (Sunday brunch)" in text
     assert "- Fri 11 Dec, 18:00 - 02:00 (Friday night)\n    Carol" in text
+
+
+def test_the_tenders_links_are_in_both_parts_and_the_subscription_is_webcal() -> None:
+    links = TenderLinks("https://pub.example/t/tok", "https://pub.example/cal/cal.ics",
+                        "webcal://pub.example/cal/cal.ics")
+    outgoing = compose_schedule(ROSTER, ALICE, OWN[ALICE], settings=SETTINGS, now=NOW,
+                                links=links)
+    text, html, _ = text_html_ics(reparsed(outgoing))
+    for link in (links.page, links.calendar, links.webcal):
+        assert link in text and f'href="{link}"' in html
+    assert "Open your page" in html and "Add your shifts to your calendar" in html
+    with pytest.raises(ValueError, match="webcal"):
+        TenderLinks(links.page, links.calendar, links.calendar)
+    with pytest.raises(ValueError, match="http"):
+        TenderLinks("ftp://pub.example/t/tok", links.calendar, links.webcal)

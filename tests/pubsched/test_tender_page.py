@@ -8,17 +8,19 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from icalendar import Calendar
 from starlette.testclient import TestClient
 
 from pubsched import cli, submissions, weeks
 from pubsched.engines import v2
 from pubsched.pub import BadInput, Pub
 from pubsched.tenders import by_id
-from pubsched.view import tender_form
+from pubsched.view import tender_calendar, tender_form
 from pubsched.web.app import create_app
 from support.pub_web import NOW, WEEK, people, web_settings
 
@@ -104,6 +106,13 @@ def test_the_page_shows_the_tenders_next_shifts_from_sent_weeks_above_the_form(
     assert tender is not None
     later = tender_form(pub, tender, friday.ends_at)
     assert [u["text"] for u in later["upcoming"]] == ["Sat 12 Dec, 18:00 - 02:00"]
+    # the feed names the pub and, when it is set, where it is
+    pub.config = replace(pub.config, mail=replace(pub.config.mail, pub_name="The Crown",
+                                                  pub_address="1 High Street, Hadley"))
+    events = Calendar.from_ical(tender_calendar(pub, tender)).walk("VEVENT")
+    assert len(events) == 3
+    assert {(str(e["SUMMARY"]), str(e["LOCATION"])) for e in events} == {
+        ("Shift at The Crown", "1 High Street, Hadley")}
 
 
 def test_a_shift_needing_a_skill_the_tender_lacks_is_shown_but_not_tickable(
