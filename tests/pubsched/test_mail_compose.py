@@ -63,7 +63,7 @@ def test_the_schedule_has_text_html_and_a_calendar_of_the_tenders_own_shifts() -
     # their own shifts first, then the whole roster in time order, Friday (not theirs) too
     own_part, roster_part = text.split("The whole roster (* = you):")
     assert "* Thu 10 Dec, 18:00 - 02:00 (Thursday night)" in own_part
-    assert "(Times are New York time (EST).)" in own_part
+    assert "\nTimes are New York time (EST).\n" in own_part
     assert "Saturday night" in own_part and "Friday night" not in own_part
     assert roster_part.index("Thursday") < roster_part.index("Friday") < roster_part.index("Sat")
     assert "- Fri 11 Dec, 18:00 - 02:00 (Friday night)\n    Carol" in roster_part

@@ -73,7 +73,7 @@ def schedule_text(view: ScheduleView) -> str:
     pub = view.settings.pub_name
     lines = [pub, "", f"Hi {view.tender.name},", "",
              f"Your shifts at {pub}, week of {view.week}:",
-             f"(Times are {view.zone}.)", ""]
+             f"Times are {view.zone}.", ""]
     lines += [f"  * {line(s)}" for s in view.own]
     lines += ["", "The whole roster (* = you):", ""]
     for shift in view.ordered:
