@@ -12,6 +12,7 @@ A shift is offered to a tender unless
   ``pub_tenders.skills``, both JSON lists of free words, compared without case): shown,
   but not theirs to tick, and a tick of it is refused.
 
+On a database without the columns yet (the legacy engine's schema) nothing needs a skill.
 A list that cannot be read (not JSON, not a list of words) counts as empty: a shift whose
 needs are unreadable asks for nothing, a tender whose skills are unreadable has none.
 """
@@ -25,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from .pub import Pub
+from .schema import has_columns
 from .weektime import as_utc
 
 
@@ -63,11 +65,15 @@ class Offer:
 
 
 def needs_of(pub: Pub, week: str) -> dict[int, frozenset[str]]:
+    if not has_columns(pub, "pub_shifts", "needs"):  # the legacy schema: no skills yet
+        return {}
     rows = pub.query("SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])
     return {int(r["id"]): words(r["needs"]) for r in rows}
 
 
 def skills_of(pub: Pub, tender_id: int) -> frozenset[str]:
+    if not has_columns(pub, "pub_tenders", "skills"):
+        return frozenset()
     rows = pub.query("SELECT skills FROM pub_tenders WHERE id = %s", [tender_id])
     return words(rows[0]["skills"]) if rows else frozenset()
 
