@@ -1,25 +1,22 @@
 """Issue #18: the tender's page in Chromium (Playwright) against uvicorn on loopback, at
 375 px (a phone) and 1280 px: their next shifts above the open week's form, a shift that
 needs a skill they lack shown but not tickable, a tick saved. Screenshots under
-/tmp/shots/mail, looked at."""
+``PUBSCHED_ARTIFACTS``/screenshots, looked at."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-import uvicorn
 
 from pubsched import submissions, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
-from support.browser import DESKTOP, PHONE, chromium, new_page, overflow_x, shot
+from support.browser import desktop, fits, phone, served, shot
 from support.pub_web import NOW, WEEK, Tender, make_pub, people, web_settings
 
 NEXT = "2026-12-14"
@@ -51,54 +48,40 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     pub.query("UPDATE pub_shifts SET needs = %s WHERE id = %s RETURNING id",
               ['["cellar"]', friday])
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
     try:
-        yield Site(f"http://127.0.0.1:{port}", pub, team["Alice"], friday)
+        with served(app) as url:
+            yield Site(url, pub, team["Alice"], friday)
     finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
         pub.close()
 
 
-@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["375", "1280"])
-def test_the_tender_sees_their_next_shifts_then_the_form(site: Site,
-                                                         viewport: dict[str, int]) -> None:
-    with chromium() as browser:
-        page = new_page(browser, viewport)
-        page.goto(site.url + site.alice.form(site.pub))
-        width = viewport["width"]
-        shot(page, f"tender-page-{width}")
-        assert overflow_x(page) == 0
-        upcoming = page.locator("#upcoming li")
-        assert upcoming.all_inner_texts() == [
-            "Thu 10 Dec, 18:00 - 02:00", "Fri 11 Dec, 18:00 - 02:00",
-            "Sat 12 Dec, 18:00 - 02:00"]
-        form = page.locator("form fieldset")
-        assert upcoming.last.bounding_box()["y"] < form.bounding_box()["y"]
-        # Friday needs the cellar: shown, with why, and no box to tick
-        not_yours = page.locator(f'[data-shift="{site.cellar_shift}"]')
-        assert not_yours.is_visible()
-        assert "Not yours to tick: needs cellar" in not_yours.inner_text()
-        assert page.locator(f'input[name="shift"][value="{site.cellar_shift}"]').count() == 0
-        boxes = page.locator('label.shift')
-        assert boxes.count() == 2
-        assert all(b["height"] >= 44 for b in (boxes.nth(i).bounding_box()
-                                                for i in range(2)))
-        page.locator("label.shift input").first.check()  # a tap on the row ticks it
-        page.locator("button.primary").click()
-        page.wait_for_url("**?saved=1")
-        assert page.locator(".flash-ok").inner_text() == "Saved."
-        assert page.locator("label.shift input").first.is_checked()
-        shot(page, f"tender-page-saved-{width}")
-        assert overflow_x(page) == 0
-        page.context.close()
+@pytest.mark.parametrize("width", [375, 1280])
+def test_the_tender_sees_their_next_shifts_then_the_form(site: Site, browser: Any,
+                                                         width: int) -> None:
+    page = phone(browser) if width == 375 else desktop(browser)
+    page.goto(site.url + site.alice.form(site.pub))
+    shot(page, f"tender-page-{width}")
+    assert fits(page) <= width
+    upcoming = page.locator("#upcoming li")
+    assert upcoming.all_inner_texts() == [
+        "Thu 10 Dec, 18:00 - 02:00", "Fri 11 Dec, 18:00 - 02:00",
+        "Sat 12 Dec, 18:00 - 02:00"]
+    form = page.locator("form fieldset")
+    assert upcoming.last.bounding_box()["y"] < form.bounding_box()["y"]
+    # Friday needs the cellar: shown, with why, and no box to tick
+    not_yours = page.locator(f'[data-shift="{site.cellar_shift}"]')
+    assert not_yours.is_visible()
+    assert "Not yours to tick: needs cellar" in not_yours.inner_text()
+    assert page.locator(f'input[name="shift"][value="{site.cellar_shift}"]').count() == 0
+    boxes = page.locator('label.shift')
+    assert boxes.count() == 2
+    assert all(b["height"] >= 44 for b in (boxes.nth(i).bounding_box()
+                                            for i in range(2)))
+    page.locator("label.shift input").first.check()  # a tap on the row ticks it
+    page.locator("button.primary").click()
+    page.wait_for_url("**?saved=1")
+    assert page.locator(".flash-ok").inner_text() == "Saved."
+    assert page.locator("label.shift input").first.is_checked()
+    shot(page, f"tender-page-saved-{width}")
+    assert fits(page) <= width
+    page.context.close()

@@ -4,7 +4,7 @@ the pub's name in the subject and the sender, each shift once, the zone named on
 tender's links (their page, their calendar as https and as a webcal:// subscription), the
 pub's address in the calendar's LOCATION, the unfilled slots in the operator's copy only;
 then the HTML is rendered in Chromium at 375 px, looked at (screenshots under
-/tmp/shots/mail) and measured."""
+``PUBSCHED_ARTIFACTS``/screenshots) and measured."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import pytest
 from icalendar import Calendar
@@ -24,7 +25,7 @@ from pubsched.mail.mailer import Delivery, mailer_for
 from pubsched.mail.settings import load_mail_settings
 from pubsched.mail.wording import own_label, shift_text, zone_words
 from pubsched.pub import Pub
-from support.browser import PHONE, chromium, new_page, overflow_x, shot
+from support.browser import PHONE, fits, phone, shot
 from support.mail_samples import NOW as SAMPLE_NOW
 from support.mail_samples import ROSTER, THU, TZ
 from support.mail_samples import WEEK as SAMPLE_WEEK
@@ -198,8 +199,8 @@ def _emails(message: EmailMessage) -> str:
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
-def test_every_email_reads_on_a_phone(db_url: str, smtp: SmtpTestServer,
-                                      tmp_path: Path) -> None:
+def test_every_email_reads_on_a_phone(db_url: str, smtp: SmtpTestServer, tmp_path: Path,
+                                      browser: Any) -> None:
     """Each kind of email as received, opened at 375 px: no sideways scrolling, 16px
     text, buttons a thumb can hit; screenshots to look at."""
     kinds: dict[str, str] = {}
@@ -211,19 +212,18 @@ def test_every_email_reads_on_a_phone(db_url: str, smtp: SmtpTestServer,
     smtp.clear_received()
     test_the_late_open_note_is_composed_like_the_others(smtp)
     kinds["late-open"] = _emails(smtp.accepted[0].message)
-    with chromium() as browser:
-        for kind, html in kinds.items():
-            path = tmp_path / f"{kind}.html"
-            path.write_text(html, encoding="utf-8")
-            page = new_page(browser, PHONE)
-            page.goto(path.as_uri())
-            shot(page, f"email-{kind}-375")
-            assert overflow_x(page) == 0, kind
-            sizes = page.eval_on_selector_all(
-                "p, td", "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
-            assert min(sizes) >= 14 and max(sizes) >= 16, (kind, sizes)
-            buttons = page.eval_on_selector_all(
-                "a[href]", "els => els.filter(e => getComputedStyle(e).display == "
-                "'inline-block').map(e => e.getBoundingClientRect().height)")
-            assert buttons and min(buttons) >= 44, (kind, buttons)
-            page.context.close()
+    for kind, html in kinds.items():
+        path = tmp_path / f"{kind}.html"
+        path.write_text(html, encoding="utf-8")
+        page = phone(browser)
+        page.goto(path.as_uri())
+        shot(page, f"email-{kind}-375")
+        assert fits(page) <= PHONE["width"], kind  # nothing scrolls sideways
+        sizes = page.eval_on_selector_all(
+            "p, td", "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+        assert min(sizes) >= 14 and max(sizes) >= 16, (kind, sizes)
+        buttons = page.eval_on_selector_all(
+            "a[href]", "els => els.filter(e => getComputedStyle(e).display == "
+            "'inline-block').map(e => e.getBoundingClientRect().height)")
+        assert buttons and min(buttons) >= 44, (kind, buttons)
+        page.context.close()
