@@ -528,7 +528,7 @@ def test_the_calendar_feed_lists_assigned_shifts_of_sent_weeks(client: TestClien
     mine = {s["id"] for s in week_show(pub, WEEK)["shifts"]
             if team["Alice"].email in s["assigned"]}
     assert len(events) == len(mine) == 2
-    assert all(str(e["SUMMARY"]).startswith("Pub shift: ") for e in events)
+    assert all(str(e["SUMMARY"]).startswith("Shift at The pub") for e in events)
     assert client.get(team["Alice"].calendar(pub)).content == feed.content  # stable bytes
     empty = Calendar.from_ical(client.get(team["Carol"].calendar(pub)).content)
     assert empty.walk("VEVENT") == []
