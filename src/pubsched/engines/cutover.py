@@ -51,8 +51,8 @@ from typing import Any
 
 from ..machine import DRAFT, SEND_LEASE_TTL, SENT
 from ..pub import BadInput, Pub, Verdict, utc
-from ..weeks import settings_override, times_of
 from ..rehearsal.record import has_passed
+from ..weeks import settings_override, times_of
 from .choose import ENGINES
 from .flags import lock_flag, set_v2, v2_enabled
 from .legacy_state import db_now_sql, lease_live

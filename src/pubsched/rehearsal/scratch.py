@@ -37,7 +37,6 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..db.migrate import migrate
 from ..db.store import open_store
-from ..db.urls import sqlite_path
 from ..engines.flags import set_v2
 from ..mail.compose import Outgoing
 from ..mail.mailer import Delivery, Mailer, MailSession, Outcome

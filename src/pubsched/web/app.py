@@ -13,7 +13,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/weeks/{week}/do/{name}   one button: engines.actions.perform(name)  buttons.py
     GET  /admin/tenders                  each tender's personal links; revoke
     POST /admin/tenders/{id}/revoke
-    GET  /admin/cutover   POST /admin/cutover/flag
+    GET  /admin/cutover   POST /admin/cutover/flag                    cutover.py
+    POST /admin/cutover/rehearsal   .../rehearsal/next   .../rehearsal/stop   the wizard
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -50,6 +51,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..pub import Pub
 from .admin import AdminPages
+from .cutover import CutoverPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
@@ -74,6 +76,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     SIGTERM or Ctrl-C before it re-raises the signal."""
     site = Site(pub, settings, clock=clock)
     login, admin, tender = Login(site), AdminPages(site), TenderPages(site)
+    cutover = CutoverPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -85,8 +88,11 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/weeks/{week}/do/{name}", admin.act, methods=["POST"]),
         Route("/tenders", admin.tender_list, methods=["GET"]),
         Route("/tenders/{tender_id}/revoke", admin.revoke, methods=["POST"]),
-        Route("/cutover", admin.cutover_page, methods=["GET"]),
-        Route("/cutover/flag", admin.flag, methods=["POST"]),
+        Route("/cutover", cutover.page, methods=["GET"]),
+        Route("/cutover/flag", cutover.flag, methods=["POST"]),
+        Route("/cutover/rehearsal", cutover.start, methods=["POST"]),
+        Route("/cutover/rehearsal/next", cutover.next_step, methods=["POST"]),
+        Route("/cutover/rehearsal/stop", cutover.stop, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
