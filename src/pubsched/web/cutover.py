@@ -24,7 +24,7 @@ from ..engines import cutover
 from ..engines.flags import v2_enabled
 from ..pub import BadInput, Verdict
 from ..rehearsal import record
-from ..rehearsal.steps import day
+from ..rehearsal.steps import day, next_week
 from .forms import text
 from .pages import ADMIN_PATH
 from .site import Site
@@ -44,16 +44,16 @@ class CutoverPages:
         current = record.unfinished(pub)
         shown = current or record.latest(pub)
         needed = cutover.rehearsal_needed(pub)
+        week = shown.week_of if shown else next_week(pub, self.site.now())
         steps = []
         for number, each in enumerate(rehearsal.STEPS):
             entry = shown.steps[number] if shown and number < len(shown.steps) else None
-            steps.append({"number": number + 1, "words": each.words(shown.week_of)
-                          if shown else each.words(""), "entry": entry})
+            steps.append({"number": number + 1, "words": each.words(week), "entry": entry})
         return {"check": cutover.cutover_check(pub, now=self.site.now()),
                 "v2": v2_enabled(pub), "mail": pub.config.mail, "current": current,
                 "shown": shown, "steps": steps, "total": len(rehearsal.STEPS),
                 "needed": needed, "passed": record.last_passed(pub),
-                "week_day": day(shown.week_of) if shown else None,
+                "week_day": day(week),
                 "busy": current is not None and current.busy(self.site.now())}
 
     async def page(self, request: Request) -> Response:
