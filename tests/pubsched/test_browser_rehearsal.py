@@ -26,8 +26,8 @@ from pubsched.engines.flags import v2_enabled
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from pubsched.rehearsal import STEPS
-from pubsched.weeks import ensure_week
 from pubsched.web.app import create_app
+from pubsched.weeks import ensure_week
 from support.pub_web import NOW, PASSWORD, WEEK, make_pub, web_settings
 from support.smtp_server import SmtpTestServer
 
