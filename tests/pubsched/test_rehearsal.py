@@ -212,3 +212,57 @@ def test_two_presses_of_next_at_once_run_the_step_once(pub: Pub) -> None:
     finally:
         copy.close()
     stop(pub, made.id)
+
+
+def test_the_copy_holds_the_active_tenders_and_the_shift_template_and_no_weeks(
+        pub: Pub) -> None:
+    from pubsched import tenders
+
+    legacy_week_in_the_works(pub)
+    assert tenders.deactivate(pub, EMAILS[0])
+    with pub.atomic() as tx:  # the pub's own template, not the one the migrations seed
+        tx.execute("DELETE FROM pub_shift_template WHERE weekday = 5")
+        tx.execute("INSERT INTO pub_shift_template (label, weekday, start_time, end_time, "
+                   "slots, needs) VALUES ('Sunday lunch', 6, '12:00', '16:00', 3, "
+                   "'[\"kitchen\"]')")
+    made = start(pub)
+    copy = scratch.open_copy(pub, made.scratch)
+    try:
+        def rows(p: Pub, sql: str) -> list[str]:
+            return sorted(map(repr, p.query(sql)))
+
+        assert rows(copy, "SELECT * FROM pub_tenders") == rows(
+            pub, "SELECT * FROM pub_tenders WHERE active <> 0")
+        assert len(copy.query("SELECT id FROM pub_tenders")) == len(EMAILS) - 1
+        assert rows(copy, "SELECT * FROM pub_shift_template") == rows(
+            pub, "SELECT * FROM pub_shift_template")
+        for table in ("pub_schedule_runs", "pub_shifts", "pub_deliveries", "pub_mail_log",
+                      "rowstate_events", "pub_rehearsals"):
+            assert copy.query(f"SELECT * FROM {table}") == [], table
+        assert v2_enabled(copy) and copy.config.mail.rehearsal
+    finally:
+        copy.close()
+        stop(pub, made.id)
+
+
+def test_the_copys_mailer_refuses_anyone_but_the_operator(pub: Pub,
+                                                          smtp: SmtpTestServer) -> None:
+    """The second lock: even a message addressed to a tender (were rehearsal mode ever
+    bypassed) never leaves; the operator's goes through the real mailer."""
+    from email.message import EmailMessage
+
+    from pubsched.mail.compose import Outgoing, Recipient
+    from pubsched.mail.mailer import Delivery
+
+    guard = scratch.OperatorOnly(pub.mailer, OPERATOR)
+    message = EmailMessage()
+    message["Subject"] = "test"
+    message.set_content("hello")
+    ann = Recipient(EMAILS[0], "Ann")
+    with guard.session() as mail:
+        refused = mail.send(Outgoing(ann, EMAILS[0], message))
+        assert refused.delivery is Delivery.REFUSED and "only the operator" in refused.detail
+        assert smtp.received == []
+        assert mail.send(Outgoing(ann, OPERATOR.upper(), message)).delivery is (
+            Delivery.DELIVERED)
+    assert [m.rcpt_tos for m in smtp.accepted] == [(OPERATOR.upper(),)]

@@ -7,6 +7,7 @@ What a person sees is test_browser_rehearsal.py's."""
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -103,6 +104,31 @@ def test_a_reload_and_a_second_browser_see_the_same_wizard_and_a_stale_press_run
     current = records.unfinished(legacy_pub)
     assert current is not None and current.step_reached == 1 and len(current.steps) == 1
     assert next_form(again)["step"] == "2"
+
+
+def test_two_operators_pressing_next_at_once_run_the_step_once(
+        operator: TestClient, legacy_pub: Pub) -> None:
+    operator.post("/admin/cutover/rehearsal")
+    fields = next_form(operator.get("/admin/cutover").text)
+    with client_for(legacy_pub) as other:
+        assert login(other).status_code == 303
+        gate = threading.Barrier(2)
+        pages: list[str] = []
+
+        def press(client: TestClient) -> None:
+            gate.wait()
+            pages.append(press_next(client, fields))
+
+        threads = [threading.Thread(target=press, args=(c,)) for c in (operator, other)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    ran = [p for p in pages if "step 1/9 open the form" in p]
+    lost = [p for p in pages if "already being run or done" in p]
+    assert (len(ran), len(lost)) == (1, 1), pages
+    current = records.unfinished(legacy_pub)
+    assert current is not None and current.step_reached == 1 and len(current.steps) == 1
 
 
 def test_stop_abandons_the_rehearsal_and_drops_its_copy(operator: TestClient,
