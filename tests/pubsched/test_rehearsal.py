@@ -266,3 +266,22 @@ def test_the_copys_mailer_refuses_anyone_but_the_operator(pub: Pub,
         assert mail.send(Outgoing(ann, OPERATOR.upper(), message)).delivery is (
             Delivery.DELIVERED)
     assert [m.rcpt_tos for m in smtp.accepted] == [(OPERATOR.upper(),)]
+
+
+def test_the_scratch_url_keeps_the_real_urls_options_and_adds_the_search_path() -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from pubsched.pub import Config
+
+    class Real:  # only what url_of reads: the dialect and the URL
+        dialect = "postgresql"
+        config = Config(db_url="postgresql://u:pw@db.example:5433/pub?sslmode=require"
+                               "&options=-c%20statement_timeout%3D5000")
+
+    name = "pubsched_rehearsal_0123456789ab"
+    parts = conninfo_to_dict(scratch.url_of(Real, name))  # type: ignore[arg-type]
+    assert parts["options"] == f"-c statement_timeout=5000 -c search_path={name}"
+    assert (parts["dbname"], parts["host"], parts["sslmode"]) == ("pub", "db.example", "require")
+    for bad in ("public", "pubsched_rehearsal_x; DROP TABLE pub_tenders"):
+        with pytest.raises(BadInput):
+            scratch.url_of(Real, bad)  # type: ignore[arg-type]

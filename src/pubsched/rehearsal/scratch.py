@@ -72,8 +72,9 @@ def url_of(pub: Pub, scratch: str) -> str:
         return f"sqlite:///{scratch}"
     _check_schema(scratch)
     parts = urlsplit(pub.config.db_url)
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
-    query.append(("options", f"-c search_path={scratch}"))
+    pairs = parse_qsl(parts.query)
+    options = " ".join([v for k, v in pairs if k == "options"] + [f"-c search_path={scratch}"])
+    query = [(k, v) for k, v in pairs if k != "options"] + [("options", options)]
     return urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
 
 
