@@ -65,7 +65,7 @@ def _expect(copy: Pub, week: str, got: Verdict, state: str) -> str:
 
 def _open(copy: Pub, week: str, now: datetime) -> str:
     _expect(copy, week, v2.open_form(copy, week, now=now), COLLECTING)
-    return f"open ({len(weeks.shifts(copy, week))} shifts)"
+    return f"the form is open, {len(weeks.shifts(copy, week))} shifts"
 
 
 def _extend(copy: Pub, week: str, now: datetime) -> str:
@@ -109,7 +109,7 @@ def _answers(copy: Pub, week: str, now: datetime) -> str:
 
 def _close(copy: Pub, week: str, now: datetime) -> str:
     _expect(copy, week, v2.close(copy, week, now=now), CLOSED)
-    return "closed"
+    return "the form is closed"
 
 
 def _generated(copy: Pub, week: str, got: Verdict) -> str:
@@ -136,7 +136,7 @@ def _regenerate(copy: Pub, week: str, now: datetime) -> str:
 
 def _approve(copy: Pub, week: str, now: datetime) -> str:
     _expect(copy, week, v2.approve(copy, week, now=now), APPROVED)
-    return "approved"
+    return "the roster is approved"
 
 
 def _send(copy: Pub, week: str, now: datetime) -> str:
