@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+import rowstate
 
 from pubsched.engines import legacy
 from pubsched.engines.cutover import REHEARSAL_REQUIRED, flip, rehearsal_needed
@@ -179,6 +180,10 @@ def test_a_step_being_run_refuses_a_second_start(pub: Pub) -> None:
     with pytest.raises(Refused) as busy:
         start(pub, now=moment(pub, WEEK, "opens_at", 60))
     assert busy.value.reason == "REHEARSAL_RUNNING"
+    # a start racing past that check meets the one-unfinished index, and writes nothing
+    with pytest.raises(rowstate.InvariantViolation):
+        records.insert(pub, week=WEEK, scratch="x", now=moment(pub, WEEK, "opens_at", 60),
+                       by=None)
     assert [r["id"] for r in pub.query("SELECT id FROM pub_rehearsals")] == [made.id]
     stop(pub, made.id)
 
