@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-import rowstate
 
+import rowstate
 from pubsched.engines import legacy
 from pubsched.engines.cutover import REHEARSAL_REQUIRED, flip, rehearsal_needed
 from pubsched.engines.flags import v2_enabled
