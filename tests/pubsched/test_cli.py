@@ -484,6 +484,7 @@ def test_autopilot_on_and_off(staffed: Cli) -> None:
     staffed.ok("week", "open", WEEK, "--now", T_OPEN)  # databases' default)
     legacy = staffed("week", "autopilot", WEEK, "on")  # a v2 setting: refused with it off
     assert legacy.code == 3 and "NOT_IN_LEGACY" in one_line(legacy.err)
+    staffed.ok("cutover", "rehearse")  # v2 on over a week: the rehearsal first (#17.7)
     staffed.ok("flag", "v2", "on", "--force")
     assert staffed.show()["autopilot"] is False
     staffed.ok("week", "autopilot", WEEK, "on")

@@ -70,7 +70,7 @@ def test_invite_mails_the_tender_their_two_links(run: Cli, smtp: SmtpTestServer)
     [mail] = smtp.accepted
     assert mail.rcpt_tos == ("ana@pub.example",)
     assert mail.message["To"] == "Ana <ana@pub.example>"
-    assert mail.message["Subject"] == "The pub: your link to the shift form"  # PUBSCHED_PUB_NAME's default
+    assert mail.message["Subject"] == "The pub: your link to the shift form"  # the default name
     form, feed = expected_links(run.url, "ana@pub.example")
     assert form.startswith("http://127.0.0.1:8000/t/") and feed.endswith(".ics")
     text, page = parts(mail.message)

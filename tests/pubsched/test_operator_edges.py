@@ -174,6 +174,8 @@ def test_v2_adopts_a_week_not_yet_adopted_from_its_legacy_status(db_url: str) ->
                        [WEEK])
     finally:
         store.close()
+    ok(db_url, "tender", "add", "Ana", "ana@pub.example")  # someone to rehearse with
+    ok(db_url, "cutover", "rehearse")  # a database with weeks: the rehearsal first (#17.7)
     ok(db_url, "flag", "v2", "on")
     row = run_row(db_url, WEEK)
     assert (row["v2_state"], row["deadline_at"] is not None) == (None, True)

@@ -20,7 +20,7 @@ from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
 from .arguments import instant, week, whole, whole_or_none
-from .commands.cutover import cmd_cutover_check, cmd_flag
+from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.tenders import (
     cmd_tender_activate,
@@ -115,12 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
                 "turn the v2 engine on or off (refused outside the idle gap unless --force)")
     flag.add_argument("name", choices=["v2"], metavar="v2")
     flag.add_argument("value", choices=["on", "off"], metavar="on|off")
-    flag.add_argument("--force", action="store_true", help="flip outside the idle gap")
+    flag.add_argument("--force", action="store_true",
+                      help="flip outside the idle gap (never without a passed rehearsal)")
 
-    cutover = commands.add_parser("cutover", help="the cutover's idle-gap check")
+    cutover = commands.add_parser("cutover", help="the cutover's idle-gap check, its rehearsal")
     checks = cutover.add_subparsers(dest="cutover_command", metavar="ACTION", required=True)
     leaf(checks, "check", cmd_cutover_check,
-         "is this the idle gap (exit 0), or why not (exit 3)")
+         "is this the idle gap (exit 0), or why not (exit 3); has a rehearsal passed")
+    leaf(checks, "rehearse", cmd_cutover_rehearse,
+         "the dress rehearsal: a whole week on v2 on a throwaway copy, mail to the operator")
 
     week_parser = commands.add_parser("week", help="act on one week (WEEK: its Monday)")
     actions = week_parser.add_subparsers(dest="week_command", metavar="ACTION", required=True)

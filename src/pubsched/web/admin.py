@@ -1,5 +1,6 @@
 """The operator's pages under ``/admin`` (behind the gate of :mod:`.security`): the weeks,
-one week with its buttons, the cutover (the tenders' pages are :mod:`.tenders`).
+one week with its buttons (the tenders' pages are :mod:`.tenders`, the cutover's
+:mod:`.cutover`).
 
 Each handler reads or acts through the domain in the thread pool (the domain is
 synchronous) and answers with a page or a redirect carrying a flash: a refusal is a flash
@@ -103,28 +104,3 @@ class AdminPages:
         return self.pages.flash(RedirectResponse(back, status_code=303), kind,
                                 outcome.message or (outcome.reason or ""))
 
-    # -- the cutover ----------------------------------------------------------------------
-
-    async def cutover_page(self, request: Request) -> Response:
-        from ..engines import cutover
-        from ..engines.flags import v2_enabled
-
-        pub = self.site.pub
-
-        def context() -> dict[str, Any]:
-            return {"check": cutover.cutover_check(pub, now=self.site.now()),
-                    "v2": v2_enabled(pub), "mail": pub.config.mail}
-
-        return self.pages.admin_page(request, "cutover.html", await run_in_threadpool(context))
-
-    async def flag(self, request: Request) -> Response:
-        from ..engines import cutover
-
-        form = await request.form()
-        on = text(form, "on") == "1"
-        force = text(form, "force") == "1"
-        back = RedirectResponse(ADMIN_PATH + "/cutover", status_code=303)
-        outcome = await run_in_threadpool(
-            lambda: cutover.flip(self.site.pub, on, force=force, now=self.site.now()))
-        kind = "ok" if outcome.applied else "refused"
-        return self.pages.flash(back, kind, outcome.message or (outcome.reason or ""))

@@ -14,7 +14,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /admin/tenders   POST /admin/tenders/add    the tenders, their links; add one  tenders.py
     GET  /admin/tenders/{id}   POST /admin/tenders/{id}   one tender's details; save them
     POST /admin/tenders/{id}/deactivate|activate|revoke|invite   POST /admin/tenders/invite
-    GET  /admin/cutover   POST /admin/cutover/flag
+    GET  /admin/cutover   POST /admin/cutover/flag                    cutover.py
+    POST /admin/cutover/rehearsal   .../rehearsal/next   .../rehearsal/stop   the wizard
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -51,6 +52,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..pub import Pub
 from .admin import AdminPages
+from .cutover import CutoverPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
@@ -77,6 +79,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     site = Site(pub, settings, clock=clock)
     login, admin, tender = Login(site), AdminPages(site), TenderPages(site)
     people = TenderAdmin(site)
+    cutover = CutoverPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -95,8 +98,11 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/tenders/{tender_id:int}/activate", people.activate, methods=["POST"]),
         Route("/tenders/{tender_id:int}/revoke", people.revoke, methods=["POST"]),
         Route("/tenders/{tender_id:int}/invite", people.invite_one, methods=["POST"]),
-        Route("/cutover", admin.cutover_page, methods=["GET"]),
-        Route("/cutover/flag", admin.flag, methods=["POST"]),
+        Route("/cutover", cutover.page, methods=["GET"]),
+        Route("/cutover/flag", cutover.flag, methods=["POST"]),
+        Route("/cutover/rehearsal", cutover.start, methods=["POST"]),
+        Route("/cutover/rehearsal/next", cutover.next_step, methods=["POST"]),
+        Route("/cutover/rehearsal/stop", cutover.stop, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
