@@ -22,6 +22,7 @@ from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
 from .tenders import Tender, all_tenders
+from .week_shifts import removed_for
 from .weeks import shifts, week_key
 
 
@@ -79,7 +80,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "lease": None if row.get("acting_at") is None else {
             "kind": row.get("acting_kind"), "since": iso(row.get("acting_at"))},
         "shifts": [{"id": s.id, "label": s.label, "starts_at": iso(s.starts_at),
-                    "ends_at": iso(s.ends_at), "slots": s.slots,
+                    "ends_at": iso(s.ends_at), "slots": s.slots, "needs": list(s.needs),
                     "assigned": assigned.get(s.id, [])} for s in week_shifts],
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
@@ -140,6 +141,8 @@ def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
                     "ends_at": s.ends_at} for s in shifts(pub, key)],
         "submitted": None if mine is None else {
             "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"]},
+        # the nights the operator closed that this tender had ticked (their form says so)
+        "removed": removed_for(pub, key, tender.id),
     }
 
 
