@@ -14,6 +14,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /admin/tenders                  each tender's personal links; revoke
     POST /admin/tenders/{id}/revoke
     GET  /admin/cutover   POST /admin/cutover/flag
+    GET  /admin/template                 the pub's week; POST .../add, .../{id}/edit|remove
+    POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -58,6 +60,7 @@ from .proxy import ForwardedClient
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
 from .site import Site
+from .template import TemplatePages
 from .tender import TenderPages
 
 log = logging.getLogger("pubsched.web")
@@ -74,6 +77,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     SIGTERM or Ctrl-C before it re-raises the signal."""
     site = Site(pub, settings, clock=clock)
     login, admin, tender = Login(site), AdminPages(site), TenderPages(site)
+    week_plan = TemplatePages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -87,6 +91,13 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/tenders/{tender_id}/revoke", admin.revoke, methods=["POST"]),
         Route("/cutover", admin.cutover_page, methods=["GET"]),
         Route("/cutover/flag", admin.flag, methods=["POST"]),
+        Route("/template", week_plan.page, methods=["GET"]),
+        Route("/template/add", week_plan.add, methods=["POST"]),
+        Route("/template/{shift_id}/edit", week_plan.edit, methods=["POST"]),
+        Route("/template/{shift_id}/remove", week_plan.remove, methods=["POST"]),
+        Route("/weeks/{week}/shifts/add", week_plan.week_add, methods=["POST"]),
+        Route("/weeks/{week}/shifts/{shift_id}/remove", week_plan.week_remove,
+              methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
