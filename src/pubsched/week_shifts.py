@@ -25,7 +25,7 @@ from typing import Any
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import BadInput, Pub, Verdict, utc
-from .template import check_label, check_needs, check_slots, check_time, span
+from .template import check_label, check_needs, check_slots, check_time, migrated, span
 from .weeks import instant, week_key
 from .weektime import local_to_utc, parse_hh_mm
 
@@ -138,7 +138,10 @@ def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = N
 def removed_for(pub: Pub, week: str, tender_id: int) -> list[dict[str, Any]]:
     """The shifts removed from ``week`` that this tender had ticked, oldest removal first:
     what their form tells them."""
-    rows = pub.query("SELECT label, starts_at, tenders FROM pub_removed_shifts "
-                     "WHERE week_of = %s ORDER BY id", [week])
+    with pub.atomic() as tx:
+        if not migrated(tx, "0042"):  # the legacy schema: nothing was ever removed
+            return []
+        rows = tx.execute("SELECT label, starts_at, tenders FROM pub_removed_shifts "
+                          "WHERE week_of = %s ORDER BY id", [week])
     return [{"label": str(r["label"]), "starts_at": instant(r["starts_at"])}
             for r in rows if tender_id in json.loads(str(r["tenders"]))]

@@ -170,16 +170,18 @@ def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = 
                    [plan.key, at])
     if tx.execute("SELECT id FROM pub_shifts WHERE week_of = %s LIMIT 1", [plan.key]):
         return 0
-    if not plan.new and tx.execute("SELECT id FROM pub_removed_shifts WHERE week_of = %s "
-                                   "LIMIT 1", [plan.key]):
+    if (not plan.new and template.migrated(tx, "0042") and tx.execute(
+            "SELECT id FROM pub_removed_shifts WHERE week_of = %s LIMIT 1", [plan.key])):
         return 0  # every night closed by the operator: not refilled behind their back
     made = _from_template(pub, tx, plan.key, plan.override)
+    needs = template.migrated(tx, "0038")  # the legacy schema has no needs column
     for s in made:
         tx.execute(
-            "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots, needs) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (week_of, starts_at) DO NOTHING",
+            f"INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots"
+            f"{', needs' if needs else ''}) VALUES (%s, %s, %s, %s, %s, %s"
+            f"{', %s' if needs else ''}) ON CONFLICT (week_of, starts_at) DO NOTHING",
             [plan.key, s.night.isoformat(), _label(s, pub), s.starts_at, s.ends_at, s.slots,
-             json.dumps(list(s.needs))])
+             *([json.dumps(list(s.needs))] if needs else [])])
     return len(made)
 
 
@@ -222,8 +224,10 @@ def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
 
 
 def shifts(pub: Pub, week: str) -> list[Shift]:
-    rows = pub.query("SELECT id, week_of, night, label, starts_at, ends_at, slots, needs "
-                     "FROM pub_shifts WHERE week_of = %s ORDER BY starts_at, id", [week])
+    # every column: ``needs`` (0038) is not there on the legacy schema the legacy engine
+    # still runs on
+    rows = pub.query("SELECT * FROM pub_shifts WHERE week_of = %s ORDER BY starts_at, id",
+                     [week])
     return [Shift.of(r) for r in rows]
 
 
