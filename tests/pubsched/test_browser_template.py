@@ -1,0 +1,163 @@
+"""The pub's week in headless Chromium (Playwright, sync) against uvicorn on loopback and a
+SQLite database: the operator manages the template at 1280 px and at 375 px (list, add,
+edit, remove; nothing scrolls sideways on a phone), and the week page's one-off shift form
+and remove buttons. Screenshots go to ``PUBSCHED_SHOTS`` (default /tmp/shots/template).
+
+No browser is a failure, not a skip: this is what a person sees."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from playwright import sync_api
+
+from pubsched import template
+from pubsched.pub import Pub
+from pubsched.view import week_show
+from pubsched.web.app import create_app
+from support.pub_web import NOW, PASSWORD, WEEK, make_pub, web_settings
+
+CHROMIUM = os.environ.get("PUBSCHED_CHROMIUM", "/usr/bin/chromium")
+SHOTS = Path(os.environ.get("PUBSCHED_SHOTS", "/tmp/shots/template"))
+PHONE = {"width": 375, "height": 740}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[tuple[str, Pub]]:
+    pub = make_pub(f"sqlite:///{tmp_path}/browser.db")
+    app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", pub
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+        pub.close()
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def log_in(page: Any, url: str) -> None:
+    page.goto(f"{url}/admin/")
+    page.fill("#password", PASSWORD)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{url}/admin/")
+
+
+def no_sideways_scroll(page: Any) -> None:
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= page.viewport_size["width"], f"the page scrolls sideways ({width} px)"
+
+
+def add_shift(page: Any, label: str, day: str, start: str, end: str, slots: str,
+              needs: str) -> None:
+    page.fill("#add-label", label)
+    page.select_option("#add-day", day)
+    page.fill("#add-start", start)
+    page.fill("#add-end", end)
+    page.fill("#add-slots", slots)
+    page.fill("#add-needs", needs)
+    press(page, page.get_by_role("button", name="Add the shift"))
+
+
+def press(page: Any, target: Any) -> None:
+    """Click a button that posts its form, and wait for the page the post leads to."""
+    with page.expect_navigation():
+        target.click()
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
+                                            viewport: str) -> None:
+    url, pub = site
+    context = (browser.new_context(viewport={"width": 1280, "height": 900})
+               if viewport == "desktop" else
+               browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
+                                   device_scale_factor=2))
+    page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())
+    try:
+        log_in(page, url)
+        page.click("nav >> text=Pub's week")
+        page.wait_for_url(f"{url}/admin/template")
+        assert page.locator("article.tshift h3").all_inner_texts() == [
+            "Thursday night", "Friday night", "Saturday night"]
+        no_sideways_scroll(page)
+        shot(page, f"template-{viewport}")
+
+        add_shift(page, "Sunday lunch", "sun", "12:00", "16:00", "3", "Kitchen bar")
+        assert "added shift 4, Sunday lunch" in page.locator(".flash").inner_text()
+        add_shift(page, "Twin", "thu", "18:00", "23:00", "2", "")  # the server's check
+        assert "has a shift on Thursday at 18:00 already" in page.locator(
+            ".flash").inner_text()
+
+        friday = page.locator("article[data-shift='2']")
+        friday.locator("summary").click()
+        friday.locator("input[name=label]").fill("Big Friday")
+        friday.locator("input[name=slots]").fill("4")
+        friday.locator("input[name=needs]").fill("cellar")
+        no_sideways_scroll(page)
+        shot(page, f"template-edit-{viewport}")
+        press(page, friday.locator("button", has_text="Save"))
+        assert "shift 2 is now Big Friday" in page.locator(".flash").inner_text()
+
+        press(page, page.locator("article[data-shift='3'] >> text=Remove"))
+        assert "removed shift 3" in page.locator(".flash").inner_text()
+        assert page.locator("article.tshift h3").all_inner_texts() == [
+            "Thursday night", "Big Friday", "Sunday lunch"]
+        no_sideways_scroll(page)
+        shot(page, f"template-after-{viewport}")
+        listed = [t.as_json() for t in template.listing(pub)]
+        assert [(t["label"], t["day"], t["slots"], t["needs"]) for t in listed] == [
+            ("Thursday night", "thu", 2, []), ("Big Friday", "fri", 4, ["cellar"]),
+            ("Sunday lunch", "sun", 3, ["kitchen", "bar"])]
+
+        # a new week is made of it; on its page, a one-off shift and a closed night
+        page.goto(f"{url}/admin/")
+        page.fill("#draft-week", WEEK)
+        page.click("text=Create as draft")
+        page.wait_for_url(f"{url}/admin/weeks/{WEEK}")
+        page.fill("#own-label", "Quiz night")
+        page.fill("#own-date", "2026-12-08")
+        page.fill("#own-start", "19:00")
+        page.fill("#own-end", "23:00")
+        press(page, page.get_by_role("button", name="Add a one-off shift"))
+        assert "Quiz night" in page.locator(".flash").inner_text()
+        press(page, page.locator("ul.own-shifts li", has_text="Big Friday").locator("button"))
+        assert "removed shift" in page.locator(".flash").inner_text()
+        no_sideways_scroll(page)
+        shot(page, f"week-own-shifts-{viewport}")
+        assert [s["label"] for s in week_show(pub, WEEK)["shifts"]] == [
+            "Quiz night", "Thursday night", "Sunday lunch"]
+    finally:
+        context.close()
