@@ -19,11 +19,13 @@ import pytest
 import uvicorn
 from playwright import sync_api
 
-from pubsched import template
+from pubsched import template, weeks
+from pubsched.engines import v2
 from pubsched.pub import Pub
+from pubsched.submissions import submit
 from pubsched.view import week_show
 from pubsched.web.app import create_app
-from support.pub_web import NOW, PASSWORD, WEEK, make_pub, web_settings
+from support.pub_web import NOW, PASSWORD, WEEK, make_pub, people, web_settings
 
 CHROMIUM = os.environ.get("PUBSCHED_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(os.environ.get("PUBSCHED_SHOTS", "/tmp/shots/template"))
@@ -153,11 +155,22 @@ def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
         page.fill("#own-end", "23:00")
         press(page, page.get_by_role("button", name="Add a one-off shift"))
         assert "Quiz night" in page.locator(".flash").inner_text()
+        v2.open_form(pub, WEEK, now=NOW)  # Alice ticks Big Friday, then it is closed
+        friday_id = next(s.id for s in weeks.shifts(pub, WEEK) if s.label == "Big Friday")
+        alice = people(pub)["Alice"]
+        assert submit(pub, WEEK, alice.email, [friday_id], now=NOW)
+        page.reload()
         press(page, page.locator("ul.own-shifts li", has_text="Big Friday").locator("button"))
-        assert "removed shift" in page.locator(".flash").inner_text()
+        assert "1 tender(s) had ticked it" in page.locator(".flash").inner_text()
         no_sideways_scroll(page)
         shot(page, f"week-own-shifts-{viewport}")
         assert [s["label"] for s in week_show(pub, WEEK)["shifts"]] == [
             "Quiz night", "Thursday night", "Sunday lunch"]
+        page.goto(url + alice.form(pub))
+        note = page.locator("p.removed").inner_text()
+        assert note == ("The operator removed Big Friday, Fri 11 Dec 18:00 (closed); your "
+                        "other answers are kept.")
+        no_sideways_scroll(page)
+        shot(page, f"tender-removed-{viewport}")
     finally:
         context.close()
