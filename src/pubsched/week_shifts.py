@@ -43,8 +43,13 @@ def _night(raw: object, key: str) -> date:
     monday = date.fromisoformat(key)
     if not monday <= night <= monday + timedelta(days=6):
         raise BadInput(f"{night.isoformat()} is not in the week of {key} "
-                       f"({monday:%a %d %b} to {monday + timedelta(days=6):%a %d %b %Y})")
+                       f"({_day(monday)} to {_day(monday + timedelta(days=6))} {monday:%Y})")
     return night
+
+
+def _day(day: date) -> str:
+    """``Tue 8 Dec``: a day as the pages write it (no leading zero)."""
+    return f"{day:%a} {day.day} {day:%b}"
 
 
 def _refused(refused: Verdict, key: str, what: str) -> Verdict:
@@ -69,7 +74,7 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
     end_day = day + timedelta(days=1) if finishes <= begins else day
     ends_at = local_to_utc(end_day, parse_hh_mm(finishes), tz)
     if ends_at <= starts_at:
-        raise BadInput(f"{name} {span(begins, finishes)} on {day:%a %d %b} has no length in "
+        raise BadInput(f"{name} {span(begins, finishes)} on {_day(day)} has no length in "
                        f"{tz.key} (it falls into the daylight-saving change)")
     what = f"adding {name} to the week of {key}"
     try:
@@ -80,7 +85,7 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
             twin = tx.execute("SELECT id, label FROM pub_shifts WHERE week_of = %s AND "
                               "starts_at = %s", [key, starts_at])
             if twin:
-                raise BadInput(f"the week of {key} has a shift starting {day:%a %d %b} at "
+                raise BadInput(f"the week of {key} has a shift starting {_day(day)} at "
                                f"{begins} already: shift {twin[0]['id']}, {twin[0]['label']}")
             rows = tx.execute(
                 "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots, "
@@ -91,7 +96,7 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
         return Verdict(False, FLAG_CHANGED, message=f"{what} refused: {changed}")
     shift_id = int(rows[0]["id"])
     return Verdict(True, message=(
-        f"added shift {shift_id}, {name} ({day:%a %d %b} {span(begins, finishes)}, {count} "
+        f"added shift {shift_id}, {name} ({_day(day)} {span(begins, finishes)}, {count} "
         f"slot{'s' if count != 1 else ''}), to the week of {key} only"),
         detail={"week_of": key, "id": shift_id})
 
@@ -130,8 +135,8 @@ def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = N
     told = (f"{len(ticked)} tender(s) had ticked it: their other answers are kept and "
             "their form says so" if ticked else "no tender had ticked it")
     return Verdict(True, message=(
-        f"removed shift {shift_id}, {shift['label']} ({starts:%a %d %b %H:%M}), from the "
-        f"week of {key}: {told}"),
+        f"removed shift {shift_id}, {shift['label']} ({_day(starts.date())} {starts:%H:%M}), "
+        f"from the week of {key}: {told}"),
         detail={"week_of": key, "id": shift_id, "tenders": ticked})
 
 

@@ -1,23 +1,17 @@
 """The pub's week in headless Chromium (Playwright, sync) against uvicorn on loopback and a
 SQLite database: the operator manages the template at 1280 px and at 375 px (list, add,
-edit, remove; nothing scrolls sideways on a phone), and the week page's one-off shift form
-and remove buttons. Screenshots go to ``PUBSCHED_SHOTS`` (default /tmp/shots/template).
-
-No browser is a failure, not a skip: this is what a person sees."""
+edit, remove; nothing scrolls sideways on a phone), the week page's one-off shift form and
+remove buttons, and the note a tender then finds on their form. One Chromium per session
+(tests/pubsched/conftest.py's ``browser``, support.browser); screenshots under
+``test-artifacts/screenshots/pubweek-*.png``, to be looked at."""
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from playwright import sync_api
 
 from pubsched import template, weeks
 from pubsched.engines import v2
@@ -25,48 +19,18 @@ from pubsched.pub import Pub
 from pubsched.submissions import submit
 from pubsched.view import week_show
 from pubsched.web.app import create_app
+from support.browser import desktop, fits, phone, served, shot
 from support.pub_web import NOW, PASSWORD, WEEK, make_pub, people, web_settings
-
-CHROMIUM = os.environ.get("PUBSCHED_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(os.environ.get("PUBSCHED_SHOTS", "/tmp/shots/template"))
-PHONE = {"width": 375, "height": 740}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[tuple[str, Pub]]:
     pub = make_pub(f"sqlite:///{tmp_path}/browser.db")
-    app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", pub
+        with served(create_app(pub, web_settings(insecure=True), clock=lambda: NOW)) as url:
+            yield url, pub
     finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
         pub.close()
-
-
-def shot(page: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def log_in(page: Any, url: str) -> None:
@@ -77,7 +41,7 @@ def log_in(page: Any, url: str) -> None:
 
 
 def no_sideways_scroll(page: Any) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
+    width = fits(page)
     assert width <= page.viewport_size["width"], f"the page scrolls sideways ({width} px)"
 
 
@@ -102,12 +66,7 @@ def press(page: Any, target: Any) -> None:
 def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
                                             viewport: str) -> None:
     url, pub = site
-    context = (browser.new_context(viewport={"width": 1280, "height": 900})
-               if viewport == "desktop" else
-               browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
-                                   device_scale_factor=2))
-    page = context.new_page()
-    page.on("dialog", lambda dialog: dialog.accept())
+    page = desktop(browser) if viewport == "desktop" else phone(browser)
     try:
         log_in(page, url)
         page.click("nav >> text=Pub's week")
@@ -115,7 +74,7 @@ def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
         assert page.locator("article.tshift h3").all_inner_texts() == [
             "Thursday night", "Friday night", "Saturday night"]
         no_sideways_scroll(page)
-        shot(page, f"template-{viewport}")
+        shot(page, f"pubweek-template-{viewport}")
 
         add_shift(page, "Sunday lunch", "sun", "12:00", "16:00", "3", "Kitchen bar")
         assert "added shift 4, Sunday lunch" in page.locator(".flash").inner_text()
@@ -129,7 +88,7 @@ def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
         friday.locator("input[name=slots]").fill("4")
         friday.locator("input[name=needs]").fill("cellar")
         no_sideways_scroll(page)
-        shot(page, f"template-edit-{viewport}")
+        shot(page, f"pubweek-template-edit-{viewport}")
         press(page, friday.locator("button", has_text="Save"))
         assert "shift 2 is now Big Friday" in page.locator(".flash").inner_text()
 
@@ -138,7 +97,7 @@ def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
         assert page.locator("article.tshift h3").all_inner_texts() == [
             "Thursday night", "Big Friday", "Sunday lunch"]
         no_sideways_scroll(page)
-        shot(page, f"template-after-{viewport}")
+        shot(page, f"pubweek-template-after-{viewport}")
         listed = [t.as_json() for t in template.listing(pub)]
         assert [(t["label"], t["day"], t["slots"], t["needs"]) for t in listed] == [
             ("Thursday night", "thu", 2, []), ("Big Friday", "fri", 4, ["cellar"]),
@@ -163,7 +122,7 @@ def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
         press(page, page.locator("ul.own-shifts li", has_text="Big Friday").locator("button"))
         assert "1 tender(s) had ticked it" in page.locator(".flash").inner_text()
         no_sideways_scroll(page)
-        shot(page, f"week-own-shifts-{viewport}")
+        shot(page, f"pubweek-week-own-shifts-{viewport}")
         assert [s["label"] for s in week_show(pub, WEEK)["shifts"]] == [
             "Quiz night", "Thursday night", "Sunday lunch"]
         page.goto(url + alice.form(pub))
@@ -171,6 +130,6 @@ def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
         assert note == ("The operator removed Big Friday, Fri 11 Dec 18:00 (closed); your "
                         "other answers are kept.")
         no_sideways_scroll(page)
-        shot(page, f"tender-removed-{viewport}")
+        shot(page, f"pubweek-tender-removed-{viewport}")
     finally:
-        context.close()
+        page.context.close()
