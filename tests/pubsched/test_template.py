@@ -60,6 +60,9 @@ def test_a_new_database_starts_with_the_three_shifts_fixed_in_code(run: Cli) -> 
     assert [s["label"] for s in shown] == ["Thursday night", "Friday night", "Saturday night"]
     assert [s["needs"] for s in shown] == [[], [], []]
     assert [hours(s) for s in shown] == [8, 8, 8]
+    assert [s["when"] for s in shown] == ["Thu 10 Dec 18:00-02:00", "Fri 11 Dec 18:00-02:00",
+                                          "Sat 12 Dec 18:00-02:00"]
+    assert "Thu 10 Dec 18:00-02:00" in run.ok("week", "show", WEEK).out  # the roster table
 
 
 def test_shift_add_lists_in_week_order_with_its_skills(run: Cli) -> None:
