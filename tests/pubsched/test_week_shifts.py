@@ -164,6 +164,17 @@ def test_an_unknown_week_or_another_weeks_shift_is_bad_input(run: Cli) -> None:
     assert snapshot(run.url) == before
 
 
+def test_a_one_off_shift_lost_in_the_spring_gap_is_bad_input(run: Cli) -> None:
+    """02:30 on Sun 8 Mar 2026 does not exist in New York (it is 03:30 EDT), so 02:30-03:15
+    would end before it starts: refused, never given no length."""
+    run.ok("week", "create", "2026-03-02")
+    before = snapshot(run.url)
+    ran = run("week", "shift", "add", "2026-03-02", "Gap", "--date", "2026-03-08",
+              "--start", "02:30", "--end", "03:15")
+    assert ran.code == 2 and "daylight-saving" in ran.err, ran
+    assert snapshot(run.url) == before
+
+
 # -- the web ---------------------------------------------------------------------------------
 
 
