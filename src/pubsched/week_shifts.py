@@ -54,10 +54,14 @@ def _day(day: date) -> str:
 
 def _refused(refused: Verdict, key: str, what: str) -> Verdict:
     state = refused.detail.get("state")
-    return Verdict(False, refused.reason, message=(
-        f"{what} refused: the week of {key} is {state or 'busy'}; its shifts change only "
-        f"before the roster is made (reopen it first: `pubsched week reopen {key}`)"),
-        detail=dict(refused.detail))
+    if refused.reason == "LEASE_HELD":  # a close or a generate is running on the week now
+        why = (f"the week of {key} is busy (its form closing or its roster being made "
+               "right now); look again in a moment")
+    else:
+        why = (f"the week of {key} is {state or 'busy'}; its shifts change only before the "
+               f"roster is made (reopen it first: `pubsched week reopen {key}`)")
+    return Verdict(False, refused.reason, message=f"{what} refused: {why}",
+                   detail=dict(refused.detail))
 
 
 def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str, *,

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import tenders, weeks
+from pubsched import tenders, week_shifts, weeks
 from pubsched.engines import v2
-from pubsched.pub import Pub
+from pubsched.pub import Pub, Verdict
 from pubsched.view import tender_form, week_show
 from pubsched.web.app import create_app
 from support.pub_cli import Cli, snapshot
@@ -173,6 +175,54 @@ def test_a_one_off_shift_lost_in_the_spring_gap_is_bad_input(run: Cli) -> None:
               "--start", "02:30", "--end", "03:15")
     assert ran.code == 2 and "daylight-saving" in ran.err, ran
     assert snapshot(run.url) == before
+
+
+# -- racing a generate (PostgreSQL: two connections really at once) -------------------------
+
+
+def test_an_added_shift_lands_wholly_before_a_racing_generate_or_is_refused(
+        pg_db_url: str) -> None:
+    """The edit holds the week (no live lease, one of the states) for its unit: a generate
+    that claims first makes the add refused; an add that holds first makes the generate's
+    claim wait, and the roster it makes then counts the new shift's 3 slots. Never an add
+    applied that the roster did not see."""
+    pubs = [make_pub(pg_db_url), make_pub(pg_db_url)]
+    try:
+        for n in range(6):
+            week = (date(2026, 12, 7) + timedelta(weeks=n)).isoformat()
+            at = datetime(2026, 11, 1, tzinfo=UTC) + timedelta(weeks=n)
+            assert v2.open_form(pubs[0], week, now=at) and v2.close(pubs[0], week, now=at)
+            out = race(
+                generate=lambda: v2.generate(pubs[0], week, now=at),  # noqa: B023 (joined)
+                add=lambda: week_shifts.add_shift(pubs[1], week, "Late", week, "20:00",  # noqa: B023
+                                                  "23:00", slots=3))
+            assert out["generate"].applied
+            pair = (out["add"].applied, int(out["generate"].detail["unfilled"]))
+            assert pair in {(True, 9), (False, 6)}, (out["add"], out["generate"])
+            if not out["add"].applied:
+                assert out["add"].reason in ("LEASE_HELD", "STATE_MISMATCH")
+            assert len(weeks.shifts(pubs[0], week)) == (4 if out["add"].applied else 3)
+    finally:
+        for pub in pubs:
+            pub.close()
+
+
+def race(**calls: Callable[[], Verdict]) -> dict[str, Verdict]:
+    """Each call in a thread of its own, released together; their verdicts by name."""
+    barrier = threading.Barrier(len(calls))
+    out: dict[str, Verdict] = {}
+
+    def one(name: str, call: Callable[[], Verdict]) -> None:
+        barrier.wait()
+        out[name] = call()
+
+    threads = [threading.Thread(target=one, args=item) for item in calls.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert set(out) == set(calls), "a racer did not finish"
+    return out
 
 
 # -- the web ---------------------------------------------------------------------------------
