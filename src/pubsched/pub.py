@@ -23,13 +23,7 @@ from .db.urls import DEFAULT_URL, configured_url
 from .machine import RUNS
 from .mail.mailer import Mailer, mailer_for
 from .mail.settings import MailSettings, load_mail_settings
-from .weektime import (
-    DEFAULT_SETTINGS,
-    DEFAULT_TEMPLATE,
-    RunSettings,
-    ShiftTemplate,
-    zone_from_env,
-)
+from .weektime import DEFAULT_SETTINGS, RunSettings, zone_from_env
 
 
 class PubError(Exception):
@@ -58,11 +52,12 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Config:
-    """The pub's settings, read once (``from_env``) and then passed around."""
+    """The pub's settings, read once (``from_env``) and then passed around. The pub's
+    weekly shifts are not a setting: they are data, the ``pub_shift_template`` table
+    (:mod:`pubsched.template`), so every instance reads the same week."""
 
     db_url: str = DEFAULT_URL
     tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("America/New_York"))
-    template: tuple[ShiftTemplate, ...] = DEFAULT_TEMPLATE
     times: RunSettings = DEFAULT_SETTINGS
     mail: MailSettings = field(default_factory=lambda: load_mail_settings({}))
     secret: str = "pubsched-dev-secret"

@@ -24,7 +24,8 @@ from .shiftcal import feed_calendar
 from .submissions import of_week
 from .tender_page import form_shifts, upcoming
 from .tenders import Tender, all_tenders
-from .weeks import shifts, week_key
+from .week_shifts import removed_for
+from .weeks import Shift, instant, shifts, week_key
 
 
 def iso(value: Any) -> str | None:
@@ -43,6 +44,14 @@ def iso(value: Any) -> str | None:
     moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
     spec = "seconds" if moment.microsecond == 0 else "milliseconds"
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
+
+
+def when(pub: Pub, shift: Shift) -> str:
+    """``Thu 10 Dec 18:00-02:00``: a shift's time in the pub's zone (its label is its name,
+    such as "Thursday night", since the template has labels)."""
+    start = instant(shift.starts_at).astimezone(pub.config.tz)
+    end = instant(shift.ends_at).astimezone(pub.config.tz)
+    return f"{start:%a} {start.day} {start:%b %H:%M}-{end:%H:%M}"
 
 
 def state_of(pub: Pub, row: dict[str, Any], engine: Engine | None = None) -> str:
@@ -80,8 +89,9 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "autopilot": bool(row.get("autopilot")),
         "lease": None if row.get("acting_at") is None else {
             "kind": row.get("acting_kind"), "since": iso(row.get("acting_at"))},
-        "shifts": [{"id": s.id, "label": s.label, "starts_at": iso(s.starts_at),
-                    "ends_at": iso(s.ends_at), "slots": s.slots,
+        "shifts": [{"id": s.id, "label": s.label, "when": when(pub, s),
+                    "starts_at": iso(s.starts_at), "ends_at": iso(s.ends_at),
+                    "slots": s.slots, "needs": list(s.needs),
                     "assigned": assigned.get(s.id, [])} for s in week_shifts],
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
@@ -148,6 +158,8 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
         "zone": zone_words(pub.config.tz, [s.starts_at for s in shifts(pub, key)] or [at]),
         "submitted": None if mine is None else {
             "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"]},
+        # the nights the operator closed that this tender had ticked (their form says so)
+        "removed": removed_for(pub, key, tender.id),
     }
 
 

@@ -1,5 +1,8 @@
 """Weeks: one run row per week (created through the engine's door, the seed's
-``ensureRow``) and the week's shifts, made from the template in the pub's local time.
+``ensureRow``) and the week's shifts, made from the pub's own template (the
+``pub_shift_template`` table, :mod:`pubsched.template`) in the pub's local time, read in
+the unit of work that writes them. A week's shifts are then its own rows: a later template
+change does not touch them.
 
 A week is named by its Monday (``week_of``, an ISO date); anything else is
 :class:`~pubsched.pub.BadInput` with nothing written. The run's times (opens-at,
@@ -11,9 +14,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
+from . import template
 from .pub import BadInput, Pub, Verdict, utc
 from .weektime import (
     BadSettings,
@@ -44,11 +48,40 @@ class Shift:
     starts_at: datetime
     ends_at: datetime
     slots: int
+    needs: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Shift:
         return cls(int(row["id"]), str(row["week_of"]), str(row["night"]), str(row["label"]),
-                   row["starts_at"], row["ends_at"], int(row["slots"]))
+                   row["starts_at"], row["ends_at"], int(row["slots"]),
+                   template.needs_of(row.get("needs")))
+
+
+def instant(raw: Any) -> datetime:
+    """A stored instant (PostgreSQL: a datetime; SQLite: its canonical UTC text), aware."""
+    value = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _first_start(pub: Pub, week: str, override: Any) -> datetime | None:
+    """When the week's first shift starts: its own shifts once it has them (a one-off or a
+    removed night counts), else what the template would give it."""
+    rows = pub.query("SELECT starts_at FROM pub_shifts WHERE week_of = %s "
+                     "ORDER BY starts_at LIMIT 1", [week])
+    if rows:
+        return instant(rows[0]["starts_at"])
+    with pub.atomic() as tx:
+        made = _from_template(pub, tx, week, override)
+    return made[0].starts_at if made else None
+
+
+def _from_template(pub: Pub, tx: Any, week: str, override: Any) -> tuple[WeekShift, ...]:
+    """The week's shifts from the template as ``tx`` reads it (or, for a week made by
+    older code with one, the override's ``"shifts"``), or :class:`BadInput`."""
+    try:
+        return shifts_for_week(week, pub.config.tz, template.weekly(tx), override)
+    except BadSettings as exc:
+        raise BadInput(str(exc)) from None
 
 
 def times_of(pub: Pub, week: str, override: Any = None) -> RunTimes:
@@ -57,57 +90,69 @@ def times_of(pub: Pub, week: str, override: Any = None) -> RunTimes:
     starts: past it the survey would ask for shifts already being worked."""
     try:
         times = run_times(week, pub.config.tz, pub.config.times, override)
-        if "deadline_at" in parse_override(override):
-            first = shifts_for_week(week, pub.config.tz, pub.config.template, override)
-            if first and times.deadline_at >= first[0].starts_at:
-                tz = pub.config.tz
-                raise BadInput(
-                    f"the deadline {times.deadline_at.astimezone(tz):%a %d %b %Y %H:%M} "
-                    f"comes after the week's first shift starts "
-                    f"({first[0].starts_at.astimezone(tz):%a %d %b %Y %H:%M}, {tz.key})")
     except BadSettings as exc:
         raise BadInput(str(exc)) from None
+    if "deadline_at" in _override(override):
+        first = _first_start(pub, week, override)
+        if first is not None and times.deadline_at >= first:
+            tz = pub.config.tz
+            raise BadInput(
+                f"the deadline {times.deadline_at.astimezone(tz):%a %d %b %Y %H:%M} "
+                f"comes after the week's first shift starts "
+                f"({first.astimezone(tz):%a %d %b %Y %H:%M}, {tz.key})")
     return times
 
 
-def _label(starts_at: datetime, ends_at: datetime, pub: Pub) -> str:
-    start = starts_at.astimezone(pub.config.tz)
-    end = ends_at.astimezone(pub.config.tz)
+def _override(override: Any) -> Any:
+    try:
+        return parse_override(override)
+    except BadSettings as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _label(s: WeekShift, pub: Pub) -> str:
+    """The template's label; a shift from an old week's override has none: its times."""
+    if s.label:
+        return s.label
+    start = s.starts_at.astimezone(pub.config.tz)
+    end = s.ends_at.astimezone(pub.config.tz)
     return f"{start:%a %d %b} {start:%H:%M}-{end:%H:%M}"
 
 
 @dataclass(frozen=True)
 class WeekPlan:
     """What a week's creation writes, computed (and checked) before anything is written:
-    whether the run row is new, its times, and the shifts the week should have."""
+    whether the run row is new, its times, its override, and the shifts the template gives
+    it now (what :func:`write_week` writes is re-read in its own unit: see there)."""
 
     key: str
     new: bool
     times: RunTimes
     shifts: tuple[WeekShift, ...]
+    override: Any = None
 
 
 def plan_week(pub: Pub, week: str | date) -> WeekPlan:
-    """The week's run times and shifts, from the settings and the week's override (or
-    :class:`BadInput`): nothing written, so a bad week fails before its first write. Reads
-    only the legacy schema's columns (0033's override), so the legacy engine can use it on
-    a database that has not had 0035."""
+    """The week's run times and shifts, from the settings, the pub's template and the
+    week's override (or :class:`BadInput`): nothing written, so a bad week fails before its
+    first write. Called inside the caller's unit it reads in that unit. Reads only the
+    legacy schema's columns (0033's override) of the run, so the legacy engine can use it."""
     key = week_key(week)
     rows = pub.query("SELECT settings_override FROM pub_schedule_runs WHERE week_of = %s",
                      [key])
     override = rows[0]["settings_override"] if rows else None
     times = times_of(pub, key, override)
-    try:
-        made = shifts_for_week(key, pub.config.tz, pub.config.template, override)
-    except BadSettings as exc:
-        raise BadInput(str(exc)) from None
-    return WeekPlan(key, not rows, times, made)
+    with pub.atomic() as tx:
+        made = _from_template(pub, tx, key, override)
+    return WeekPlan(key, not rows, times, made, override)
 
 
-def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = True) -> None:
-    """Inside the caller's unit ``tx``: the run row (if new) and every shift of the plan
-    the week lacks. The row and its shifts commit together, so a crash cannot leave a week
-    without shifts; and a week left so by older code gets them here.
+def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = True) -> int:
+    """Inside the caller's unit ``tx``: the run row (if new) and, for a week with no shifts
+    yet, the template's, read again in ``tx`` (so a template edit racing the creation
+    lands wholly before or after it); the number of shifts written. The row and its
+    shifts commit together, so a crash cannot leave a week without shifts; and a week left
+    so by older code gets them here (never one whose nights the operator removed).
 
     ``door``: created through the engine's door (``ensureRow``: ``v2_state`` DRAFT, its
     due times and a birth event), as the v2 engine creates its weeks. The legacy engine
@@ -124,13 +169,20 @@ def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = 
                    "VALUES (%s, 'pending', %s) ON CONFLICT (week_of) DO NOTHING",
                    [plan.key, at])
     if tx.execute("SELECT id FROM pub_shifts WHERE week_of = %s LIMIT 1", [plan.key]):
-        return
-    for s in plan.shifts:
+        return 0
+    if (not plan.new and template.migrated(tx, "0042") and tx.execute(
+            "SELECT id FROM pub_removed_shifts WHERE week_of = %s LIMIT 1", [plan.key])):
+        return 0  # every night closed by the operator: not refilled behind their back
+    made = _from_template(pub, tx, plan.key, plan.override)
+    needs = template.migrated(tx, "0038")  # the legacy schema has no needs column
+    for s in made:
         tx.execute(
-            "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (week_of, starts_at) DO NOTHING",
-            [plan.key, s.night.isoformat(), _label(s.starts_at, s.ends_at, pub),
-             s.starts_at, s.ends_at, s.slots])
+            f"INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots"
+            f"{', needs' if needs else ''}) VALUES (%s, %s, %s, %s, %s, %s"
+            f"{', %s' if needs else ''}) ON CONFLICT (week_of, starts_at) DO NOTHING",
+            [plan.key, s.night.isoformat(), _label(s, pub), s.starts_at, s.ends_at, s.slots,
+             *([json.dumps(list(s.needs))] if needs else [])])
+    return len(made)
 
 
 def ensure_week(pub: Pub, week: str | date, *, now: datetime | None = None) -> dict[str, Any]:
@@ -147,11 +199,12 @@ def ensure_week(pub: Pub, week: str | date, *, now: datetime | None = None) -> d
 
 def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
                 door: bool = True) -> Verdict:
-    """``pubsched week create``: the week's row and its shifts in one unit, the form not
-    opened, so autopilot's first step (the tick opening the form at its time) has a DRAFT
-    week to take. A week that exists is refused (WEEK_EXISTS) and left as it is: creating
-    is not a way to repair or reset one. ``door`` as in :func:`write_week` (the v2 engine
-    creates through the door; the legacy engine writes a plain pending row)."""
+    """``pubsched week create``: the week's row and its shifts (the pub's template as it
+    is now) in one unit, the form not opened, so autopilot's first step (the tick opening
+    the form at its time) has a DRAFT week to take. A week that exists is refused
+    (WEEK_EXISTS) and left as it is: creating is not a way to repair or reset one.
+    ``door`` as in :func:`write_week` (the v2 engine creates through the door; the legacy
+    engine writes a plain pending row)."""
     at = utc(now)
     plan = plan_week(pub, week)  # BadInput (not a Monday, a bad template) before any write
     tz = pub.config.tz
@@ -161,18 +214,20 @@ def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
         return Verdict(False, "WEEK_EXISTS", message=(
             f"{name} exists already: nothing changed (see `pubsched week show {plan.key}`)"))
     with pub.atomic() as tx:
-        write_week(pub, tx, plan, at, door=door)
+        count = write_week(pub, tx, plan, at, door=door)
     opens = plan.times.opens_at.astimezone(tz)
     return Verdict(True, message=(
-        f"created {name} as a draft: {len(plan.shifts)} shifts, the form not open yet "
+        f"created {name} as a draft: {count} shifts, the form not open yet "
         f"(open it with `pubsched week open {plan.key}`, or autopilot opens it "
         f"{opens:%a %d %b %H:%M} {tz.key})"),
-        detail={"week_of": plan.key, "state": "DRAFT", "shifts": len(plan.shifts)})
+        detail={"week_of": plan.key, "state": "DRAFT", "shifts": count})
 
 
 def shifts(pub: Pub, week: str) -> list[Shift]:
-    rows = pub.query("SELECT id, week_of, night, label, starts_at, ends_at, slots "
-                     "FROM pub_shifts WHERE week_of = %s ORDER BY starts_at, id", [week])
+    # every column: ``needs`` (0038) is not there on the legacy schema the legacy engine
+    # still runs on
+    rows = pub.query("SELECT * FROM pub_shifts WHERE week_of = %s ORDER BY starts_at, id",
+                     [week])
     return [Shift.of(r) for r in rows]
 
 

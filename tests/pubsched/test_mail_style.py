@@ -182,8 +182,9 @@ def test_a_label_is_shown_beside_the_times_only_when_it_says_more() -> None:
     assert shift_text("Thu 10 Dec 18:00-02:00", start, end, TZ) == "Thu 10 Dec, 18:00 - 02:00"
     assert own_label("Thursday 10 December, 18:00 - 02:00", start, end, TZ) is None
     assert shift_text("Late bar", start, end, TZ) == "Thu 10 Dec, 18:00 - 02:00 (Late bar)"
-    assert shift_text("Thursday night", start, end, TZ) == (
-        "Thu 10 Dec, 18:00 - 02:00 (Thursday night)")
+    assert shift_text("Thursday night", start, end, TZ) == "Thu 10 Dec, 18:00 - 02:00"
+    assert shift_text("Monday night", start, end, TZ) == (  # on a Thursday: it says more
+        "Thu 10 Dec, 18:00 - 02:00 (Monday night)")
     long = shift_text("Festival", start, end + timedelta(days=1), TZ)
     assert long == "Thu 10 Dec, 18:00 - Sat 12 Dec 02:00 (Festival)"  # a day or more: named
     assert zone_words(TZ, [start]) == "New York time (EST)"

@@ -27,7 +27,7 @@ from pubsched import db as pubdb
 from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
-ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039"]
+ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0042"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -150,6 +150,11 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "start_time": ("TEXT", True), "end_time": ("TEXT", True), "slots": ("INTEGER", True),
         "needs": ("TEXT", True), "created_at": ("TIME", True),
     },
+    "pub_removed_shifts": {  # 0042
+        "id": ("ID64", True), "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
+        "label": ("TEXT", True), "starts_at": ("TIME", True), "ends_at": ("TIME", True),
+        "tenders": ("TEXT", True), "removed_at": ("TIME", True),
+    },
     "pub_availability": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),
         "max_shifts": ("INTEGER", False), "submitted_at": ("TIME", True),
@@ -205,6 +210,9 @@ EXPECTED_INDEXES = {
     "idx_pub_mail_log_week": "ON pub_mail_log (week_of, id)",
     "idx_pub_rehearsals_running": "CREATE UNIQUE INDEX idx_pub_rehearsals_running ON "
                                   "pub_rehearsals",  # 0039
+    "idx_pub_removed_shifts_week": "ON pub_removed_shifts (week_of, id)",  # 0042
+    "idx_pub_shift_template_start": "CREATE UNIQUE INDEX idx_pub_shift_template_start ON "
+                                    "pub_shift_template (weekday, start_time)",
 }
 
 

@@ -239,12 +239,18 @@ def test_template_from_json_and_the_override_shifts() -> None:
         [{"day": "fri", "start": "24:00", "end": "02:00"}],
         [{"day": "fri", "start": "18:00", "end": "02:00", "slots": -1}],
         [{"day": "fri", "start": "18:00", "end": "02:00", "colour": "red"}],
-        [{"day": "fri", "start": "18:00", "end": "18:00"}],
     ],
 )
 def test_bad_templates_are_refused(items: object) -> None:
     with pytest.raises(BadSettings):
         template_from_json(items)
+
+
+def test_an_end_at_the_start_is_the_next_day() -> None:
+    """Issue 18's rule: an end at or before the start ends the next day (24 h at the start)."""
+    whole_day = template_from_json([{"day": "fri", "start": "18:00", "end": "18:00"}])
+    (shift,) = shifts_for_week("2026-11-30", NY, whole_day)
+    assert shift.ends_at - shift.starts_at == timedelta(hours=24)
 
 
 def test_two_templates_at_the_same_start_are_refused() -> None:

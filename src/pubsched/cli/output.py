@@ -47,11 +47,11 @@ def roster_table(shown: Mapping[str, Any]) -> Any:
     """The week's shifts with who works them and the slots left empty."""
     from rich.table import Table
 
-    table = Table("id", "shift", "slots", "assigned", box=None)
+    table = Table("id", "shift", "when", "slots", "assigned", box=None)
     for s in shown["shifts"]:
         names = list(s["assigned"])
         empty = max(0, int(s["slots"]) - len(names))
-        table.add_row(str(s["id"]), s["label"], str(s["slots"]),
+        table.add_row(str(s["id"]), s["label"], s.get("when", ""), str(s["slots"]),
                       ", ".join(names + ["(unfilled)"] * empty) if names or empty else "")
     return table
 

@@ -22,6 +22,7 @@ from ..tenders import KEEP
 from .arguments import instant, week, whole, whole_or_none
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
+from .commands.shifts import add_shift_commands
 from .commands.tenders import (
     cmd_tender_activate,
     cmd_tender_add,
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = leaf(actions, "show", cmd_week_show, "the week: state, shifts, submissions, ...")
     show.add_argument("week", metavar="WEEK", type=week)
     json_flag(show)
+    add_shift_commands(commands, actions, common)  # shift ...; week shift add|remove
 
     json_flag(leaf(commands, "weeks", cmd_weeks, "every week with its state"))
 

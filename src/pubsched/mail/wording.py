@@ -47,19 +47,25 @@ def shift_when(starts_at: datetime, ends_at: datetime, tz: ZoneInfo | str) -> st
     return f"{start:%a} {start.day} {start:%b}, {start:%H:%M} - {end_text}"
 
 
+# what a label adds nothing with beside its day's name ("Thursday night" on a Thursday)
+_PARTS_OF_DAY = frozenset({"night", "evening", "morning", "afternoon", "day", "shift"})
+
+
 def own_label(label: str, starts_at: datetime, ends_at: datetime,
               tz: ZoneInfo | str) -> str | None:
     """The stored label when it says more than the shift's times, else None.
 
     A label is "just the time" when nothing is left of it once the words of its own times
-    are taken out (its days' and months' names, day numbers, clock times, and the
-    punctuation between them): ``Thu 10 Dec 18:00-02:00`` is, ``Friday night`` is not."""
+    are taken out (its days' and months' names, day numbers, clock times, the punctuation
+    between them, and the words for a part of the day): ``Thu 10 Dec 18:00-02:00`` and a
+    Thursday's ``Thursday night`` are, ``Big Friday`` or ``Cellar`` are not."""
     start, end = starts_at.astimezone(zone(tz)), ends_at.astimezone(zone(tz))
     words: set[str] = set()
     for local in (start, end):
         words |= {f"{local:%a}", f"{local:%A}", f"{local:%b}", f"{local:%B}",
                   str(local.day), f"{local:%d}", f"{local:%H:%M}", f"{local:%H}", f"{local:%M}",
                   f"{local:%Z}", str(local.year)}
+    words |= _PARTS_OF_DAY
     rest = [w for w in _FILLER.split(label) if w and w.lower() not in
             {x.lower() for x in words}]
     return label.strip() if rest else None

@@ -9,6 +9,7 @@ of kind "refused" with the engine's reason, a bad input one with the message.
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -19,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 
 from .. import tenders, view
 from ..pub import BadInput
+from ..week_shifts import BEFORE_ROSTER
 from .buttons import Buttons, diagram, drawn, fingerprint
 from .forms import text, week_of
 from .pages import ADMIN_PATH
@@ -54,6 +56,7 @@ class AdminPages:
         # then shows is that row or newer, so a click never acts on a state it did not see
         row = pub.runs.get(week_of(week)) or {}
         shown = view.week_show(pub, week)
+        monday = date.fromisoformat(shown["week_of"])
         buttons = drawn(view.legal_edges(pub, shown["week_of"]))
         people = sorted({email for s in shown["shifts"] for email in s["assigned"]})
         by_email = {t.email: t for t in tenders.all_tenders(pub)}
@@ -66,6 +69,9 @@ class AdminPages:
             "names": {e: by_email[e].name if e in by_email else e for e in people},
             "submitted": {s["email"] for s in shown["submissions"]},
             "shift_labels": {s["id"]: s["label"] for s in shown["shifts"]},
+            # the week's own shifts change only before its roster (week_shifts.py)
+            "edit_shifts": shown["state"] in BEFORE_ROSTER,
+            "days": [(monday + timedelta(days=n)).isoformat() for n in range(7)],
         }
 
     async def act(self, request: Request) -> Response:

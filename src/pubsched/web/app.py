@@ -16,6 +16,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/tenders/{id}/deactivate|activate|revoke|invite   POST /admin/tenders/invite
     GET  /admin/cutover   POST /admin/cutover/flag                    cutover.py
     POST /admin/cutover/rehearsal   .../rehearsal/next   .../rehearsal/stop   the wizard
+    GET  /admin/template                 the pub's week; POST .../add, .../{id}/edit|remove
+    POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -61,6 +63,7 @@ from .proxy import ForwardedClient
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
 from .site import Site
+from .template import TemplatePages
 from .tender import TenderPages
 from .tenders import TenderAdmin
 
@@ -80,6 +83,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     login, admin, tender = Login(site), AdminPages(site), TenderPages(site)
     people = TenderAdmin(site)
     cutover = CutoverPages(site)
+    week_plan = TemplatePages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -103,6 +107,13 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/cutover/rehearsal", cutover.start, methods=["POST"]),
         Route("/cutover/rehearsal/next", cutover.next_step, methods=["POST"]),
         Route("/cutover/rehearsal/stop", cutover.stop, methods=["POST"]),
+        Route("/template", week_plan.page, methods=["GET"]),
+        Route("/template/add", week_plan.add, methods=["POST"]),
+        Route("/template/{shift_id}/edit", week_plan.edit, methods=["POST"]),
+        Route("/template/{shift_id}/remove", week_plan.remove, methods=["POST"]),
+        Route("/weeks/{week}/shifts/add", week_plan.week_add, methods=["POST"]),
+        Route("/weeks/{week}/shifts/{shift_id}/remove", week_plan.week_remove,
+              methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:

@@ -42,7 +42,9 @@ Shifts
 A `ShiftTemplate` is a weekday, a local start and end, and a number of slots; an end at or
 before the start is on the next day (the shift crosses midnight) and belongs to the night
 it starts (`WeekShift.night`, what the picker's one-shift-a-night rule counts). The
-default, `DEFAULT_TEMPLATE`, is Thu, Fri and Sat 18:00-02:00 with 2 slots each.
+default, `DEFAULT_TEMPLATE`, is Thu, Fri and Sat 18:00-02:00 with 2 slots each: what
+migration 0038 seeds into the pub's own template (the app reads that table,
+:mod:`pubsched.template`, never this constant).
 
 The run's times, and their defaults
 ===================================
@@ -87,6 +89,7 @@ from .days import (
     as_utc,
     in_range,
     local_to_utc,
+    parse_hh_mm,
     parse_override,
     week_containing,
     week_of,
@@ -123,6 +126,7 @@ __all__ = [
     "as_utc",
     "in_range",
     "local_to_utc",
+    "parse_hh_mm",
     "parse_override",
     "run_times",
     "shifts_for_week",

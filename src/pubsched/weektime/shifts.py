@@ -25,12 +25,16 @@ from .days import (
 @dataclass(frozen=True)
 class ShiftTemplate:
     """A weekly shift: ``weekday`` 0 = Monday; an ``end`` at or before ``start`` is on
-    the next day."""
+    the next day (at the start: a 24-hour shift). ``label`` and ``needs`` (the skills it
+    needs) ride along to the week's shift; the pub's own template is the database's
+    ``pub_shift_template`` (:mod:`pubsched.template`), read into these."""
 
     weekday: int
     start: time
     end: time
     slots: int = 2
+    label: str = ""
+    needs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.weekday, bool) or self.weekday not in range(7):
@@ -39,19 +43,21 @@ class ShiftTemplate:
             value = getattr(self, name)
             if not isinstance(value, time) or value.tzinfo is not None:
                 raise BadSettings(f"shift {name} must be a naive local time, got {value!r}")
-        if self.start == self.end:
-            raise BadSettings(f"shift starts and ends at {self.start}: length unclear")
         if isinstance(self.slots, bool) or not isinstance(self.slots, int) or self.slots < 0:
             raise BadSettings(f"slots must be a non-negative integer, got {self.slots!r}")
 
     @property
     def crosses_midnight(self) -> bool:
-        return self.end < self.start
+        return self.end <= self.start
 
 
 DEFAULT_TEMPLATE: tuple[ShiftTemplate, ...] = tuple(
-    ShiftTemplate(weekday, time(18), time(2), 2) for weekday in (3, 4, 5)
+    ShiftTemplate(weekday, time(18), time(2), 2, label=f"{name} night")
+    for weekday, name in ((3, "Thursday"), (4, "Friday"), (5, "Saturday"))
 )
+"""What migration 0038 seeds into ``pub_shift_template``, kept here for the pure functions'
+callers (tests, a rehearsal): the app never reads it, it reads the table, and
+``tests/pubsched/test_template.py`` keeps the two equal on a fresh database."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ class WeekShift:
     starts_at: datetime
     ends_at: datetime
     slots: int
+    label: str = ""
+    needs: tuple[str, ...] = ()
 
 
 def template_from_json(items: object) -> tuple[ShiftTemplate, ...]:
@@ -118,7 +126,7 @@ def shifts_for_week(
         key = f"{night.isoformat()}T{item.start:%H:%M}"
         if key in shifts:
             raise BadSettings(f"two shift templates start at {key}")
-        end_day = night + timedelta(days=1) if item.end < item.start else night
+        end_day = night + timedelta(days=1) if item.crosses_midnight else night
         starts_at = local_to_utc(night, item.start, pub_zone)
         ends_at = local_to_utc(end_day, item.end, pub_zone)
         if ends_at <= starts_at:
@@ -126,5 +134,6 @@ def shifts_for_week(
                 f"shift {key}-{item.end:%H:%M} has no length in {pub_zone.key} "
                 "(its start and end fall into a daylight-saving gap)"
             )
-        shifts[key] = WeekShift(key, night, starts_at, ends_at, item.slots)
+        shifts[key] = WeekShift(key, night, starts_at, ends_at, item.slots, item.label,
+                                item.needs)
     return tuple(sorted(shifts.values(), key=lambda s: (s.starts_at, s.key)))
