@@ -27,7 +27,7 @@ from pubsched import db as pubdb
 from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
-ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038"]
+ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0040"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -149,6 +149,11 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "id": ("ID64", True), "label": ("TEXT", True), "weekday": ("INTEGER", True),
         "start_time": ("TEXT", True), "end_time": ("TEXT", True), "slots": ("INTEGER", True),
         "needs": ("TEXT", True), "created_at": ("TIME", True),
+    },
+    "pub_operators": {  # 0040
+        "id": ("ID64", True), "email": ("TEXT", True), "email_key": ("TEXT", True),
+        "password_hash": ("TEXT", True), "created_at": ("TIME", True),
+        "last_login_at": ("TIME", False),
     },
     "pub_availability": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),

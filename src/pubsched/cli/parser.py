@@ -20,6 +20,7 @@ from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from .arguments import instant, week, whole
 from .commands.cutover import cmd_cutover_check, cmd_flag
+from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.tenders import (
     cmd_tender_add,
@@ -37,8 +38,8 @@ CLI_ACTIONS: tuple[Action, ...] = tuple(a for a in ACTIONS if a.cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``--db`` and ``--now`` are accepted before the command and after it (the later one
-    wins)."""
+    """``--db``, ``--now`` and ``--by`` are accepted before the command and after it (the
+    later one wins)."""
     parser = argparse.ArgumentParser(
         prog="pubsched", description="The pub scheduler's operator command line.",
         epilog="exit codes: 0 applied, 1 ran and failed, 2 bad usage or input "
@@ -47,11 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"database URL (default $PUBSCHED_DB, else {DEFAULT_URL})")
     parser.add_argument("--now", metavar="ISO", type=instant, default=None,
                         help="the instant to act at, with an offset or Z (default: now)")
+    parser.add_argument("--by", metavar="NAME", default=None,
+                        help="who acts, as the week's history records it: cli:NAME "
+                             "(default: cli:$USER)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", metavar="URL", default=argparse.SUPPRESS,
                         help="database URL (as before the command)")
     common.add_argument("--now", metavar="ISO", type=instant, default=argparse.SUPPRESS,
                         help="the instant to act at, with an offset or Z (default: now)")
+    common.add_argument("--by", metavar="NAME", default=argparse.SUPPRESS,
+                        help="who acts (as before the command)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def leaf(group: Any, name: str, handler: Handler, text: str,
@@ -82,6 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
     link.add_argument("email", metavar="EMAIL")
     link.add_argument("--base-url", metavar="URL", default=None,
                       help="the site's address (default $PUBSCHED_BASE_URL)")
+
+    operator = commands.add_parser("operator", help="add, list, remove operator accounts "
+                                   "(the web admin's logins)")
+    operators = operator.add_subparsers(dest="operator_command", metavar="ACTION",
+                                        required=True)
+    op_add = leaf(operators, "add", cmd_operator_add,
+                  "add an operator account (an email once, in any case; the password from "
+                  "stdin, or asked twice on a terminal)")
+    op_add.add_argument("email", metavar="EMAIL")
+    op_add.add_argument("--password-stdin", action="store_true",
+                        help="read the password from the first line of standard input")
+    json_flag(leaf(operators, "list", cmd_operator_list, "every operator account"))
+    leaf(operators, "remove", cmd_operator_remove, "remove an operator account (their "
+         "sessions end at their next request)").add_argument("email", metavar="EMAIL")
 
     flag = leaf(commands, "flag", cmd_flag,
                 "turn the v2 engine on or off (refused outside the idle gap unless --force)")

@@ -208,6 +208,7 @@ class AsyncLifecycle(FrontEnd):
     async def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                        notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                        limit: int = 100, holder: str | None = None,
-                       now: datetime | None = None) -> FireReport:
+                       now: datetime | None = None, data: Any = None) -> FireReport:
         return await adrive(self.store, self.core.fire_due(acts=acts, notify=notify,
-                                                           limit=limit, holder=holder, now=now))
+                                                           limit=limit, holder=holder, now=now,
+                                                           data=data))

@@ -210,6 +210,7 @@ class Lifecycle(FrontEnd):
     def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                  notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                  limit: int = 100, holder: str | None = None,
-                 now: datetime | None = None) -> FireReport:
+                 now: datetime | None = None, data: Any = None) -> FireReport:
         return drive(self.store, self.core.fire_due(acts=acts, notify=notify,
-                                                    limit=limit, holder=holder, now=now))
+                                                    limit=limit, holder=holder, now=now,
+                                                    data=data))
