@@ -14,6 +14,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /admin/tenders                  each tender's personal links; revoke
     POST /admin/tenders/{id}/revoke
     GET  /admin/cutover   POST /admin/cutover/flag
+    GET  /admin/operators                the operator accounts; add, remove   operators.py
+    POST /admin/operators/add   POST /admin/operators/{id}/remove
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -53,6 +55,7 @@ from .admin import AdminPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
+from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
 from .security import OperatorGate, SecurityHeaders
@@ -74,6 +77,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     SIGTERM or Ctrl-C before it re-raises the signal."""
     site = Site(pub, settings, clock=clock)
     login, admin, tender = Login(site), AdminPages(site), TenderPages(site)
+    accounts = OperatorPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -87,6 +91,9 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/tenders/{tender_id}/revoke", admin.revoke, methods=["POST"]),
         Route("/cutover", admin.cutover_page, methods=["GET"]),
         Route("/cutover/flag", admin.flag, methods=["POST"]),
+        Route("/operators", accounts.page, methods=["GET"]),
+        Route("/operators/add", accounts.add, methods=["POST"]),
+        Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
@@ -109,7 +116,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/", root, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET", "HEAD"]),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
-        Mount(ADMIN_PATH, app=OperatorGate(Router(routes=admin_routes), site.sessions)),
+        Mount(ADMIN_PATH, app=OperatorGate(Router(routes=admin_routes), site.sessions,
+                                           alive=site.still_valid)),
         Route("/t/{token}", tender.form, methods=["GET"]),
         Route("/t/{token}", tender.submit, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),
