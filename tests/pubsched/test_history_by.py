@@ -60,7 +60,6 @@ def event_data(pub: Pub) -> list[Any]:
 
 
 def test_the_cli_records_cli_user_or_by_name(db_url: str, pub: Pub) -> None:
-    ids = None
     ok(db_url, "week", "open", WEEK, "--now", NOW.isoformat())
     ids = [str(s.id) for s in weeks.shifts(pub, WEEK)]
     ok(db_url, "avail", WEEK, "alice@example.com", *ids[:2])
@@ -78,7 +77,7 @@ def test_the_cli_records_cli_user_or_by_name(db_url: str, pub: Pub) -> None:
 
 def test_a_bad_by_is_bad_usage_and_moves_nothing(db_url: str, pub: Pub) -> None:
     for bad in ("", "two words", "x" * 65, "tab\there"):
-        code, out, err = cli(db_url, "--by", bad, "week", "open", WEEK,
+        code, _, err = cli(db_url, "--by", bad, "week", "open", WEEK,
                              "--now", NOW.isoformat())
         assert code == 2 and "--by" in err, (bad, err)
     assert pub.runs.get(WEEK) is None
