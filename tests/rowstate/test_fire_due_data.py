@@ -45,3 +45,19 @@ def test_bad_data_is_refused_before_any_row_moves(backend: Backend) -> None:
     with pytest.raises(ValidationError):
         tickets.fire_due(data={"by": object()})
     assert tickets.state("a") == "OPEN" and tickets.history("a") == []
+
+
+def test_a_rows_birth_event_carries_its_data(backend: Backend) -> None:
+    """``create``/``ensure`` (``data=``): who made the row, as a transition's event says
+    who moved it; bad data is refused with no row made."""
+    tickets = backend.make(TICKETS, clock=Clock())
+    assert tickets.create("born", data={"by": "cli:ann"}).applied
+    tickets.ensure("ensured", data={"by": "tick"})
+    tickets.ensure("ensured", data={"by": "someone else"})  # exists: nothing new
+    tickets.create("plain")
+    assert [e.data for e in tickets.history("born")] == [{"by": "cli:ann"}]
+    assert [e.data for e in tickets.history("ensured")] == [{"by": "tick"}]
+    assert [e.data for e in tickets.history("plain")] == [None]
+    with pytest.raises(ValidationError):
+        tickets.create("bad", data={"by": object()})
+    assert tickets.get("bad") is None
