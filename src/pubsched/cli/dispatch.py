@@ -47,7 +47,9 @@ def run(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None 
     try:
         if getattr(args, "checks_db_url", True):
             dialect_of(ctx.db_url)
-        with acting_as(cli_actor(args.by, env)):
+        # serve's requests and ticks say who they are themselves, not the shell's user
+        actor = cli_actor(args.by, env) if getattr(args, "acts_as_cli", True) else None
+        with acting_as(actor):
             return handler(ctx, args)
     except (BadInput, MailConfigError, DatabaseURLError, Usage) as exc:
         ctx.complain(f"error: {exc}")

@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
          "a whole week's lifecycle on a temporary SQLite database, narrated",
          checks_db_url=False)
     serve = leaf(commands, "serve", cmd_serve, "the web admin and the every-minute ticker",
-                 checks_db_url=False)
+                 checks_db_url=False, acts_as_cli=False)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=whole, default=8000)
     return parser
