@@ -248,3 +248,31 @@ def test_the_console_script_reads_the_password_from_stdin(db_url: str, pub: Pub)
                          capture_output=True, text=True, timeout=120, check=False)
     assert ran.returncode == 0, ran.stderr
     assert [o.email for o in operators.all_operators(pub)] == ["cli@pub.example"]
+
+
+def test_two_removals_racing_never_leave_none_when_one_must_stay(db_url: str,
+                                                                 pub: Pub) -> None:
+    """keep_one (the web's rule): the last two accounts removed at once on two
+    connections: one removal applies, the other is LAST_OPERATOR; one account is left."""
+    for email in ("ann@pub.example", "bob@pub.example"):
+        assert operators.add(pub, email, GOOD, hasher=FAST)
+    barrier = threading.Barrier(2)
+    verdicts: list[Any] = []
+
+    def remove(email: str) -> None:
+        mine = Pub(open_store(db_url))
+        try:
+            barrier.wait()
+            verdicts.append(operators.remove(mine, email, keep_one=True))
+        finally:
+            mine.close()
+
+    threads = [threading.Thread(target=remove, args=(e,))
+               for e in ("ann@pub.example", "bob@pub.example")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(bool(v) for v in verdicts) == [False, True]
+    assert [v.reason for v in verdicts if not v] == ["LAST_OPERATOR"]
+    assert len(operators.all_operators(pub)) == 1
