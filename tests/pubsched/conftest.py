@@ -16,6 +16,8 @@ and a ``Pub`` wired to both (helpers in tests/support/pub_*.py).
                                  ``@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)``.
   pg_db_url            function  a migrated PostgreSQL database (a clone), unparametrized
   smtp                 function  support.smtp_server.SmtpTestServer on loopback
+  browser              session   a headless Chromium (support.browser.launched: skipped
+                                 without one, failed under PUBSCHED_REQUIRE_BROWSER=1)
   pub                  function  a ``Pub`` on ``db_url``, made the way the module's
                                  ``pub_setup(name)`` marker says: "v2" (the default:
                                  support.pub_v2, flag on, mail to ``smtp``), "engines"
@@ -28,12 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
 from support import pub_engines, pub_v2, pub_web
+from support.browser import launched
 from support.databases import Clones, Dropper
 from support.pub_db import cloned_url, fresh_url, migrated_pg_template, migrated_sqlite_template
 from support.smtp_server import SmtpTestServer
@@ -115,3 +119,10 @@ def pub(request: pytest.FixtureRequest, db_url: str) -> Iterator[Pub]:
         yield made
     finally:
         made.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One Chromium for the session's browser tests; each test opens its own context."""
+    with launched() as made:
+        yield made

@@ -1,29 +1,21 @@
 """The real pages in headless Chromium (Playwright, sync) against uvicorn on loopback, a
 SQLite database and the real SMTP test server: what a person sees and does.
 
-Debian's ``chromium`` is used (``executable_path``; Playwright's own browser download is
-not reachable here). Without it these tests are SKIPPED, loudly; with
-``PUBSCHED_REQUIRE_BROWSER=1`` (``.ci/run`` sets it) that is a failure instead. Screenshots
-go to ``PUBSCHED_ARTIFACTS`` (default ``test-artifacts/``) as test artifacts; the README's
-two (docs/) are copies of ``week-page.png`` and ``tender-form-phone.png``.
+The browser, the server and the screenshots are support.browser's (skipped without
+Chromium, failed under ``PUBSCHED_REQUIRE_BROWSER=1``); the README's two pictures (docs/)
+are copies of ``week-page.png`` and ``tender-form-phone.png``.
 
 Kept to a few tests sharing one browser and one server: the suite's time matters.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from icalendar import Calendar
 
 from pubsched import tenders
@@ -31,25 +23,9 @@ from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
+from support.browser import PHONE, desktop, fits, phone, served, shot
 from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
 from support.smtp_server import SmtpTestServer
-
-CHROMIUM = os.environ.get("PUBSCHED_CHROMIUM", "/usr/bin/chromium")
-REQUIRE = os.environ.get("PUBSCHED_REQUIRE_BROWSER") == "1"
-ARTIFACTS = Path(os.environ.get("PUBSCHED_ARTIFACTS", "test-artifacts")) / "screenshots"
-PHONE = {"width": 375, "height": 740}
-
-try:
-    from playwright import sync_api as playwright_sync
-except ImportError:  # pragma: no cover - a dev dependency
-    playwright_sync = None  # type: ignore[assignment]
-
-
-def _no_browser(why: str) -> None:
-    message = f"BROWSER TESTS NOT RUN: {why} (apt-get install -y chromium)"
-    if REQUIRE:
-        pytest.fail(f"{message} [failing because PUBSCHED_REQUIRE_BROWSER=1]", pytrace=False)
-    pytest.skip(message)
 
 
 @dataclass
@@ -60,27 +36,7 @@ class Site:
     team: dict[str, Tender]
 
     def shot(self, page: Any, name: str) -> Path:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        path = ARTIFACTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        return path
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if playwright_sync is None:
-        _no_browser("the playwright package is not installed (pip install -e '.[dev]')")
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        _no_browser(f"no Chromium at {CHROMIUM}")
-    with playwright_sync.sync_playwright() as p:
-        try:
-            launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        except Exception as exc:  # a broken install is as good as none: say which
-            _no_browser(f"Chromium at {CHROMIUM} did not start: {exc}")
-        try:
-            yield launched
-        finally:
-            launched.close()
+        return shot(page, name)
 
 
 @pytest.fixture(scope="module")
@@ -92,40 +48,24 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                                            PUBSCHED_SMTP_TIMEOUT="5"))
         pub = make_pub(f"sqlite:///{folder}/browser.db", mail)
         app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.started, "uvicorn did not start"
         try:
-            yield Site(f"http://127.0.0.1:{port}", pub, smtp, people(pub))
+            with served(app) as url:
+                yield Site(url, pub, smtp, people(pub))
         finally:
-            server.should_exit = True
-            thread.join(10)
-            sock.close()
             pub.close()
 
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    made = context.new_page()
-    made.on("dialog", lambda dialog: dialog.accept())
+    made = desktop(browser)
     try:
         yield made
     finally:
-        context.close()
+        made.context.close()
 
 
 def phone_page(browser: Any) -> Any:
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
-                                  device_scale_factor=2)
-    return context.new_page()
+    return phone(browser)
 
 
 def log_in(page: Any, site: Site) -> None:
@@ -251,6 +191,18 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
         page.goto(site.url + path)
         assert page.locator("h1").is_visible()
         site.shot(page, name)
+
+    # the list of weeks in words, and as one card per week on a phone
+    page.goto(site.url + "/admin/")
+    listed = page.locator("table.cards tbody tr").first
+    assert listed.locator("td").nth(1).inner_text() == "Sent"
+    page.set_viewport_size(PHONE)
+    assert fits(page) <= PHONE["width"], "the weeks list scrolls sideways on a phone"
+    label = listed.locator("td").first.evaluate(
+        "td => getComputedStyle(td, '::before').content")
+    assert label == '"Week of"'  # each cell says what it is, the heading row being hidden
+    site.shot(page, "weeks-phone")
+    page.set_viewport_size({"width": 1280, "height": 900})
 
 
 def test_bad_links_lead_nowhere(page: Any, site: Site) -> None:

@@ -561,6 +561,10 @@ def test_a_send_whose_every_fate_is_unknown_says_so(staffed: Cli, env: SmtpTestS
     shown = staffed.show()
     assert shown["state"] == "SENT"
     assert {d["status"] for d in shown["deliveries"]} == {"in_flight"}
+    table = staffed("week", "show", WEEK)  # the table says it in words, as the page does
+    assert table.code == 0 and "in_flight" not in table.out, table.out
+    rows = [line.split() for line in table.out.splitlines() if "@pub.example" in line]
+    assert sorted(r[0] for r in rows if r[1:2] == ["uncertain"]) == assigned, table.out
 
 
 def test_a_send_on_a_terminal_shows_progress_and_still_reports(

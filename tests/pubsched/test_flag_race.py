@@ -145,3 +145,22 @@ def test_processes_racing_a_rollback_against_an_open(pub: Pub, db_url: str) -> N
             assert week.get("v2_state") in (None, "DRAFT"), week  # never v2's open after it
         else:
             assert flipped["reason"] == "NOT_IDLE" and week["v2_state"] == "COLLECTING"
+
+
+def test_every_unfenced_path_acts_only_on_a_week_in_flight() -> None:
+    """Why the leased edges, the timers and the nudges need no flag fence (their finalize
+    must land once an email went out): each acts only on a week the idle gap excludes, so
+    an unforced flip is refused (NOT_IDLE) for as long as any of them can run, and a week
+    leaves the idle states only by a fenced move (open). A leased edge, timer or nudge added
+    from DRAFT or SENT would break that argument: this fails, and it needs a fence."""
+    from pubsched.engines.cutover import IDLE_STATES
+    from pubsched.machine import RUN, RUNS
+
+    leased = {e.name: e.src for e in RUN.edges if e.lease}
+    timed = {t.edge: RUN.edge(t.edge).src for t in RUNS.timers}
+    nudged = {n.name: state for n in RUNS.notices for state in n.states}
+    assert leased and timed and nudged
+    for kind, sources in (("leased edge", leased), ("timer", timed), ("nudge", nudged)):
+        idle = {name: src for name, src in sources.items() if src in IDLE_STATES}
+        assert not idle, f"a {kind} acts on an idle week and is not fenced: {idle}"
+    assert sorted(actions.LEASE_GUARDED) == ["resend", "send"]  # resend: SENT, one code for both

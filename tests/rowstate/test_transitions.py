@@ -187,6 +187,10 @@ def test_a_derived_state_is_read_until_the_first_move_seeds_the_column(
     assert as_dict(runs.get("approved"))["v2_state"] is None
     assert runs.state("pending") == "DRAFT"
     assert runs.state("odd") is None
+    # a row the caller read itself reads the same, with no I/O
+    assert [runs.state_of(as_dict(runs.get(k))) for k in ("approved", "pending", "odd")] == [
+        "APPROVED", "DRAFT", None]
+    assert runs.state_of({"v2_state": "SENT", "status": "pending"}) == "SENT"
 
     res = runs.transition("approved", "ASSIGNED")  # un-approve, from the derived APPROVED
     assert (res.applied, res.previous, res.state) == (True, "APPROVED", "ASSIGNED")

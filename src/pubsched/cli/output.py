@@ -81,7 +81,10 @@ def print_week(console: Any, shown: Mapping[str, Any]) -> None:
     if shown["deliveries"]:
         sent = Table("delivery to", "status", "error", box=None)
         for d in shown["deliveries"]:
-            sent.add_row(d["email"], d["status"], d.get("error") or "")
+            # in flight after the send: handed to the mail server, no answer (as the week
+            # page says it; the JSON keeps the stored status)
+            status = "uncertain" if d["status"] == "in_flight" else d["status"]
+            sent.add_row(d["email"], status, d.get("error") or "")
         console.print(sent)
     if shown["history"]:
         past = Table("when", "edge", "from", "to", "by", box=None)

@@ -163,8 +163,11 @@ ACTIONS: tuple[Action, ...] = (
 
 NAMES: tuple[str, ...] = tuple(a.name for a in ACTIONS)
 # actions whose email goes out between a claim and a finalize that must then land: not
-# fenced by the flag (a refused finalize would lose the record of a sent email); their
-# live lease keeps the flip out instead (cutover's NOT_IDLE), unless it is forced
+# fenced by the flag (a refused finalize would lose the record of a sent email). None
+# needs it: send acts on an APPROVED week, which the idle gap excludes, so an unforced
+# flip is refused (NOT_IDLE) for as long as it can run; resend acts on a SENT week, read
+# alike and resent by the same code under either engine (test_flag_race.py checks the
+# machine for this)
 LEASE_GUARDED: frozenset[str] = frozenset({"send", "resend"})
 BY_NAME: Mapping[str, Action] = {a.name: a for a in ACTIONS}
 

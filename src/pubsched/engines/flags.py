@@ -11,7 +11,17 @@ action chose by. The flip takes the same lock exclusively (:func:`lock_flag`) be
 anything else, so a flip cannot commit while a fenced unit is open, and a unit opened
 after a flip sees it. On PostgreSQL the lock is a transaction-scoped advisory lock (it
 exists before the flag's row does); on SQLite the unit's writer lock already serialises
-them."""
+them.
+
+**What is not fenced, and why it needs no fence.** A side effect's finalize must land once
+its email went out, so the leased edges (close, generate, send), the tick's timers and its
+nudges run unfenced. Each acts only on a week in flight (COLLECTING, CLOSED, ASSIGNED or
+APPROVED), and the flip refuses (NOT_IDLE) while any week is in flight, reading the weeks
+under its exclusive lock; a week leaves the idle states (DRAFT, SENT) only by a fenced
+open. So an unforced flip and an unfenced action never overlap; a forced flip is the
+operator's choice over the reasons it lists. ``resend`` acts on a SENT week, which both
+engines read alike and resend with the same code. ``test_flag_race.py`` checks the machine
+for this: a leased edge, timer or nudge from an idle state would need a fence."""
 
 from __future__ import annotations
 

@@ -319,7 +319,7 @@ class V2Engine:
 
     def state_of(self, pub: Pub, row: dict[str, Any]) -> str:
         """``v2_state``, or the state derived from the legacy status while it is NULL."""
-        return pub.runs.core.state_of(row) or DRAFT
+        return pub.runs.state_of(row) or DRAFT
 
     def enabled_edges(self, pub: Pub, week: str) -> list[str]:
         """The engine's enabled edges (state, lease, invariants: one read)."""

@@ -92,8 +92,8 @@ def _tick(pub: Pub, now: datetime) -> list[Verdict]:
         return send
 
     # leased edges and nudges: claim -> act -> finalize, whose finalize must land once the
-    # act ran (an email went out), so no flag fence here; their live lease keeps the flip
-    # out (NOT_IDLE) instead
+    # act ran (an email went out), so no flag fence here; each acts only on a week in
+    # flight (COLLECTING, CLOSED, APPROVED), which keeps an unforced flip out (NOT_IDLE)
     with pub.fenced(None):
         report = pub.runs.fire_due(
             acts={"close": close_act, "generate": generate_act},

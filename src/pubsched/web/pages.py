@@ -10,7 +10,7 @@ once, then drop its cookie.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..pub import Config
+from ..words import STATE_LABELS
 
 HERE = Path(__file__).parent
 ADMIN_PATH = "/admin"
@@ -39,6 +40,12 @@ def as_time(value: Any) -> datetime | None:
     return None
 
 
+def monday(week: str) -> str:
+    """A week's Monday as a list shows it: ``Mon 14 Dec 2026``."""
+    day = date.fromisoformat(week)
+    return f"{day:%a} {day.day} {day:%b %Y}"
+
+
 class Pages:
     """The templates and the flash cookie, for one pub's zone and secret."""
 
@@ -49,6 +56,8 @@ class Pages:
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(["html"]))
         self.env.filters["local"] = self.local
+        self.env.filters["state_label"] = lambda state: STATE_LABELS.get(state, state)
+        self.env.filters["monday"] = monday
 
     def local(self, value: Any, style: str = "long") -> str:
         """A stored UTC instant in the pub's own time zone, as people read it."""
@@ -57,8 +66,8 @@ class Pages:
             return "—" if value in (None, "") else str(value)
         here = moment.astimezone(self.config.tz)
         if style == "short":
-            return f"{here:%a %d %b %H:%M}"
-        return f"{here:%a %d %b %Y, %H:%M} {here.tzname()}"
+            return f"{here:%a} {here.day} {here:%b %H:%M}"
+        return f"{here:%a} {here.day} {here:%b %Y, %H:%M} {here.tzname()}"
 
     def page(self, request: Request, name: str, context: Mapping[str, Any], *,
              status: int = 200, headers: Mapping[str, str] | None = None) -> HTMLResponse:

@@ -147,6 +147,13 @@ class AsyncLifecycle(FrontEnd):
         row = await self.get(key)
         return None if row is None else self.core.state_of(row)
 
+    def state_of(self, row: Mapping[str, Any]) -> str | None:
+        """The state of a row the caller read itself (a join, a list page): the state
+        column, or while it is NULL the state derived from the binding's ``derived``
+        column; None when neither says. No I/O, so a reader of many rows need not fetch
+        each one again through :meth:`get`."""
+        return self.core.state_of(row)
+
     async def history(self, key: object) -> list[Event]:
         return await adrive(self.store, self.core.history(key))
 

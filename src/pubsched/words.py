@@ -1,0 +1,199 @@
+"""What the operator reads after an action: the engine's verdict said in the pub's words and
+local time, with the zone, never the machine's vocabulary.
+
+The engines answer in their own terms (``2026-12-14 -> COLLECTING``, ``refused:
+INVARIANT``), which is what a log or a test wants. A person wants to know what happened
+and what to do next: "The form for the week of 14 Dec is open until Wed 9 Dec, 20:00 EST",
+"Another week's form is open (the week of 7 Dec): close it first". :func:`told` turns one
+into the other; :func:`pubsched.engines.actions.perform` applies it, so the CLI and the web
+say the same sentence. The reason code stays on the verdict (the CLI prints it beside the
+words, scripts test it), and the engine's own text stays in ``detail["engine_message"]``.
+
+The states as people say them (:data:`STATE_WORDS`) are also what the pages show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import date, datetime, tzinfo
+from typing import Any
+
+from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
+from .pub import Pub, Verdict
+
+# what a week in each state is, after "the week of 14 Dec ..."
+STATE_WORDS: Mapping[str, str] = {
+    DRAFT: "is a draft: its form is not open yet",
+    COLLECTING: "is taking availability: its form is open",
+    CLOSED: "has its form closed and no roster yet",
+    ASSIGNED: "has a roster waiting for your approval",
+    APPROVED: "has an approved roster, not sent yet",
+    SENT: "is done: its schedule was sent",
+}
+# each state's name on a page (a badge, a list of weeks)
+STATE_LABELS: Mapping[str, str] = {
+    DRAFT: "Draft", COLLECTING: "Taking availability", CLOSED: "Form closed",
+    ASSIGNED: "Roster to approve", APPROVED: "Approved, not sent", SENT: "Sent",
+}
+# what an action does, after "cannot ..."
+DOING: Mapping[str, str] = {
+    "create": "create", "open": "open the form for", "extend": "extend the deadline of",
+    "close": "close the form for", "reopen": "reopen the form for",
+    "generate": "make the roster for", "approve": "approve the roster of",
+    "unapprove": "take back the approval of", "send": "send the schedule of",
+    "autopilot": "change autopilot for", "resend": "resend the schedule of",
+}
+# what a live lease is doing, as "... right now"
+BUSY: Mapping[str, str] = {
+    "close": "the form is being closed", "generate": "the roster is being made",
+    "send": "the schedule is being sent",
+}
+
+
+def when(instant: datetime | None, tz: tzinfo) -> str:
+    """An instant in the pub's zone as people write it, the zone named: ``Wed 9 Dec, 20:00
+    EST``. No year: every moment an operator is told about is within weeks of now."""
+    if instant is None:
+        return "(not set)"
+    here = instant.astimezone(tz)
+    return f"{here:%a} {here.day} {here:%b}, {here:%H:%M} {here.tzname()}"
+
+
+def week_words(week: str) -> str:
+    """``2026-12-14`` as ``the week of 14 Dec``."""
+    monday = date.fromisoformat(week)
+    return f"the week of {monday.day} {monday:%b}"
+
+
+def told(pub: Pub, name: str, week: str, verdict: Verdict) -> Verdict:
+    """The verdict of action ``name`` on ``week`` with its message in the operator's words
+    (the engine's text kept in ``detail["engine_message"]``)."""
+    row = pub.runs.get(week)
+    say = _APPLIED.get(name) if verdict.applied else None
+    if say is not None:
+        text = say(_Facts(pub, week, row, verdict))
+    elif verdict.applied:
+        return verdict
+    else:
+        refused = _refusal(_Facts(pub, week, row, verdict), name)
+        if refused is None:
+            return verdict
+        text = refused
+    return replace(verdict, message=text,
+                   detail={**verdict.detail, "engine_message": verdict.message})
+
+
+class _Facts:
+    """What a sentence may need: the week's row and moments, its name, the verdict."""
+
+    def __init__(self, pub: Pub, week: str, row: Mapping[str, Any] | None,
+                 verdict: Verdict) -> None:
+        from .engines.choose import engine_for
+
+        self.pub = pub
+        self.key = week
+        self.week = week_words(week)
+        self.row = dict(row or {})
+        self.verdict = verdict
+        self.detail = verdict.detail
+        engine = engine_for(pub)
+        times = engine.times(pub, self.row) if row is not None else None
+        self.times: dict[str, datetime | None] = {} if times is None else {
+            "opens_at": times["opens_at"], "deadline_at": times["deadline_at"],
+            "generate_at": times["generate_at"], "send_window_at": times["send_window_at"]}
+        self.state = engine.state_of(pub, self.row) if row is not None else None
+
+    def at(self, moment: str) -> str:
+        return when(self.times.get(moment), self.pub.config.tz)
+
+
+def _filled(f: _Facts) -> str:
+    filled, unfilled = f.detail.get("filled"), f.detail.get("unfilled")
+    if filled is None:
+        return ""
+    if not unfilled:
+        return f": every slot is filled ({filled})"
+    return f": {filled} of {filled + unfilled} slots filled, {unfilled} left empty"
+
+
+def _sent(f: _Facts) -> str:
+    sent = int(f.detail.get("sent") or 0)
+    uncertain = len(f.detail.get("uncertain") or [])
+    text = f"The schedule for {f.week} is sent ({sent} email{'' if sent == 1 else 's'} delivered"
+    return text + (f", {uncertain} uncertain)" if uncertain else ")")
+
+
+_APPLIED: Mapping[str, Callable[[_Facts], str]] = {
+    "create": lambda f: f"{f.week.capitalize()} is created as a draft: open its form when "
+                        "you are ready.",
+    "open": lambda f: f"The form for {f.week} is open until {f.at('deadline_at')}.",
+    "extend": lambda f: f"The form for {f.week} now stays open until {f.at('deadline_at')}.",
+    "close": lambda f: f"The form for {f.week} is closed: make the roster next.",
+    "reopen": lambda f: f"The form for {f.week} is open again until {f.at('deadline_at')}.",
+    "generate": lambda f: f"The roster for {f.week} is made{_filled(f)}. Check it, then "
+                          "approve it.",
+    "approve": lambda f: f"The roster for {f.week} is approved: send it before "
+                         f"{f.at('send_window_at')}.",
+    "unapprove": lambda f: f"The roster for {f.week} is no longer approved: change it, then "
+                           "approve it again.",
+    "send": _sent,
+    "autopilot": lambda f: (
+        f"Autopilot is on for {f.week}: the form closes and the roster is made on time; "
+        "you approve and send." if f.detail.get("autopilot")
+        else f"Autopilot is off for {f.week}: you close the form and make the roster."),
+}
+
+
+def _refusal(f: _Facts, name: str) -> str | None:
+    """A refusal's sentence, or None to keep the engine's own (a reason with its own words,
+    e.g. a resend's)."""
+    doing = DOING.get(name, name)
+    reason = f.verdict.reason
+    if f.verdict.failed:
+        return _failure(f, name)
+    if reason == "INVARIANT":
+        other = _open_week(f.pub, f.key)
+        named = f" ({week_words(other)})" if other else ""
+        return f"Another week's form is open{named}: close it first."
+    if reason == "STATE_MISMATCH" and f.state is not None:
+        return f"Cannot {doing} {f.week}: it {STATE_WORDS.get(f.state, f.state)}."
+    if reason == "LEASE_HELD":
+        kind = BUSY.get(str(f.row.get("acting_kind") or ""), "something is running on it")
+        return f"Cannot {doing} {f.week} right now: {kind}. Wait a minute and look again."
+    if reason == "FLAG_CHANGED":
+        return (f"Nothing was done to {f.week}: the scheduler switched engines while this "
+                "ran. Try again.")
+    if reason == "NOT_IN_LEGACY":
+        return ("Autopilot needs the new engine: switch to it on the cutover page first "
+                "(the old one opens, closes and makes every roster at its times).")
+    if reason == "WEEK_EXISTS":
+        return f"{f.week.capitalize()} already exists: open it from the list of weeks."
+    return None
+
+
+def _failure(f: _Facts, name: str) -> str:
+    """An action that ran and failed: for a send, who did not get it, never an exception's
+    text (each recipient's reason is on the week's page)."""
+    failed = [str(entry).partition(": ")[0] for entry in f.detail.get("failed") or []]
+    if name == "send" and failed:
+        sent = int(f.detail.get("sent") or 0)
+        named = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3
+                                         else "")
+        return (f"The schedule for {f.week} did not reach {len(failed)} "
+                f"tender{'' if len(failed) == 1 else 's'} ({named}); {sent} got it. Each "
+                "one's reason is on the week's page; fix it, then send again: only those "
+                "are mailed.")
+    return (f"Could not {DOING.get(name, name)} {f.week}; nothing changed. Try again; if it "
+            "keeps failing, the reason is on the week's page.")
+
+
+def _open_week(pub: Pub, besides: object) -> str | None:
+    """The other week whose form is open, by the engine in charge."""
+    from .view import weeks_list
+
+    return next((w["week_of"] for w in weeks_list(pub)
+                 if w["state"] == COLLECTING and w["week_of"] != besides), None)
+
+
+__all__ = ["BUSY", "DOING", "STATE_LABELS", "STATE_WORDS", "told", "week_words", "when"]
