@@ -15,6 +15,7 @@ from typing import Literal
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
+from .mail.values import TenderLinks
 from .pub import Config, Pub
 from .tenders import Tender, by_id
 
@@ -44,6 +45,23 @@ def calendar_url(config: Config, tender_id: int, version: int = 1,
     base = (base_url or config.base_url).rstrip("/")
     token = tender_token(config, tender_id, version, "calendar")
     return f"{base}/cal/{token}.ics"
+
+
+def webcal_url(config: Config, tender_id: int, version: int = 1,
+               base_url: str | None = None) -> str:
+    """The calendar feed as a subscription: ``webcal://`` in place of ``https://`` (or
+    ``http://``). A phone opening it offers to subscribe, so every new week appears by
+    itself; opening the https link downloads the file once. Same token, same feed."""
+    https = calendar_url(config, tender_id, version, base_url)
+    return "webcal://" + https.split("://", 1)[1]
+
+
+def tender_links(config: Config, tender_id: int, version: int = 1,
+                 base_url: str | None = None) -> TenderLinks:
+    """The links a tender's email carries: their page, their feed, its subscription."""
+    return TenderLinks(tender_url(config, tender_id, version, base_url),
+                       calendar_url(config, tender_id, version, base_url),
+                       webcal_url(config, tender_id, version, base_url))
 
 
 def verify(config: Config, token: str, purpose: Purpose = "form") -> tuple[int, int] | None:

@@ -68,6 +68,7 @@ class Config:
     mail: MailSettings = field(default_factory=lambda: load_mail_settings({}))
     secret: str = "pubsched-dev-secret"
     base_url: str = "http://127.0.0.1:8000"
+    min_collect_hours: float = 24.0  # PUBSCHED_MIN_COLLECT_HOURS: the late-open floor
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
@@ -78,9 +79,27 @@ class Config:
             "mail": load_mail_settings(env),
             "secret": env.get("PUBSCHED_SECRET") or "pubsched-dev-secret",
             "base_url": env.get("PUBSCHED_BASE_URL") or "http://127.0.0.1:8000",
+            "min_collect_hours": min_collect_hours(env),
         }
         values.update(overrides)
         return cls(**values)
+
+
+def min_collect_hours(environ: Mapping[str, str]) -> float:
+    """``PUBSCHED_MIN_COLLECT_HOURS``: the least time an autopilot open leaves the tenders
+    (hours, default 24, 0 for no floor); a bad value is :class:`BadInput` at start-up,
+    not at the tick that first needs it."""
+    raw = environ.get("PUBSCHED_MIN_COLLECT_HOURS")
+    if raw is None or not raw.strip():
+        return 24.0
+    try:
+        hours = float(raw)
+    except ValueError:
+        hours = -1.0
+    if not 0 <= hours <= 24 * 14:
+        raise BadInput(f"PUBSCHED_MIN_COLLECT_HOURS must be a number of hours from 0 to "
+                       f"{24 * 14}, got {raw!r}")
+    return hours
 
 
 Fence = Callable[[rowstate.Unit], None]

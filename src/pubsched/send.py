@@ -17,6 +17,8 @@ A send with any failed recipient fails as a whole: the run stays APPROVED with
 flight is shown to the operator as uncertain and is not re-sent on its own (the explicit
 :func:`resend` is the operator's way). The operator is never a recipient of a tender's
 message; in rehearsal every message goes to the operator, the intended one in the subject.
+Each message carries the tender's own links (their page, their calendar); on a database at
+the legacy schema, which has no link versions yet, it goes without them.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from contextlib import AbstractContextManager
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from . import machine
+from . import links, machine
 from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from .mail.mailer import Delivery
 from .pub import BadInput, Pub, Verdict, utc
+from .schema import has_columns
 from .weeks import shifts
 
 IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
@@ -39,7 +42,9 @@ IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
 def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dict[int, Any]]:
     """The email's roster, each tender's own shift ids, and the recipients (active
     tenders with an assignment) by id."""
-    rows = pub.query("SELECT a.shift_id, a.tender_id, t.name, t.email, t.active "
+    version = ("t.link_version" if has_columns(pub, "pub_tenders", "link_version")
+               else "NULL AS link_version")  # the legacy schema has no links (module doc)
+    rows = pub.query(f"SELECT a.shift_id, a.tender_id, t.name, t.email, t.active, {version} "
                      "FROM pub_assignments a JOIN pub_tenders t ON t.id = a.tender_id "
                      "WHERE a.week_of = %s ORDER BY a.shift_id, t.name", [week])
     names: dict[int, list[str]] = {}
@@ -52,7 +57,7 @@ def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dic
             people[int(r["tender_id"])] = r
     tz = pub.config.tz.key
     lines = tuple(ShiftLine(s.id, s.label, s.starts_at, s.ends_at, tz,
-                            tuple(names.get(s.id, ()))) for s in shifts(pub, week))
+                            tuple(names.get(s.id, ())), s.slots) for s in shifts(pub, week))
     return Roster(date.fromisoformat(week), lines), own, people
 
 
@@ -111,8 +116,11 @@ def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
     address rule (:mod:`pubsched.mail.addresses`) fails alone instead of ending the send
     with a traceback before everyone after it."""
     try:
+        tender_links = None if person["link_version"] is None else links.tender_links(
+            pub.config, int(person["tender_id"]), int(person["link_version"]))
         return compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
-                                shift_ids, settings=pub.config.mail, now=now)
+                                shift_ids, settings=pub.config.mail, now=now,
+                                links=tender_links)
     except ValueError as exc:
         return f"cannot be addressed, fix the tender: {exc}"
 

@@ -39,13 +39,16 @@ def shifts_calendar(
     events: Iterable[tuple[int | str, str, datetime, datetime]],
     *,
     stamp: datetime,
+    location: str | None = None,
 ) -> bytes:
     """The ``.ics`` bytes for ``events`` as (shift id, summary, starts_at, ends_at) in UTC.
 
     ``stamp`` (DTSTAMP: when this version of the event was made) is passed in, never read
-    from the clock, so the same input gives the same bytes.
+    from the clock, so the same input gives the same bytes. ``location`` (the pub's
+    address) becomes every event's LOCATION, so a phone can map the way to the shift.
     """
-    return feed_calendar(tender_email, ((week_of, *event) for event in events), stamp=stamp)
+    return feed_calendar(tender_email, ((week_of, *event) for event in events), stamp=stamp,
+                         location=location)
 
 
 def feed_calendar(
@@ -53,6 +56,7 @@ def feed_calendar(
     events: Iterable[tuple[date, int | str, str, datetime, datetime]],
     *,
     stamp: datetime,
+    location: str | None = None,
 ) -> bytes:
     """The ``.ics`` bytes of shifts over several weeks, as (week, shift id, summary,
     starts_at, ends_at): a tender's subscribed feed. Each event keeps the UID the schedule
@@ -69,6 +73,8 @@ def feed_calendar(
         event.add("dtstart", _utc(starts_at, "starts_at"))
         event.add("dtend", _utc(ends_at, "ends_at"))
         event.add("summary", summary)
+        if location:
+            event.add("location", location)
         event.add("transp", "OPAQUE")
         calendar.add_component(event)
     ical: bytes = calendar.to_ical()

@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from .engines.choose import engine_for
+from .mail.wording import shift_when
+from .offer import week_offers
 from .pub import BadInput, Pub, Verdict, utc
 from .tenders import check_max, get
 from .weeks import shifts, week_key
@@ -35,17 +37,32 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
     except (TypeError, ValueError):
         raise BadInput(f"shift ids are whole numbers, got {shift_ids!r}") from None
     limit = check_max(max_shifts, "the week's maximum")
-    week_shifts = {s.id for s in shifts(pub, key)}
+    at = utc(now)
+    week_shifts = {s.id: s for s in shifts(pub, key)}
     if not week_shifts:
         raise BadInput(f"week {key} has no shifts (is it created?)")
     foreign = [s for s in wanted if s not in week_shifts]
     if foreign:
         raise BadInput(f"shift(s) {foreign} are not shifts of week {key}")
-    at = utc(now)
+    offered = week_offers(pub, key, tender.id,
+                          ((s.id, s.starts_at) for s in week_shifts.values()), at)
+    refused = [s for s in wanted if not offered[s].tickable]
+    if refused:
+        tz = pub.config.tz
+        said = "; ".join(
+            f"{shift_when(week_shifts[s].starts_at, week_shifts[s].ends_at, tz)} "
+            f"{offered[s].why_not}" for s in refused)
+        raise BadInput(f"{tender.name} cannot be put down for {said}: nothing was saved"
+                       + (" (skills are set by the operator)"
+                          if any(offered[s].missing for s in refused) else ""))
+    started = {s for s, offer in offered.items() if offer.started}
     with pub.atomic() as tx:
-        refused = engine_for(pub).hold_form(tx, key)
-        if refused is not None:
-            return refused
+        refused_by_engine = engine_for(pub).hold_form(tx, key)
+        if refused_by_engine is not None:
+            return refused_by_engine
+        kept = [int(r["shift_id"]) for r in tx.execute(  # answers about started shifts stay
+            "SELECT shift_id FROM pub_availability_shifts WHERE week_of = %s AND "
+            "tender_id = %s", [key, tender.id]) if int(r["shift_id"]) in started]
         tx.execute("INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
                    "submitted_at, updated_at) VALUES (%s, %s, %s, %s, %s) "
                    "ON CONFLICT (week_of, tender_id) DO UPDATE SET "
@@ -53,7 +70,7 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
                    [key, tender.id, limit, at, at])
         tx.execute("DELETE FROM pub_availability_shifts WHERE week_of = %s AND tender_id = %s",
                    [key, tender.id])
-        for shift_id in wanted:
+        for shift_id in sorted({*wanted, *kept}):
             tx.execute("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
                        "VALUES (%s, %s, %s)", [key, tender.id, shift_id])
         run = pub.runs.get(key)

@@ -1,10 +1,19 @@
 """Tenders: the people who work shifts. An email is unique case-insensitively
 (``email_key`` = its lower-case form, a UNIQUE column), so the same person added twice,
-in any case, is refused with nothing changed. A tender's address and name obey the mail
-layer's one rule (:mod:`pubsched.mail.addresses`): what is stored can always be mailed."""
+in any case, or edited onto another's address, is refused with nothing changed: the
+UNIQUE index decides under any race, the code does not pre-check. A tender's address and
+name obey the mail layer's one rule (:mod:`pubsched.mail.addresses`), at add and at edit
+alike: what is stored can always be mailed. Their personal links name the tender's id and
+link version, never the address, so an edited email keeps every link working.
+
+Skills are free words the operator picks ("bar", "cellar", "firstaid"): stored as a JSON
+list, lower-cased and de-duplicated, so the picker compares words, not spellings."""
 
 from __future__ import annotations
 
+import enum
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,7 +23,18 @@ import rowstate
 from .mail.addresses import address_problem, name_problem
 from .pub import BadInput, Pub, Verdict, utc
 
-COLUMNS = "id, name, email, active, max_shifts, link_version"
+COLUMNS = "id, name, email, active, max_shifts, link_version, skills"
+MAX_SKILL_LENGTH = 20
+MAX_SKILLS = 20
+
+
+class Keep(enum.Enum):
+    """``edit``'s "leave this as it is", distinct from None (which clears the maximum)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
 
 
 @dataclass(frozen=True)
@@ -25,16 +45,18 @@ class Tender:
     active: bool
     max_shifts: int | None
     link_version: int = 1
+    skills: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Tender:
         return cls(int(row["id"]), str(row["name"]), str(row["email"]), bool(row["active"]),
                    None if row["max_shifts"] is None else int(row["max_shifts"]),
-                   int(row.get("link_version") or 1))
+                   int(row.get("link_version") or 1), stored_skills(row.get("skills")))
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "email": self.email,
-                "active": self.active, "max_shifts": self.max_shifts}
+                "active": self.active, "max_shifts": self.max_shifts,
+                "skills": list(self.skills)}
 
 
 def email_key(email: str) -> str:
@@ -69,20 +91,61 @@ def check_max(value: object, what: str = "max shifts") -> int | None:
     return value
 
 
+def check_skills(skills: Iterable[object]) -> tuple[str, ...]:
+    """Skills as stored: each a free word, stripped and lower-cased, then de-duplicated in
+    the order first given. A word with a space or a comma inside is refused rather than
+    split, so "bar, cellar" typed into one ``--skill`` is not silently two skills; the
+    web's one text field splits on them first (:func:`split_skills`)."""
+    if isinstance(skills, str):  # a lone string would be read letter by letter
+        raise BadInput("skills are a list of words")
+    out: list[str] = []
+    for raw in skills:
+        word = raw.strip().lower() if isinstance(raw, str) else None
+        if not word:
+            raise BadInput(f"a skill is a word, got {raw!r}")
+        if any(c.isspace() or c == "," for c in word) or not word.isprintable():
+            raise BadInput(f"a skill is one word, without spaces or commas: {raw!r}")
+        if len(word) > MAX_SKILL_LENGTH:
+            raise BadInput(f"a skill is at most {MAX_SKILL_LENGTH} characters: {raw!r}")
+        if word not in out:
+            out.append(word)
+    if len(out) > MAX_SKILLS:
+        raise BadInput(f"at most {MAX_SKILLS} skills a tender, got {len(out)}")
+    return tuple(out)
+
+
+def split_skills(text: str) -> tuple[str, ...]:
+    """Skills typed into one field, separated by commas or spaces (the web's form)."""
+    return check_skills(w for w in text.replace(",", " ").split())
+
+
+def stored_skills(value: object) -> tuple[str, ...]:
+    """The column's JSON list as a tuple; anything else stored (by hand) reads as none,
+    so one odd row never breaks a page."""
+    try:
+        data = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return ()
+    if not isinstance(data, list):
+        return ()
+    return tuple(w for w in data if isinstance(w, str))
+
+
 def add(pub: Pub, name: str, email: str, *, max_shifts: int | None = None,
-        now: datetime | None = None) -> Verdict:
+        skills: Iterable[object] = (), now: datetime | None = None) -> Verdict:
     """Add a tender; the same email (any case) again is refused (TENDER_EXISTS)."""
     name = check_name(name)
     address = check_email(email)
     limit = check_max(max_shifts)
+    words = check_skills(skills)
     at = utc(now)
     with pub.atomic() as tx:
         try:
             rows = tx.execute(
                 "INSERT INTO pub_tenders (name, email, email_key, active, max_shifts, "
-                "created_at) VALUES (%s, %s, %s, 1, %s, %s) "
+                "skills, created_at) VALUES (%s, %s, %s, 1, %s, %s, %s) "
                 "ON CONFLICT (email_key) DO NOTHING RETURNING id",
-                [name, address, email_key(address), limit, at])
+                [name, address, email_key(address), limit, json.dumps(list(words)), at])
         except rowstate.InvariantViolation:  # pragma: no cover - ON CONFLICT answers it
             rows = []
     if not rows:
@@ -109,6 +172,55 @@ def by_id(pub: Pub, tender_id: int) -> Tender | None:
     rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders "
                      "WHERE id = %s", [tender_id])
     return Tender.of(rows[0]) if rows else None
+
+
+def edit(pub: Pub, email: str, *, name: str | None = None, new_email: str | None = None,
+         max_shifts: int | Keep | None = KEEP,
+         skills: Iterable[object] | None = None) -> Verdict:
+    """Change a tender's details; what is not given stays. ``max_shifts=None`` clears the
+    maximum (``KEEP``, the default, leaves it); ``skills`` replaces the list (``()``
+    clears it). Every value is checked before anything is written (BadInput); nothing
+    given at all is bad input too. A new address another tender has, in any case, is
+    refused (TENDER_EXISTS) by the UNIQUE ``email_key``, so two edits racing onto one
+    address cannot both land."""
+    tender = get(pub, email)
+    changes: dict[str, Any] = {}
+    if name is not None:
+        changes["name"] = check_name(name)
+    if new_email is not None:
+        address = check_email(new_email)
+        changes["email"], changes["email_key"] = address, email_key(address)
+    if not isinstance(max_shifts, Keep):
+        changes["max_shifts"] = check_max(max_shifts)
+    if skills is not None:
+        changes["skills"] = json.dumps(list(check_skills(skills)))
+    if not changes:
+        raise BadInput("nothing to change: give a new name, email, maximum or skills")
+    sets = ", ".join(f"{column} = %s" for column in changes)  # names from this function only
+    try:
+        with pub.atomic() as tx:
+            rows = tx.execute(f"UPDATE pub_tenders SET {sets} WHERE id = %s "
+                              f"RETURNING {COLUMNS}", [*changes.values(), tender.id])
+    except rowstate.InvariantViolation:
+        taken = changes.get("email", new_email)
+        return Verdict(False, "TENDER_EXISTS", message=f"{taken} is another tender's email")
+    if not rows:  # pragma: no cover - tenders are never deleted
+        raise BadInput(f"no tender with email {email!r}")
+    saved = Tender.of(rows[0])
+    return Verdict(True, message=f"{saved.name}'s details are saved",
+                   detail={"tender": saved.as_json()})
+
+
+def activate(pub: Pub, email: str) -> Verdict:
+    """Make an inactive tender active again: back in the picker, their links (of the
+    current version) working again. Already active: ALREADY_ACTIVE."""
+    tender = get(pub, email)
+    with pub.atomic() as tx:
+        rows = tx.execute("UPDATE pub_tenders SET active = 1 WHERE id = %s AND active = 0 "
+                          "RETURNING id", [tender.id])
+    if not rows:
+        return Verdict(False, "ALREADY_ACTIVE", message=f"{tender.email} is already active")
+    return Verdict(True, message=f"activated {tender.email}")
 
 
 def deactivate(pub: Pub, email: str) -> Verdict:

@@ -17,10 +17,12 @@ from .engines.base import Engine
 from .engines.choose import engine_for
 from .generate import assignments
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
-from .pub import BadInput, Pub
+from .mail.wording import calendar_summary, zone_words
+from .pub import BadInput, Pub, utc
 from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
+from .tender_page import form_shifts, upcoming
 from .tenders import Tender, all_tenders
 from .weeks import shifts, week_key
 
@@ -119,13 +121,17 @@ def weeks_list(pub: Pub) -> list[dict[str, Any]]:
              "deadline_at": iso(engine.times(pub, r)["deadline_at"])} for r in rows]
 
 
-def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
-    """What a tender's personal page shows: the open week (its shifts, what this tender
-    submitted), else the latest week past its form and not yet sent (closed, the schedule
-    expected by the end of its send window), else nothing to fill in.
+def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[str, Any]:
+    """What a tender's personal page shows: their shifts still to come (``upcoming``, from
+    sent weeks: :mod:`pubsched.tender_page`), then the open week (its shifts as offered to
+    this tender at ``now``, what they submitted), else the latest week past its form and
+    not yet sent (closed, the schedule expected by the end of its send window), else
+    nothing to fill in.
 
     ``status`` is ``open``, ``closed`` or ``none``; one global survey, so at most one week
     is open (H3 with v2; the legacy rule otherwise)."""
+    at = utc(now)
+    mine_to_come = upcoming(pub, tender, at)
     engine = engine_for(pub)
     rows = pub.runs.find(order_by="week_of", limit=10_000)
     states = [(r, engine.state_of(pub, r)) for r in rows]
@@ -136,7 +142,8 @@ def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
         shown = next((r for r, s in reversed(states) if s in (CLOSED, ASSIGNED, APPROVED)),
                      None)
     if shown is None:
-        return {"status": "none", "tender": tender.as_json()}
+        return {"status": "none", "tender": tender.as_json(), "upcoming": mine_to_come,
+                "zone": zone_words(pub.config.tz, [at])}
     key = str(shown["week_of"])
     mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
     times = engine.times(pub, shown)
@@ -146,8 +153,9 @@ def tender_form(pub: Pub, tender: Tender) -> dict[str, Any]:
         "week_of": key,
         "deadline_at": times["deadline_at"],
         "schedule_by": times["send_window_at"],
-        "shifts": [{"id": s.id, "label": s.label, "night": s.night, "starts_at": s.starts_at,
-                    "ends_at": s.ends_at} for s in shifts(pub, key)],
+        "shifts": form_shifts(pub, tender, key, at),
+        "upcoming": mine_to_come,
+        "zone": zone_words(pub.config.tz, [s.starts_at for s in shifts(pub, key)] or [at]),
         "submitted": None if mine is None else {
             "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"]},
     }
@@ -165,8 +173,11 @@ def tender_calendar(pub: Pub, tender: Tender) -> bytes:
         [tender.id])
     sent = [r["sent_at"] for r in rows if isinstance(r["sent_at"], datetime)]
     stamp = max(sent) if sent else datetime(2000, 1, 1, tzinfo=UTC)
+    mail = pub.config.mail
     return feed_calendar(
         tender.email,
-        ((date.fromisoformat(str(r["week_of"])), int(r["id"]), f"Pub shift: {r['label']}",
+        ((date.fromisoformat(str(r["week_of"])), int(r["id"]),
+          calendar_summary(mail.pub_name, str(r["label"]), r["starts_at"],
+                           r["ends_at"], pub.config.tz),
           r["starts_at"], r["ends_at"]) for r in rows),
-        stamp=stamp)
+        stamp=stamp, location=mail.pub_address)

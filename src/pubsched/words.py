@@ -29,7 +29,7 @@ STATE_WORDS: Mapping[str, str] = {
     CLOSED: "has its form closed and no roster yet",
     ASSIGNED: "has a roster waiting for your approval",
     APPROVED: "has an approved roster, not sent yet",
-    SENT: "is done: its schedule was sent",
+    SENT: "was sent already: it is done",
 }
 # each state's name on a page (a badge, a list of weeks)
 STATE_LABELS: Mapping[str, str] = {
@@ -94,6 +94,7 @@ class _Facts:
         self.pub = pub
         self.key = week
         self.week = week_words(week)
+        self.Week = self.week[0].upper() + self.week[1:]  # a sentence's first words
         self.row = dict(row or {})
         self.verdict = verdict
         self.detail = verdict.detail
@@ -121,12 +122,13 @@ def _sent(f: _Facts) -> str:
     sent = int(f.detail.get("sent") or 0)
     uncertain = len(f.detail.get("uncertain") or [])
     text = f"The schedule for {f.week} is sent ({sent} email{'' if sent == 1 else 's'} delivered"
-    return text + (f", {uncertain} uncertain)" if uncertain else ")")
+    return text + (f", {uncertain} uncertain)." if uncertain else ").")
 
 
 _APPLIED: Mapping[str, Callable[[_Facts], str]] = {
-    "create": lambda f: f"{f.week.capitalize()} is created as a draft: open its form when "
-                        "you are ready.",
+    "create": lambda f: f"{f.Week} is created as a draft with {f.detail.get('shifts', 0)} "
+                        f"shifts: open its form when you are ready (it is due to open "
+                        f"{f.at('opens_at')}).",
     "open": lambda f: f"The form for {f.week} is open until {f.at('deadline_at')}.",
     "extend": lambda f: f"The form for {f.week} now stays open until {f.at('deadline_at')}.",
     "close": lambda f: f"The form for {f.week} is closed: make the roster next.",
@@ -168,7 +170,7 @@ def _refusal(f: _Facts, name: str) -> str | None:
         return ("Autopilot needs the new engine: switch to it on the cutover page first "
                 "(the old one opens, closes and makes every roster at its times).")
     if reason == "WEEK_EXISTS":
-        return f"{f.week.capitalize()} already exists: open it from the list of weeks."
+        return f"{f.Week} exists already: nothing changed."
     return None
 
 
@@ -182,8 +184,8 @@ def _failure(f: _Facts, name: str) -> str:
                                          else "")
         return (f"The schedule for {f.week} did not reach {len(failed)} "
                 f"tender{'' if len(failed) == 1 else 's'} ({named}); {sent} got it. Each "
-                "one's reason is on the week's page; fix it, then send again: only those "
-                "are mailed.")
+                f"one's reason is on the week's page (`pubsched week show {f.key}`); fix "
+                "it, then send again: only those are mailed.")
     return (f"Could not {DOING.get(name, name)} {f.week}; nothing changed. Try again; if it "
             "keeps failing, the reason is on the week's page.")
 

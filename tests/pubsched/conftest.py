@@ -16,7 +16,7 @@ and a ``Pub`` wired to both (helpers in tests/support/pub_*.py).
                                  ``@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)``.
   pg_db_url            function  a migrated PostgreSQL database (a clone), unparametrized
   smtp                 function  support.smtp_server.SmtpTestServer on loopback
-  browser              session   a headless Chromium (support.browser.launched: skipped
+  browser              module    a headless Chromium (support.browser.launched: skipped
                                  without one, failed under PUBSCHED_REQUIRE_BROWSER=1)
   pub                  function  a ``Pub`` on ``db_url``, made the way the module's
                                  ``pub_setup(name)`` marker says: "v2" (the default:
@@ -121,8 +121,11 @@ def pub(request: pytest.FixtureRequest, db_url: str) -> Iterator[Pub]:
         made.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One Chromium for the session's browser tests; each test opens its own context."""
+    """One Chromium per browser test module; each test opens its own context. Not per
+    session: Playwright's sync API keeps an event loop running in the main thread while it
+    is open, and the tests that call ``asyncio.run`` (an ASGI app driven by hand) would
+    then fail."""
     with launched() as made:
         yield made

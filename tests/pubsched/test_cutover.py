@@ -20,6 +20,7 @@ from support.pub_engines import (
     moment,
     row,
 )
+from support.pub_rehearsal import rehearse
 from support.smtp_server import SmtpTestServer
 
 pytestmark = pytest.mark.pub_setup("engines")
@@ -63,7 +64,9 @@ def test_a_fresh_install_is_idle(pub: Pub) -> None:
     assert cutover_check(pub).idle
 
 
-def test_an_open_week_is_not_idle_and_the_flip_is_refused_unless_forced(pub: Pub) -> None:
+def test_an_open_week_is_not_idle_and_the_flip_is_refused_unless_forced(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    rehearse(pub, smtp)  # turning v2 on over weeks needs a passed rehearsal (#17.7)
     legacy.open_form(pub, WEEK, now=moment(pub, WEEK, "opens_at"))
     check = cutover_check(pub)
     assert not check.idle
@@ -148,6 +151,7 @@ def test_rollback_after_a_v2_week_was_sent_lands_the_legacy_engine_on_coherent_r
 
 def test_turning_v2_on_after_a_legacy_week_was_sent_and_v2_runs_the_next(
         pub: Pub, smtp: SmtpTestServer) -> None:
+    rehearse(pub, smtp)  # turning v2 on over weeks needs a passed rehearsal (#17.7)
     run_legacy_week(pub, WEEK)
     ensure_week(pub, NEXT)
     with pub.atomic() as tx:  # a legacy row from before 0035: no v2 due times, v2_state NULL

@@ -184,11 +184,11 @@ def test_the_message_arrives_whole_text_html_and_calendar(smtp: SmtpTestServer) 
     send_all(settings_for(smtp), [ALICE])
     [mail] = smtp.accepted
     message = mail.message
-    assert message["Subject"] == "Your pub shifts, week of Mon 7 Dec 2026"
+    assert message["Subject"] == "The pub: your shifts, week of Mon 7 Dec 2026"
     text, html = message.get_body(("plain",)), message.get_body(("html",))
     assert text is not None and html is not None
-    assert str(text.get_content()).startswith("Hi Alice,")
-    assert "<h2>The whole roster</h2>" in str(html.get_content())
+    assert str(text.get_content()).startswith("The pub\n\nHi Alice,")
+    assert "The whole roster</h2>" in str(html.get_content())
     [attachment] = list(message.iter_attachments())
     ics = attachment.get_payload(decode=True)
     assert isinstance(ics, bytes)
@@ -240,7 +240,7 @@ def test_rehearsal_sends_everything_to_the_operator_only(smtp: SmtpTestServer) -
     assert [m.rcpt_tos for m in smtp.accepted] == [(OPERATOR,)] * 3
     subjects = [str(m.message["Subject"]) for m in smtp.accepted]
     assert subjects == [
-        f"[rehearsal, for {t.name} <{t.email}>] Your pub shifts, week of Mon 7 Dec 2026"
+        f"[rehearsal, for {t.name} <{t.email}>] The pub: your shifts, week of Mon 7 Dec 2026"
         for t in (ALICE, BOB, CAROL)
     ]
     for tender in (ALICE, BOB, CAROL):
@@ -259,7 +259,7 @@ def test_with_no_host_mail_is_logged_and_counts_as_delivered(
     [record] = caplog.records
     assert record.name == "pubsched.mail"
     assert "to bob@example.com" in record.getMessage()
-    assert "Subject: Your pub shifts, week of Mon 7 Dec 2026" in record.getMessage()
+    assert "Subject: The pub: your shifts, week of Mon 7 Dec 2026" in record.getMessage()
     assert str(WEEK) in record.getMessage()
 
 
@@ -281,7 +281,7 @@ def test_names_beyond_ascii_arrive_intact_over_a_seven_bit_transfer(
     assert arrived.message["To"] == "Zoë Ångström <zoe@example.com>"
     text = arrived.message.get_body(("plain",))
     assert text is not None
-    assert str(text.get_content()).startswith("Hi Zoë Ångström,")
+    assert str(text.get_content()).startswith("The pub\n\nHi Zoë Ångström,")
 
 
 def test_the_mailer_logs_in_with_the_configured_credentials() -> None:

@@ -16,6 +16,7 @@ from pubsched.mail.compose import (
     Recipient,
     Roster,
     ShiftLine,
+    TenderLinks,
     compose_nudge,
     compose_schedule,
 )
@@ -54,17 +55,18 @@ def schedule_for(tender: Recipient, settings: MailSettings = SETTINGS) -> Outgoi
 def test_the_schedule_has_text_html_and_a_calendar_of_the_tenders_own_shifts() -> None:
     message = reparsed(schedule_for(ALICE))
     assert message["To"] == "Alice <alice@example.com>"
-    assert message["From"] == "Pub scheduler <pub@example.com>"
-    assert message["Subject"] == "Your pub shifts, week of Mon 7 Dec 2026"
+    assert message["From"] == "The pub <pub@example.com>"  # PUBSCHED_PUB_NAME's default
+    assert message["Subject"] == "The pub: your shifts, week of Mon 7 Dec 2026"
     assert message.get_content_type() == "multipart/mixed"
     text, html, calendar = text_html_ics(message)
 
     # their own shifts first, then the whole roster in time order, Friday (not theirs) too
-    own_part, roster_part = text.split("The whole roster:")
-    assert "Thursday night: Thu 10 Dec 18:00 - Fri 02:00 EST" in own_part
+    own_part, roster_part = text.split("The whole roster (* = you):")
+    assert "* Thu 10 Dec, 18:00 - 02:00 (Thursday night)" in own_part
+    assert "\nTimes are New York time (EST).\n" in own_part
     assert "Saturday night" in own_part and "Friday night" not in own_part
     assert roster_part.index("Thursday") < roster_part.index("Friday") < roster_part.index("Sat")
-    assert "Friday night: Fri 11 Dec 18:00 - Sat 02:00 EST: Carol" in roster_part
+    assert "- Fri 11 Dec, 18:00 - 02:00 (Friday night)\n    Carol" in roster_part
     assert html.index("Your shifts") < html.index("The whole roster")
     assert "Carol" in html
 
@@ -81,8 +83,8 @@ def test_the_schedule_has_text_html_and_a_calendar_of_the_tenders_own_shifts() -
         shift_uid(WEEK, 103, ALICE.email),
     ]
     assert [str(e["SUMMARY"]) for e in events] == [
-        "Pub shift: Thursday night",
-        "Pub shift: Saturday night",
+        "Shift at The pub (Thursday night)",
+        "Shift at The pub (Saturday night)",
     ]
 
 
@@ -139,7 +141,7 @@ def test_rehearsal_sends_to_the_operator_and_names_the_intended_tender_in_the_su
     message = reparsed(outgoing)
     assert message["To"] == f"Operator <{OPERATOR}>"
     assert message["Subject"] == (
-        "[rehearsal, for Bob <bob@example.com>] Your pub shifts, week of Mon 7 Dec 2026"
+        "[rehearsal, for Bob <bob@example.com>] The pub: your shifts, week of Mon 7 Dec 2026"
     )
     assert message["X-Pubsched-Intended-For"] == BOB.email
     assert message["Message-ID"] != reparsed(schedule_for(BOB))["Message-ID"]
@@ -154,8 +156,10 @@ def test_the_message_id_is_the_same_each_time_a_message_is_composed() -> None:
 @pytest.mark.parametrize(
     ("nudge", "subject", "says"),
     [
-        (Nudge.READY_TO_CLOSE, "Week of Mon 7 Dec 2026: ready to close and generate?", "deadline"),
-        (Nudge.APPROVED_NOT_SENT, "Week of Mon 7 Dec 2026: approved but not sent", "send window"),
+        (Nudge.READY_TO_CLOSE, "The pub, week of Mon 7 Dec 2026: ready to close and generate?",
+         "deadline"),
+        (Nudge.APPROVED_NOT_SENT, "The pub, week of Mon 7 Dec 2026: approved but not sent",
+         "send window"),
     ],
 )
 def test_nudges_go_to_the_operator(nudge: Nudge, subject: str, says: str) -> None:
@@ -212,5 +216,20 @@ def test_a_shift_within_one_day_shows_one_day() -> None:
             compose_schedule(Roster(WEEK, (afternoon, FRI)), ALICE, {7}, settings=SETTINGS, now=NOW)
         )
     )[0]
-    assert "Sunday brunch: Sun 13 Dec 11:00 - 15:00 EST" in text
-    assert "Friday night: Fri 11 Dec 18:00 - Sat 02:00 EST: Carol" in text
+    assert "* Sun 13 Dec, 11:00 - 15:00 (Sunday brunch)" in text
+    assert "- Fri 11 Dec, 18:00 - 02:00 (Friday night)\n    Carol" in text
+
+
+def test_the_tenders_links_are_in_both_parts_and_the_subscription_is_webcal() -> None:
+    links = TenderLinks("https://pub.example/t/tok", "https://pub.example/cal/cal.ics",
+                        "webcal://pub.example/cal/cal.ics")
+    outgoing = compose_schedule(ROSTER, ALICE, OWN[ALICE], settings=SETTINGS, now=NOW,
+                                links=links)
+    text, html, _ = text_html_ics(reparsed(outgoing))
+    for link in (links.page, links.calendar, links.webcal):
+        assert link in text and f'href="{link}"' in html
+    assert "Open your page" in html and "Add your shifts to your calendar" in html
+    with pytest.raises(ValueError, match="webcal"):
+        TenderLinks(links.page, links.calendar, links.calendar)
+    with pytest.raises(ValueError, match="http"):
+        TenderLinks("ftp://pub.example/t/tok", links.calendar, links.webcal)

@@ -97,3 +97,28 @@ def test_the_sender_may_carry_a_display_name(raw: str) -> None:
 def test_os_environ_is_the_default_source(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PUBSCHED_SMTP_PORT", "2525")
     assert load_mail_settings().smtp_port == 2525
+
+
+def test_the_pubs_name_and_address_are_read_once_with_the_mail_settings() -> None:
+    """Issue #18: PUBSCHED_PUB_NAME (default "The pub") and PUBSCHED_PUB_ADDRESS."""
+    assert load_mail_settings({}).pub_name == "The pub"
+    assert load_mail_settings({}).pub_address is None
+    settings = load_mail_settings({"PUBSCHED_PUB_NAME": " The King's Head ",
+                                   "PUBSCHED_PUB_ADDRESS": "1 High Street, Hadley"})
+    assert settings.pub_name == "The King's Head"
+    assert settings.pub_address == "1 High Street, Hadley"  # commas are fine: not a header
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"PUBSCHED_PUB_NAME": "Crown, The"}, "PUBSCHED_PUB_NAME"),  # would split From:
+        ({"PUBSCHED_PUB_NAME": "The <Crown>"}, "PUBSCHED_PUB_NAME"),
+        ({"PUBSCHED_PUB_ADDRESS": "1 High St\nLOCATION:elsewhere"}, "one line"),
+        ({"PUBSCHED_PUB_ADDRESS": "x" * 201}, "at most 200"),
+    ],
+)
+def test_a_pub_name_or_address_that_cannot_be_used_is_refused_at_start_up(
+        env: dict[str, str], says: str) -> None:
+    with pytest.raises(MailConfigError, match=says):
+        load_mail_settings(env)

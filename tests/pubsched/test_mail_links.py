@@ -30,6 +30,7 @@ from support.smtp_server import ReceivedMail, SmtpTestServer
 OPERATOR = "boss@pub.example"
 BASE = "https://pub.example"  # pub_web's PUBSCHED_BASE_URL: the client is that host
 URL = re.compile(r"https?://[^\s<>\"']+")
+WEBCAL = re.compile(r"webcal://[^\s<>\"']+")
 
 
 @pytest.fixture
@@ -44,11 +45,11 @@ def pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
         made.close()
 
 
-def links_of(mail: ReceivedMail) -> list[str]:
+def links_of(mail: ReceivedMail, pattern: re.Pattern[str] = URL) -> list[str]:
     found: list[str] = []
     for part in mail.message.walk():
         if part.get_content_type() in ("text/plain", "text/html"):
-            found += URL.findall(part.get_content())
+            found += pattern.findall(part.get_content())
     return sorted(set(found))
 
 
@@ -91,6 +92,15 @@ def test_every_link_of_every_email_opens_the_page_it_names(
                 found = links_of(mail)
                 if kind.startswith("nudge"):  # the nudge is how the operator gets there
                     assert found, (kind, mail.message.get_content())
+                else:  # the tender's page and calendar, the calendar also as webcal://
+                    paths = {urlsplit(link).path.split("/")[1] for link in found}
+                    assert paths == {"t", "cal"}, (kind, found)
+                    subscribe = links_of(mail, WEBCAL)
+                    assert len(subscribe) == 1, (kind, subscribe)
+                    https = "https://" + subscribe[0].removeprefix("webcal://")
+                    assert https in found, (kind, subscribe, found)
+                    feed = client.get(https)
+                    assert feed.headers["content-type"].startswith("text/calendar")
                 for link in found:
                     assert link.startswith(BASE + "/"), (kind, link)
                     page = client.get(link, follow_redirects=False)

@@ -27,7 +27,7 @@ from pubsched import db as pubdb
 from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
-ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0040"]
+ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -174,6 +174,13 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "status": ("TEXT", True), "lease_token": ("BIGINT", False),
         "attempted_at": ("TIME", True), "sent_at": ("TIME", False), "error": ("TEXT", False),
     },
+    "pub_rehearsals": {  # 0039
+        "id": ("ID64", True), "started_at": ("TIME", True), "finished_at": ("TIME", False),
+        "outcome": ("TEXT", False), "week_of": ("TEXT", True),
+        "step_reached": ("INTEGER", True), "acting_since": ("TIME", False),
+        "steps": ("TEXT", True), "failure": ("TEXT", False), "scratch": ("TEXT", True),
+        "started_by": ("TEXT", False),
+    },
     "pub_flags": {"name": ("TEXT", True), "value": ("TEXT", True),
                   "changed_at": ("TIME", True)},
     "pub_mail_log": {
@@ -201,6 +208,8 @@ EXPECTED_INDEXES = {
     "rowstate_events_undelivered": "ON rowstate_events (id) WHERE",
     "idx_pub_assignments_week": "ON pub_assignments (week_of, tender_id)",
     "idx_pub_mail_log_week": "ON pub_mail_log (week_of, id)",
+    "idx_pub_rehearsals_running": "CREATE UNIQUE INDEX idx_pub_rehearsals_running ON "
+                                  "pub_rehearsals",  # 0039
 }
 
 

@@ -7,9 +7,9 @@ not reachable here). Without it a browser test is SKIPPED, loudly; with
 Screenshots go to ``PUBSCHED_ARTIFACTS`` (default ``test-artifacts/``)/screenshots, to be
 looked at; the README's pictures (docs/) are copies of some of them.
 
-tests/pubsched/conftest.py makes one ``browser`` per session (a Chromium start costs about
-a second); each test opens its own context (:func:`desktop`, :func:`phone`), so cookies
-never leak between tests.
+tests/pubsched/conftest.py makes one ``browser`` per test module (a Chromium start costs
+about a second; not per session, see there); each test opens its own context
+(:func:`desktop`, :func:`phone`), so cookies never leak between tests.
 """
 
 from __future__ import annotations

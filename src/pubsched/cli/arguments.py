@@ -42,3 +42,8 @@ def whole(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def whole_or_none(text: str) -> int | None:
+    """``--max-shifts N|none``: ``none`` (any case) clears the maximum."""
+    return None if text.strip().lower() == "none" else whole(text)

@@ -18,13 +18,17 @@ from typing import Any
 
 from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
-from .arguments import instant, week, whole
-from .commands.cutover import cmd_cutover_check, cmd_flag
+from ..tenders import KEEP
+from .arguments import instant, week, whole, whole_or_none
+from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
 from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.tenders import (
+    cmd_tender_activate,
     cmd_tender_add,
     cmd_tender_deactivate,
+    cmd_tender_edit,
+    cmd_tender_invite,
     cmd_tender_link,
     cmd_tender_list,
 )
@@ -73,13 +77,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     leaf(commands, "init", cmd_init, "create or upgrade the database (migrations)")
 
-    tender = commands.add_parser("tender", help="add, deactivate, list tenders; their links")
+    tender = commands.add_parser("tender",
+                                 help="add, edit, (de)activate, list tenders; their links")
     tenders = tender.add_subparsers(dest="tender_command", metavar="ACTION", required=True)
     add = leaf(tenders, "add", cmd_tender_add, "add a tender (an email once, in any case)")
     add.add_argument("name", metavar="NAME")
     add.add_argument("email", metavar="EMAIL")
     add.add_argument("--max-shifts", metavar="N", type=whole, default=None,
                      help="at most N shifts a week")
+    add.add_argument("--skill", metavar="SKILL", dest="skills", action="append",
+                     help="a skill (one word; repeat for more)")
+    edit = leaf(tenders, "edit", cmd_tender_edit,
+                "change a tender's name, email, maximum or skills (the rest stays)")
+    edit.add_argument("email", metavar="EMAIL")
+    edit.add_argument("--name", metavar="NAME", default=None, help="the new name")
+    edit.add_argument("--email", metavar="EMAIL", dest="new_email", default=None,
+                      help="the new email (their links keep working)")
+    edit.add_argument("--max-shifts", metavar="N|none", type=whole_or_none, default=KEEP,
+                      help="at most N shifts a week; none: no maximum")
+    skills = edit.add_mutually_exclusive_group()
+    skills.add_argument("--skill", metavar="SKILL", dest="skills", action="append",
+                        help="a skill (repeat for more): these replace the tender's skills")
+    skills.add_argument("--no-skills", action="store_true", help="clear the skills")
+    leaf(tenders, "activate", cmd_tender_activate,
+         "make an inactive tender active again (their current link works again)"
+         ).add_argument("email", metavar="EMAIL")
     leaf(tenders, "deactivate", cmd_tender_deactivate,
          "deactivate a tender (kept for history; their link stops working)"
          ).add_argument("email", metavar="EMAIL")
@@ -88,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     link.add_argument("email", metavar="EMAIL")
     link.add_argument("--base-url", metavar="URL", default=None,
                       help="the site's address (default $PUBSCHED_BASE_URL)")
+    invite = leaf(tenders, "invite", cmd_tender_invite,
+                  "email a tender (or every active one) their personal links")
+    invite.add_argument("email", metavar="EMAIL", nargs="?", default=None)
+    invite.add_argument("--all", action="store_true", help="every active tender, once each")
+    invite.add_argument("--base-url", metavar="URL", default=None,
+                        help="the site's address (default $PUBSCHED_BASE_URL)")
 
     operator = commands.add_parser("operator", help="add, list, remove operator accounts "
                                    "(the web admin's logins)")
@@ -107,12 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
                 "turn the v2 engine on or off (refused outside the idle gap unless --force)")
     flag.add_argument("name", choices=["v2"], metavar="v2")
     flag.add_argument("value", choices=["on", "off"], metavar="on|off")
-    flag.add_argument("--force", action="store_true", help="flip outside the idle gap")
+    flag.add_argument("--force", action="store_true",
+                      help="flip outside the idle gap (never without a passed rehearsal)")
 
-    cutover = commands.add_parser("cutover", help="the cutover's idle-gap check")
+    cutover = commands.add_parser("cutover", help="the cutover's idle-gap check, its rehearsal")
     checks = cutover.add_subparsers(dest="cutover_command", metavar="ACTION", required=True)
     leaf(checks, "check", cmd_cutover_check,
-         "is this the idle gap (exit 0), or why not (exit 3)")
+         "is this the idle gap (exit 0), or why not (exit 3); has a rehearsal passed")
+    leaf(checks, "rehearse", cmd_cutover_rehearse,
+         "the dress rehearsal: a whole week on v2 on a throwaway copy, mail to the operator")
 
     week_parser = commands.add_parser("week", help="act on one week (WEEK: its Monday)")
     actions = week_parser.add_subparsers(dest="week_command", metavar="ACTION", required=True)

@@ -72,6 +72,7 @@ from typing import Any, Final
 from ..pub import BadInput, Pub, Verdict
 from ..send import resend
 from ..weeks import week_key
+from ..words import told
 from .base import Engine
 from .choose import chosen, engine_for
 from .flags import FLAG_CHANGED, FlagChanged
@@ -179,7 +180,8 @@ def buttons() -> dict[str, tuple[str, str]]:
 
 def perform(pub: Pub, name: str, week: str, *, now: datetime | None = None,
             **options: Any) -> Verdict:
-    """Run the action ``name`` on ``week`` with the engine the flag selects.
+    """Run the action ``name`` on ``week`` with the engine the flag selects; the verdict's
+    message is said in the operator's words (:func:`pubsched.words.told`).
 
     An unknown name is :class:`BadInput`; an option the action does not take, or a
     required one left out, is a ``TypeError`` (a caller's mistake, as a wrong call is)."""
@@ -194,9 +196,12 @@ def perform(pub: Pub, name: str, week: str, *, now: datetime | None = None,
     if missing:
         raise TypeError(f"action {name!r} needs the option(s) {', '.join(missing)}")
     if name in LEASE_GUARDED:
-        return action.run(engine_for(pub), pub, week, now, options)
-    try:
-        with chosen(pub) as engine:
-            return action.run(engine, pub, week, now, options)
-    except FlagChanged as changed:
-        return Verdict(False, FLAG_CHANGED, message=f"{name} week {week} refused: {changed}")
+        verdict = action.run(engine_for(pub), pub, week, now, options)
+    else:
+        try:
+            with chosen(pub) as engine:
+                verdict = action.run(engine, pub, week, now, options)
+        except FlagChanged as changed:
+            verdict = Verdict(False, FLAG_CHANGED,
+                              message=f"{name} week {week} refused: {changed}")
+    return told(pub, name, week_key(week), verdict)

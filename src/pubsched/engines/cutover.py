@@ -33,6 +33,14 @@ handed back to derivation (``v2_state`` NULL, which v2 reads as SENT), and every
 without v2's due times (legacy rows from before 0035) gets them from the week's settings,
 so the tick can nudge it. Rollback needs nothing of the kind: v2 writes the legacy status
 through on APPROVED and SENT, and a week it has not opened has no legacy timestamps.
+
+**The dress rehearsal is not skippable.** Turning v2 on over a database that has weeks (a
+row in ``pub_schedule_runs``) is refused (REHEARSAL_REQUIRED) until a rehearsal passed on
+this database (:mod:`pubsched.rehearsal`: a whole week on v2 on a throwaway copy, every
+email to the operator). ``force`` skips the idle-gap check only, never this one: a forced
+flip is a choice about a week in flight, while the rehearsal is the proof that v2 runs
+this pub's week at all. The record is read in the flip's own unit. An empty database (a
+fresh install, which ``init`` turns on) has nothing to rehearse; a rollback needs none.
 """
 
 from __future__ import annotations
@@ -43,12 +51,16 @@ from typing import Any
 
 from ..machine import DRAFT, SEND_LEASE_TTL, SENT
 from ..pub import BadInput, Pub, Verdict, utc
+from ..rehearsal.record import has_passed
 from ..weeks import settings_override, times_of
 from .choose import ENGINES
 from .flags import lock_flag, set_v2, v2_enabled
 from .legacy_state import db_now_sql, lease_live
 
 NOT_IDLE = "NOT_IDLE"
+REHEARSAL_REQUIRED = "REHEARSAL_REQUIRED"
+REHEARSE = ("run the dress rehearsal first: `pubsched cutover rehearse`, or the wizard on "
+            "the web cutover page")
 IDLE_STATES = (DRAFT, SENT)
 
 
@@ -108,6 +120,14 @@ def _adopt(pub: Pub, tx: Any) -> None:
                     times.send_window_end, row["week_of"]])
 
 
+def rehearsal_needed(pub: Pub) -> bool:
+    """Whether turning v2 on here would need a passed rehearsal first: weeks exist and no
+    rehearsal has passed (what the CLI's check and the web page say)."""
+    with pub.atomic() as tx:
+        weeks = tx.execute("SELECT 1 AS one FROM pub_schedule_runs LIMIT 1")
+        return bool(weeks) and not has_passed(tx)
+
+
 def cutover_check(pub: Pub, now: datetime | None = None) -> Check:
     """Whether this is the idle gap, and every reason it is not. ``now`` is checked like
     every action's instant; the leases age by the database clock."""
@@ -129,10 +149,15 @@ def flip(pub: Pub, on: bool, *, force: bool = False, now: datetime | None = None
         if v2_enabled(pub) == on:
             return Verdict(True, message=f"{'v2' if on else 'legacy'} is already the engine "
                            f"(PUB_SCHEDULER_V2 {target})", detail={"v2": on, "changed": False})
-        reasons = _reasons(pub, _runs(pub, tx))
+        runs = _runs(pub, tx)
+        reasons = _reasons(pub, runs)
         if reasons and not force:
             return Verdict(False, NOT_IDLE, message=f"PUB_SCHEDULER_V2 {target} refused: not "
                            f"the idle gap: {'; '.join(reasons)}",
+                           detail={"reasons": reasons})
+        if on and runs and not has_passed(tx):
+            return Verdict(False, REHEARSAL_REQUIRED, message=f"PUB_SCHEDULER_V2 on refused: "
+                           f"no dress rehearsal has passed on this database; {REHEARSE}",
                            detail={"reasons": reasons})
         if on:
             _adopt(pub, tx)
@@ -143,4 +168,5 @@ def flip(pub: Pub, on: bool, *, force: bool = False, now: datetime | None = None
                            "reasons": reasons})
 
 
-__all__ = ["Check", "cutover_check", "flip", "views"]
+__all__ = ["NOT_IDLE", "REHEARSAL_REQUIRED", "Check", "cutover_check", "flip",
+           "rehearsal_needed", "views"]

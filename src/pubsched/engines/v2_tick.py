@@ -31,25 +31,18 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Mapping
 from datetime import date, datetime, timedelta
-from email.headerregistry import Address
-from email.message import EmailMessage
-from email.utils import format_datetime, make_msgid
 from typing import Any
 
 import rowstate
 
 from ..generate import generate_body
 from ..machine import COLLECTING, DRAFT
-from ..mail.compose import SENDER_NAME, Nudge, Outgoing, Recipient, compose_nudge
+from ..mail.compose import Nudge, compose_late_open, compose_nudge
 from ..mail.mailer import Delivery
-from ..pub import BadInput, Pub, Verdict, utc
+from ..pub import Pub, Verdict, utc
 from ..weeks import settings_override
 from .base import parse_instant
-
-DEFAULT_MIN_COLLECT_HOURS = 24.0
 
 log = logging.getLogger("pubsched.tick")
 
@@ -115,28 +108,12 @@ def _tick(pub: Pub, now: datetime) -> list[Verdict]:
     return out
 
 
-def min_collect_hours(environ: Mapping[str, str] | None = None) -> float:
-    """``PUBSCHED_MIN_COLLECT_HOURS``: the least time an autopilot open leaves the tenders
-    (hours, default 24, 0 for no floor); a bad value is :class:`BadInput`."""
-    raw = (os.environ if environ is None else environ).get("PUBSCHED_MIN_COLLECT_HOURS")
-    if raw is None or not raw.strip():
-        return DEFAULT_MIN_COLLECT_HOURS
-    try:
-        hours = float(raw)
-    except ValueError:
-        hours = -1.0
-    if not 0 <= hours <= 24 * 14:
-        raise BadInput(f"PUBSCHED_MIN_COLLECT_HOURS must be a number of hours from 0 to "
-                       f"{24 * 14}, got {raw!r}")
-    return hours
-
-
 def _autopilot_opens(pub: Pub, now: datetime) -> list[Verdict]:
     """DRAFT -> COLLECTING for every autopilot run whose opens-at has come, each one write
     through the door (the state and ``autopilot = 1`` re-checked by the compare-and-set, so
     two ticks open it once), moving a deadline that would leave the tenders less than the
     minimum (module docstring)."""
-    floor = timedelta(hours=min_collect_hours())
+    floor = timedelta(hours=pub.config.min_collect_hours)
     rows = pub.query("SELECT * FROM pub_schedule_runs WHERE autopilot = 1 AND "
                      "(v2_state = 'DRAFT' OR (v2_state IS NULL AND status = 'pending')) "
                      "ORDER BY week_of")
@@ -188,39 +165,23 @@ def _local(pub: Pub, moment: datetime) -> str:
 
 def _tell_late_open(pub: Pub, week: str, old: datetime | None, new: datetime,
                     now: datetime) -> str | None:
-    """Email the operator that autopilot opened the form late and moved the deadline; the
-    reason it was not delivered, or None."""
+    """Email the operator that autopilot opened the form late and moved the deadline (the
+    note is :func:`~pubsched.mail.compose.compose_late_open`'s); the reason it was not
+    delivered, or None."""
     settings = pub.config.mail
     if settings.operator_email is None:
         return "the operator was not told: PUBSCHED_OPERATOR_EMAIL is not set"
-    monday = date.fromisoformat(week)
-    day = f"{monday:%a} {monday.day} {monday:%b %Y}"
-    message = EmailMessage()
-    was = f" (it was {_local(pub, old)})" if old is not None else ""
-    message.set_content(
-        f"Autopilot opened the availability form for the week of {day} late, at "
-        f"{_local(pub, now)}: the tick had not run since its opening time.\n\n"
-        f"So that tenders have time to answer, the deadline moved to {_local(pub, new)}"
-        f"{was}; the roster is generated after it.\n\n"
-        f"{pub.config.base_url}/admin/weeks/{week}\n", cte="quoted-printable")
-    sender = settings.mail_from
-    message["From"] = sender if "<" in sender else Address(SENDER_NAME, addr_spec=sender)
-    message["To"] = Address("Operator", addr_spec=settings.operator_email)
-    message["Subject"] = f"Week of {day}: the form opened late, the deadline moved"
-    message["Date"] = format_datetime(now)
-    message["Message-ID"] = make_msgid("late-open", domain=sender.rpartition("@")[2]
-                                       .rstrip(">"))
-    message["Auto-Submitted"] = "auto-generated"
-    operator = Recipient(settings.operator_email, "Operator")
-    outgoing = Outgoing(operator, settings.operator_email, message,
-                        rehearsal=settings.rehearsal)
+    outgoing = compose_late_open(
+        date.fromisoformat(week), opened_at=now, old_deadline=old, new_deadline=new,
+        tz=pub.config.tz.key, settings=settings, now=now,
+        admin_url=f"{pub.config.base_url.rstrip('/')}/admin/weeks/{week}")
     with pub.mailer.session() as mail:
         outcome = mail.send(outgoing)
     with pub.atomic() as tx:
         tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
                    "VALUES (%s, %s, %s, %s, %s)",
                    [week, f"late_open:{outcome.delivery.value}", outgoing.envelope_to,
-                    str(message["Subject"]), now])
+                    str(outgoing.message["Subject"]), now])
     if outcome.delivery is Delivery.DELIVERED:
         return None
     return f"the operator's email was not delivered: {outcome.detail}"

@@ -1,9 +1,13 @@
 """The messages pubsched sends, built with the stdlib ``email`` package; no I/O here.
 
-Two kinds: the schedule email to one tender (their own shifts first, then the whole roster,
-as plain text and HTML alternatives, with their shifts as an ``.ics`` attachment), and the
-tick's nudge to the operator. The input is small frozen values, not database rows, so the
-send action and the tick decide *what* to say and this module only decides *how*.
+The schedule email to one tender (their own shifts first, then the whole roster, their
+links, as plain text and HTML alternatives, with their shifts as an ``.ics`` attachment;
+the bodies are :mod:`.schedule`'s), the invitation that hands a tender their personal
+links, and the tick's notes to the operator (the nudges, the
+late open). The input is small frozen values (:mod:`.values`), not database rows, so the
+send action and the tick decide *what* to say and this module only decides *how*. The
+pub's name (``PUBSCHED_PUB_NAME``) leads every subject and is the sender's name when
+``PUBSCHED_MAIL_FROM`` gives none.
 
 Every message comes out as an :class:`Outgoing`: the recipient it is *for* (``intended``,
 whom the delivery record is about) and the one address SMTP delivers it *to*
@@ -18,100 +22,22 @@ here, so the same input gives the same message.
 
 from __future__ import annotations
 
-import enum
 import hashlib
-import html
 from collections.abc import Collection
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..shiftcal import shifts_calendar
-from .addresses import address_problem, name_problem
+from . import html as h
+from .schedule import ScheduleView, in_order, schedule_html, schedule_text
 from .settings import MailSettings
+from .values import Nudge, Outgoing, Recipient, Roster, ShiftLine, TenderLinks
+from .wording import calendar_summary, day, moment
 
-SENDER_NAME = "Pub scheduler"
-
-
-@dataclass(frozen=True)
-class Recipient:
-    """Someone a message is for: a tender, or the operator. Built only from an address and a
-    name the one rule of :mod:`.addresses` accepts (a ValueError otherwise), so that every
-    message composed for it can be written."""
-
-    email: str
-    name: str
-
-    def __post_init__(self) -> None:
-        problem = address_problem(self.email) or name_problem(self.name)
-        if problem is not None:
-            raise ValueError(f"recipient {self.name!r}: {problem}")
-
-
-@dataclass(frozen=True)
-class ShiftLine:
-    """One shift as the email shows it.
-
-    ``starts_at``/``ends_at`` are the stored UTC instants; ``tz`` is the IANA zone they are
-    shown in (the pub's local time); ``assigned`` are the names of who works it, in roster
-    order (empty: nobody).
-    """
-
-    id: int | str
-    label: str
-    starts_at: datetime
-    ends_at: datetime
-    tz: str
-    assigned: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name in ("starts_at", "ends_at"):
-            moment: datetime = getattr(self, name)
-            if moment.tzinfo is None or moment.utcoffset() != timedelta(0):
-                raise ValueError(f"shift {self.id!r}: {name} must be an aware UTC datetime")
-        if self.ends_at <= self.starts_at:
-            raise ValueError(f"shift {self.id!r}: ends_at must be after starts_at")
-        try:
-            ZoneInfo(self.tz)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"shift {self.id!r}: unknown time zone {self.tz!r}") from None
-
-
-@dataclass(frozen=True)
-class Roster:
-    """A week's whole schedule: every shift, with who works it."""
-
-    week_of: date
-    shifts: tuple[ShiftLine, ...]
-
-    def __post_init__(self) -> None:
-        ids = [shift.id for shift in self.shifts]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"roster of {self.week_of}: shift ids repeat: {ids}")
-
-
-@dataclass(frozen=True, eq=False)
-class Outgoing:
-    """A message ready for the mailer: who it is for, where it goes, and the message.
-
-    ``intended`` is the key of the delivery record; ``envelope_to`` is the one SMTP
-    recipient (``intended.email``, or the operator in rehearsal).
-    """
-
-    intended: Recipient
-    envelope_to: str
-    message: EmailMessage
-    rehearsal: bool = False
-
-
-class Nudge(enum.Enum):
-    """The operator's heads-up emails of the tick; each fires at most once per run."""
-
-    READY_TO_CLOSE = "ready to close and generate?"
-    APPROVED_NOT_SENT = "approved but not sent"
+__all__ = ["Nudge", "Outgoing", "Recipient", "Roster", "ShiftLine", "TenderLinks",
+           "compose_late_open", "compose_nudge", "compose_schedule"]
 
 
 # -- the schedule email --------------------------------------------------------------------
@@ -124,8 +50,10 @@ def compose_schedule(
     *,
     settings: MailSettings,
     now: datetime,
+    links: TenderLinks | None = None,
 ) -> Outgoing:
-    """The schedule email of ``roster`` for ``tender``, who works ``own_shift_ids``.
+    """The schedule email of ``roster`` for ``tender``, who works ``own_shift_ids``, with
+    the tender's own ``links`` (their page, their calendar) when given.
 
     A tender with no shift gets no schedule email, so an empty or unknown ``own_shift_ids``
     is a ValueError: it is a bug in the caller, not a message to send.
@@ -136,20 +64,22 @@ def compose_schedule(
         raise ValueError(
             f"{tender.email}: shifts {unknown} are not in the roster of {roster.week_of}"
         )
-    own = [shift for shift in _in_order(roster.shifts) if shift.id in own_shift_ids]
+    own = tuple(shift for shift in in_order(roster.shifts) if shift.id in own_shift_ids)
     if not own:
         raise ValueError(f"{tender.email} has no shift in the roster of {roster.week_of}")
 
+    view = ScheduleView(roster, tender, own, settings, links)
     message = EmailMessage()
-    message.set_content(_schedule_text(roster, tender, own), cte="quoted-printable")
-    message.add_alternative(
-        _schedule_html(roster, tender, own), subtype="html", cte="quoted-printable"
-    )
+    message.set_content(schedule_text(view), cte="quoted-printable")
+    message.add_alternative(schedule_html(view), subtype="html", cte="quoted-printable")
     ics = shifts_calendar(
         roster.week_of,
         tender.email,
-        ((shift.id, f"Pub shift: {shift.label}", shift.starts_at, shift.ends_at) for shift in own),
+        ((shift.id, calendar_summary(settings.pub_name, shift.label, shift.starts_at,
+                                     shift.ends_at, shift.tz),
+          shift.starts_at, shift.ends_at) for shift in own),
         stamp=now,
+        location=settings.pub_address,
     )
     message.add_attachment(
         ics,
@@ -158,7 +88,7 @@ def compose_schedule(
         filename=f"pub-shifts-{roster.week_of.isoformat()}.ics",
         params={"method": "PUBLISH", "charset": "utf-8"},
     )
-    subject = f"Your pub shifts, week of {_day(roster.week_of)}"
+    subject = f"{settings.pub_name}: your shifts, week of {day(roster.week_of)}"
     return _addressed(
         message,
         tender,
@@ -166,47 +96,6 @@ def compose_schedule(
         settings=settings,
         now=now,
         message_key=f"schedule.{roster.week_of.isoformat()}",
-    )
-
-
-def _schedule_text(roster: Roster, tender: Recipient, own: list[ShiftLine]) -> str:
-    lines = [f"Hi {tender.name},", "", f"Your shifts, week of {_day(roster.week_of)}:"]
-    lines += [f"  * {shift.label}: {_when(shift)}" for shift in own]
-    lines += ["", "The whole roster:"]
-    for shift in _in_order(roster.shifts):
-        mark = "*" if shift in own else " "
-        lines.append(f"{mark} {shift.label}: {_when(shift)}: {_who(shift)}")
-    lines += [
-        "",
-        "Your shifts are in the attached calendar file; importing it again updates them "
-        "instead of adding copies.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _schedule_html(roster: Roster, tender: Recipient, own: list[ShiftLine]) -> str:
-    e = html.escape
-    own_items = "".join(f"<li><strong>{e(s.label)}</strong>: {e(_when(s))}</li>" for s in own)
-    rows = "".join(
-        (
-            "<tr{mine}><td>{label}</td><td>{when}</td><td>{who}</td></tr>".format(
-                mine=' style="font-weight:bold"' if shift in own else "",
-                label=e(shift.label),
-                when=e(_when(shift)),
-                who=e(_who(shift)),
-            )
-        )
-        for shift in _in_order(roster.shifts)
-    )
-    week = e(_day(roster.week_of))
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"></head><body>\n'
-        f"<p>Hi {e(tender.name)},</p>\n"
-        f"<h2>Your shifts, week of {week}</h2>\n<ul>{own_items}</ul>\n"
-        "<h2>The whole roster</h2>\n"
-        f"<table><tr><th>Shift</th><th>When</th><th>Who</th></tr>{rows}</table>\n"
-        "<p>Your shifts are in the attached calendar file; importing it again updates them "
-        "instead of adding copies.</p>\n</body></html>\n"
     )
 
 
@@ -231,26 +120,23 @@ def compose_nudge(
     if settings.operator_email is None:
         raise ValueError("a nudge goes to the operator: set PUBSCHED_OPERATOR_EMAIL")
     operator = Recipient(settings.operator_email, "Operator")
-    due = _local(due_at, tz)
-    week = _day(week_of)
+    due = moment(due_at, tz)
+    week = day(week_of)
+    pub = settings.pub_name
     if nudge is Nudge.READY_TO_CLOSE:
-        subject = f"Week of {week}: ready to close and generate?"
+        subject = f"{pub}, week of {week}: ready to close and generate?"
         body = (
             f"The availability form for the week of {week} is still open; its deadline "
             f"passed at {due}.\n\nReady to close the form and generate the roster?"
         )
     else:
-        subject = f"Week of {week}: approved but not sent"
+        subject = f"{pub}, week of {week}: approved but not sent"
         body = (
             f"The roster for the week of {week} is approved but the schedule email has not "
             f"been sent; the send window opened at {due}.\n\nSend it when you are ready."
         )
-    if admin_url:
-        body += f"\n\n{admin_url}"
-    message = EmailMessage()
-    message.set_content(
-        body + "\n\nThis is the only reminder for this run.\n", cte="quoted-printable"
-    )
+    paragraphs = [*body.split("\n\n"), "This is the only reminder for this run."]
+    message = _operator_note(pub, paragraphs, admin_url)
     return _addressed(
         message,
         operator,
@@ -259,6 +145,104 @@ def compose_nudge(
         now=now,
         message_key=f"nudge.{nudge.name.lower()}.{week_of.isoformat()}",
     )
+
+
+def compose_late_open(
+    week_of: date,
+    *,
+    opened_at: datetime,
+    old_deadline: datetime | None,
+    new_deadline: datetime,
+    tz: str,
+    settings: MailSettings,
+    now: datetime,
+    admin_url: str | None = None,
+) -> Outgoing:
+    """The tick's word to the operator that autopilot opened the form of ``week_of`` late
+    (at ``opened_at``) and moved its deadline from ``old_deadline`` to ``new_deadline`` so
+    that the tenders keep their time. Needs ``PUBSCHED_OPERATOR_EMAIL`` (a ValueError
+    otherwise). Its Message-ID names the open, so a second late open of the same week
+    (after a reopen) is a new message, not a copy of the first."""
+    if settings.operator_email is None:
+        raise ValueError("the late-open note goes to the operator: set PUBSCHED_OPERATOR_EMAIL")
+    operator = Recipient(settings.operator_email, "Operator")
+    week = day(week_of)
+    was = f" (it was {moment(old_deadline, tz)})" if old_deadline is not None else ""
+    message = _operator_note(settings.pub_name, [
+        f"Autopilot opened the availability form for the week of {week} late, at "
+        f"{moment(opened_at, tz)}: the tick had not run since its opening time.",
+        f"So that tenders have time to answer, the deadline moved to "
+        f"{moment(new_deadline, tz)}{was}; the roster is generated after it.",
+    ], admin_url)
+    return _addressed(
+        message,
+        operator,
+        f"{settings.pub_name}, week of {week}: form opened late, deadline moved",
+        settings=settings,
+        now=now,
+        message_key=f"late-open.{week_of.isoformat()}.{int(opened_at.timestamp())}",
+    )
+
+
+# -- the invitation ------------------------------------------------------------------------
+
+
+def compose_invite(
+    tender: Recipient,
+    form_url: str,
+    calendar_url: str,
+    *,
+    settings: MailSettings,
+    now: datetime,
+) -> Outgoing:
+    """The tender's personal links, in a message of their own (``pubsched tender invite``).
+
+    The Message-ID follows the links: the same links sent again carry the same id (a
+    mailbox may show one message), a revoke's new links a new one, never mistaken for
+    the old.
+    """
+    pub = settings.pub_name
+    intro = (f"This is your personal link to {pub}'s availability form. Each week, open it "
+             "to say which shifts you can work.")
+    later = ("Once the schedule is sent, your shifts are also in a calendar your phone can "
+             "subscribe to.")
+    secret = ("The links are yours alone: anyone who has them can answer for you. If one "
+              "goes astray, ask for new ones.")
+    text = (f"{pub}\n\nHi {tender.name},\n\n{intro}\n\n  {form_url}\n\n{later}\n\n"
+            f"  {calendar_url}\n\n{secret}\n")
+    body = [h.paragraph(f"Hi {tender.name},"), h.paragraph(intro),
+            h.button(form_url, "Open your availability form"),
+            h.paragraph(later), h.button(calendar_url, "Your shifts calendar", primary=False),
+            h.paragraph(secret)]
+    message = EmailMessage()
+    message.set_content(text, cte="quoted-printable")
+    message.add_alternative(
+        h.page(f"{pub}: your link to the shift form", pub, body,
+               footer=[h.link(form_url), h.link(calendar_url)]),
+        subtype="html", cte="quoted-printable")
+    links_id = hashlib.sha256(f"{form_url} {calendar_url}".encode()).hexdigest()[:12]
+    return _addressed(
+        message,
+        tender,
+        f"{pub}: your link to the shift form",
+        settings=settings,
+        now=now,
+        message_key=f"invite.{links_id}",
+    )
+
+
+def _operator_note(pub: str, paragraphs: list[str], admin_url: str | None) -> EmailMessage:
+    """A short note to the operator: the paragraphs as text and as HTML, the week's admin
+    page as a link (text) and a button (HTML)."""
+    text = "\n\n".join(paragraphs) + (f"\n\n{admin_url}" if admin_url else "")
+    body = [h.paragraph(p) for p in paragraphs]
+    if admin_url:
+        body += [h.button(admin_url, "Open the week"), h.paragraph(h.link(admin_url),
+                                                                  muted=True)]
+    message = EmailMessage()
+    message.set_content(f"{pub}\n\n{text}\n", cte="quoted-printable")
+    message.add_alternative(h.page(pub, pub, body), subtype="html", cte="quoted-printable")
+    return message
 
 
 # -- addressing: the one place rehearsal redirects -----------------------------------------
@@ -283,7 +267,7 @@ def _addressed(
         message["To"] = Address("Operator", addr_spec=envelope_to)
     else:
         message["To"] = Address(intended.name, addr_spec=envelope_to)
-    message["From"] = Address(settings.mail_from_name or SENDER_NAME,
+    message["From"] = Address(settings.mail_from_name or settings.pub_name,
                               addr_spec=settings.mail_from)
     message["Subject"] = subject
     message["Date"] = format_datetime(now)
@@ -305,33 +289,3 @@ def _message_id(key: str, intended: Recipient, settings: MailSettings, now: date
         key = f"{key}.rehearsal.{int(now.timestamp())}"
     domain = settings.mail_from.rpartition("@")[2]
     return f"<{key}.{who}@{domain}>"
-
-
-# -- how times and people read --------------------------------------------------------------
-
-
-def _in_order(shifts: tuple[ShiftLine, ...]) -> list[ShiftLine]:
-    return sorted(shifts, key=lambda shift: (shift.starts_at, str(shift.id)))
-
-
-def _day(day: date) -> str:
-    return f"{day:%a} {day.day} {day:%b %Y}"
-
-
-def _local(moment: datetime, tz: str) -> str:
-    local = moment.astimezone(ZoneInfo(tz))
-    return f"{local:%a} {local.day} {local:%b %H:%M %Z}"
-
-
-def _when(shift: ShiftLine) -> str:
-    """``Thu 10 Dec 18:00 - Fri 02:00 EST``: the end's day is named when it is another day
-    (a shift may cross midnight)."""
-    zone = ZoneInfo(shift.tz)
-    start = shift.starts_at.astimezone(zone)
-    end = shift.ends_at.astimezone(zone)
-    end_text = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%a %H:%M}"
-    return f"{start:%a} {start.day} {start:%b %H:%M} - {end_text} {end:%Z}"
-
-
-def _who(shift: ShiftLine) -> str:
-    return ", ".join(shift.assigned) if shift.assigned else "(nobody)"

@@ -19,12 +19,22 @@ Variables (empty counts as unset):
                             ``pubsched@localhost``
 ``PUBSCHED_OPERATOR_EMAIL`` the operator: nudges go there, and everything in rehearsal
 ``PUBSCHED_REHEARSAL``      1: every message goes to the operator only (the dress rehearsal)
+``PUBSCHED_PUB_NAME``       the pub's name, as its tenders know it: in every subject, as the
+                            header of every email and as the sender's name when
+                            ``PUBSCHED_MAIL_FROM`` gives none; default ``The pub``
+``PUBSCHED_PUB_ADDRESS``    where the pub is (one line): the calendar events' LOCATION and
+                            the emails' footer; unset: neither says where
+
+The pub's name and address live here, not in the web's settings, because the mail is what
+carries them to people who are not at the pub; the pages read them from here too, so there
+is one reading of each.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +43,8 @@ from .addresses import address_problem, name_problem
 DEFAULT_SMTP_PORT = 25
 DEFAULT_SMTP_TIMEOUT = 30.0
 DEFAULT_MAIL_FROM = "pubsched@localhost"
+DEFAULT_PUB_NAME = "The pub"
+MAX_PUB_ADDRESS = 200
 
 _NAMED = re.compile(r'\s*(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"<>]*?))\s*<(?P<address>[^<>]*)>\s*')
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -61,6 +73,8 @@ class MailSettings:
     mail_from_name: str | None = None
     operator_email: str | None = None
     rehearsal: bool = False
+    pub_name: str = DEFAULT_PUB_NAME
+    pub_address: str | None = None
 
     def __post_init__(self) -> None:
         if (self.smtp_user is None) != (self.smtp_password is None):
@@ -99,6 +113,8 @@ def load_mail_settings(env: Mapping[str, str] | None = None) -> MailSettings:
         mail_from_name=from_name,
         operator_email=_address("PUBSCHED_OPERATOR_EMAIL", get("PUBSCHED_OPERATOR_EMAIL")),
         rehearsal=_flag("PUBSCHED_REHEARSAL", get("PUBSCHED_REHEARSAL")),
+        pub_name=_pub_name(get("PUBSCHED_PUB_NAME")),
+        pub_address=_pub_address(get("PUBSCHED_PUB_ADDRESS")),
     )
 
 
@@ -151,6 +167,31 @@ def _sender(raw: str) -> tuple[str | None, str]:
     if problem is not None:
         raise MailConfigError(f"PUBSCHED_MAIL_FROM: {problem}")
     return display, address
+
+
+def _pub_name(raw: str | None) -> str:
+    """The pub's name obeys the rule of a person's name (:mod:`.addresses`): it is the
+    sender's display name, so a comma or a bracket would split it in a header."""
+    if raw is None:
+        return DEFAULT_PUB_NAME
+    problem = name_problem(raw)
+    if problem is not None:
+        raise MailConfigError(f"PUBSCHED_PUB_NAME: {problem}")
+    return raw
+
+
+def _pub_address(raw: str | None) -> str | None:
+    """One line of text (commas allowed: it is never a header): a line break would end the
+    calendar's LOCATION and start a property of the tender's calendar."""
+    if raw is None:
+        return None
+    if len(raw) > MAX_PUB_ADDRESS:
+        raise MailConfigError(
+            f"PUBSCHED_PUB_ADDRESS is at most {MAX_PUB_ADDRESS} characters, got {len(raw)}")
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in raw):
+        raise MailConfigError("PUBSCHED_PUB_ADDRESS is one line: it holds a line break or "
+                              "another control character")
+    return raw
 
 
 def _address(name: str, raw: str | None) -> str | None:

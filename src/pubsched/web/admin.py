@@ -1,5 +1,6 @@
 """The operator's pages under ``/admin`` (behind the gate of :mod:`.security`): the weeks,
-one week with its buttons, the tenders and their links, the cutover.
+one week with its buttons (the tenders' pages are :mod:`.tenders`, the cutover's
+:mod:`.cutover`).
 
 Each handler reads or acts through the domain in the thread pool (the domain is
 synchronous) and answers with a page or a redirect carrying a flash: a refusal is a flash
@@ -16,8 +17,8 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import links, tenders, view
-from ..pub import BadInput, Verdict
+from .. import tenders, view
+from ..pub import BadInput
 from .buttons import Buttons, diagram, drawn, fingerprint
 from .forms import text, week_of
 from .pages import ADMIN_PATH
@@ -103,63 +104,3 @@ class AdminPages:
         return self.pages.flash(RedirectResponse(back, status_code=303), kind,
                                 outcome.message or (outcome.reason or ""))
 
-    # -- the tenders ----------------------------------------------------------------------
-
-    async def tender_list(self, request: Request) -> Response:
-        pub = self.site.pub
-
-        def rows() -> list[dict[str, Any]]:
-            out = []
-            for t in tenders.all_tenders(pub):
-                version = t.link_version
-                out.append({"t": t, "form": links.tender_url(pub.config, t.id, version),
-                            "calendar": links.calendar_url(pub.config, t.id, version)})
-            return out
-
-        return self.pages.admin_page(request, "tenders.html",
-                                     {"rows": await run_in_threadpool(rows)})
-
-    async def revoke(self, request: Request) -> Response:
-        back = RedirectResponse(ADMIN_PATH + "/tenders", status_code=303)
-        try:
-            tender_id = int(request.path_params["tender_id"])
-        except ValueError:
-            return self.pages.flash(back, "refused", "no such tender")
-
-        def go() -> Verdict:
-            found = tenders.by_id(self.site.pub, tender_id)
-            if found is None:
-                raise BadInput("no such tender")
-            return tenders.revoke_links(self.site.pub, found.email)
-
-        try:
-            outcome = await run_in_threadpool(go)
-        except BadInput as exc:
-            return self.pages.flash(back, "refused", str(exc))
-        return self.pages.flash(back, "ok", f"{outcome.message}: the new link is on this page")
-
-    # -- the cutover ----------------------------------------------------------------------
-
-    async def cutover_page(self, request: Request) -> Response:
-        from ..engines import cutover
-        from ..engines.flags import v2_enabled
-
-        pub = self.site.pub
-
-        def context() -> dict[str, Any]:
-            return {"check": cutover.cutover_check(pub, now=self.site.now()),
-                    "v2": v2_enabled(pub), "mail": pub.config.mail}
-
-        return self.pages.admin_page(request, "cutover.html", await run_in_threadpool(context))
-
-    async def flag(self, request: Request) -> Response:
-        from ..engines import cutover
-
-        form = await request.form()
-        on = text(form, "on") == "1"
-        force = text(form, "force") == "1"
-        back = RedirectResponse(ADMIN_PATH + "/cutover", status_code=303)
-        outcome = await run_in_threadpool(
-            lambda: cutover.flip(self.site.pub, on, force=force, now=self.site.now()))
-        kind = "ok" if outcome.applied else "refused"
-        return self.pages.flash(back, kind, outcome.message or (outcome.reason or ""))

@@ -11,9 +11,11 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/open   POST /admin/create   open a Monday's week; create it as a draft
     GET  /admin/weeks/{week}             one week: diagram, buttons, grid, deliveries...
     POST /admin/weeks/{week}/do/{name}   one button: engines.actions.perform(name)  buttons.py
-    GET  /admin/tenders                  each tender's personal links; revoke
-    POST /admin/tenders/{id}/revoke
-    GET  /admin/cutover   POST /admin/cutover/flag
+    GET  /admin/tenders   POST /admin/tenders/add    the tenders, their links; add one  tenders.py
+    GET  /admin/tenders/{id}   POST /admin/tenders/{id}   one tender's details; save them
+    POST /admin/tenders/{id}/deactivate|activate|revoke|invite   POST /admin/tenders/invite
+    GET  /admin/cutover   POST /admin/cutover/flag                    cutover.py
+    POST /admin/cutover/rehearsal   .../rehearsal/next   .../rehearsal/stop   the wizard
     GET  /admin/operators                the operator accounts; add, remove   operators.py
     POST /admin/operators/add   POST /admin/operators/{id}/remove
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
@@ -32,7 +34,7 @@ Why the shape (Datasette's: an app that wires views kept one module per kind of 
 * The domain is synchronous; handlers run it in the thread pool (the SQLite store keeps a
   connection per thread, the PostgreSQL store a pool).
 
-Imports run one way: this module imports the page modules (admin, tender, login), which
+Imports run one way: this module imports the page modules (admin, tenders, tender, login), which
 import the site (site, pages, settings, auth) and the forms; none of them imports this one.
 """
 
@@ -52,6 +54,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..pub import Pub
 from .admin import AdminPages
+from .cutover import CutoverPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
@@ -62,6 +65,7 @@ from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
 from .site import Site
 from .tender import TenderPages
+from .tenders import TenderAdmin
 
 log = logging.getLogger("pubsched.web")
 
@@ -77,6 +81,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
     SIGTERM or Ctrl-C before it re-raises the signal."""
     site = Site(pub, settings, clock=clock)
     login, admin, tender = Login(site), AdminPages(site), TenderPages(site)
+    people = TenderAdmin(site)
+    cutover = CutoverPages(site)
     accounts = OperatorPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
@@ -87,10 +93,20 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/create", admin.create_week, methods=["POST"]),
         Route("/weeks/{week}", admin.week, methods=["GET"]),
         Route("/weeks/{week}/do/{name}", admin.act, methods=["POST"]),
-        Route("/tenders", admin.tender_list, methods=["GET"]),
-        Route("/tenders/{tender_id}/revoke", admin.revoke, methods=["POST"]),
-        Route("/cutover", admin.cutover_page, methods=["GET"]),
-        Route("/cutover/flag", admin.flag, methods=["POST"]),
+        Route("/tenders", people.page, methods=["GET"]),
+        Route("/tenders/add", people.add, methods=["POST"]),
+        Route("/tenders/invite", people.invite_all, methods=["POST"]),
+        Route("/tenders/{tender_id:int}", people.edit_page, methods=["GET"]),
+        Route("/tenders/{tender_id:int}", people.save, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/deactivate", people.deactivate, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/activate", people.activate, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/revoke", people.revoke, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/invite", people.invite_one, methods=["POST"]),
+        Route("/cutover", cutover.page, methods=["GET"]),
+        Route("/cutover/flag", cutover.flag, methods=["POST"]),
+        Route("/cutover/rehearsal", cutover.start, methods=["POST"]),
+        Route("/cutover/rehearsal/next", cutover.next_step, methods=["POST"]),
+        Route("/cutover/rehearsal/stop", cutover.stop, methods=["POST"]),
         Route("/operators", accounts.page, methods=["GET"]),
         Route("/operators/add", accounts.add, methods=["POST"]),
         Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),

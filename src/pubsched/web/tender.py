@@ -3,8 +3,10 @@
 
 A link that does not verify (mistyped, replaced by a newer one, revoked) is a 404 that says
 what to do; a submission refused because the form closed is a 409 with the form as it is
-now, never a silent loss. These pages are never cached (they show the tender's own
-choices).
+now, never a silent loss; one that ticks a shift not offered to the tender (started, or
+needing a skill they lack: :mod:`pubsched.offer`) is a 400 saying which, nothing saved.
+The page shows the tender's shifts still to come above the form. These pages are never
+cached (they show the tender's own choices).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class TenderPages:
                                          request.path_params["token"], "form")
         if tender is None:
             return self._bad_link(request)
-        form = await run_in_threadpool(view.tender_form, pub, tender)
+        form = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
         saved = request.query_params.get("saved") == "1"
         return self._page(request, tender, form, notice="Saved." if saved else None)
 
@@ -46,6 +48,8 @@ class TenderPages:
             "f": form, "notice": notice, "error": error, "action": f"/t/{token}",
             "calendar": "/cal/" + links.tender_token(config, tender.id,
                                                      tender.link_version, "calendar") + ".ics",
+            "webcal": links.webcal_url(config, tender.id, tender.link_version),
+            "pub_name": config.mail.pub_name,
         }, status=status, headers={"cache-control": "no-store"})
 
     def _bad_link(self, request: Request) -> HTMLResponse:
@@ -78,10 +82,10 @@ class TenderPages:
                 lambda: submit(pub, week, tender.email, picked, max_shifts=limit,
                                now=self.site.now()))
         except BadInput as exc:
-            shown = await run_in_threadpool(view.tender_form, pub, tender)
+            shown = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
             return self._page(request, tender, shown, error=str(exc), status=400)
         if not outcome.applied:
-            shown = await run_in_threadpool(view.tender_form, pub, tender)
+            shown = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
             return self._page(request, tender, shown, status=409, error=(
                 "The form for this week is closed: your change was not saved."
                 if outcome.reason == "FORM_CLOSED" else outcome.message))

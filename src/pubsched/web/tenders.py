@@ -1,0 +1,200 @@
+"""The operator's tender pages under ``/admin/tenders``: the list (with the add form and
+each active tender's personal links), one tender's edit page, and the buttons: deactivate,
+reactivate, revoke links, invite one, invite all.
+
+Every action is the domain's (:mod:`pubsched.tenders`, :mod:`pubsched.invite`), the same
+function the CLI calls, run in the thread pool. A form that cannot be saved (bad input, an
+address another tender has) is drawn again with what was typed and the reason (400 or
+409), nothing written; every button answers with a redirect carrying a flash in words.
+Pages name a tender by id (the URL), the domain by email: each handler reads the tender
+by id first, so an unknown id is a 404 page, never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from .. import invite, links, tenders
+from ..pub import BadInput, Verdict
+from ..tenders import Tender
+from .forms import text
+from .pages import ADMIN_PATH
+from .site import Site
+
+LIST = ADMIN_PATH + "/tenders"
+FIELDS = ("name", "email", "max_shifts", "skills")
+
+
+def max_field(raw: str | None) -> int | None:
+    """The maximum as typed: empty is "no maximum"; otherwise a whole number the domain
+    checks (0 to 14)."""
+    cleaned = (raw or "").strip()
+    if not cleaned:
+        return None
+    try:
+        return int(cleaned)
+    except ValueError:  # "two", "1.5", a superscript digit, ...
+        raise BadInput(f"the maximum is a whole number from 0 to 14, or empty; got {cleaned!r}"
+                       ) from None
+
+
+def typed(form: FormData) -> dict[str, str]:
+    """What the operator typed, to draw the form again as it was."""
+    return {name: text(form, name) or "" for name in FIELDS}
+
+
+def shown(tender: Tender) -> dict[str, str]:
+    """A tender's details as the edit form's fields."""
+    return {"name": tender.name, "email": tender.email,
+            "max_shifts": "" if tender.max_shifts is None else str(tender.max_shifts),
+            "skills": " ".join(tender.skills)}
+
+
+class TenderAdmin:
+    """The tender pages' handlers; they share only the site."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.pages = site.pages
+
+    # -- the pages ------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        return await self._list_page(request)
+
+    async def _list_page(self, request: Request, *, problem: str | None = None,
+                         values: Mapping[str, str] | None = None,
+                         status: int = 200) -> Response:
+        pub = self.site.pub
+
+        def rows() -> list[dict[str, Any]]:
+            out = []
+            for t in tenders.all_tenders(pub):
+                row: dict[str, Any] = {"t": t, "form": None, "calendar": None}
+                if t.active:  # an inactive tender's links do nothing: none are shown
+                    row["form"] = links.tender_url(pub.config, t.id, t.link_version)
+                    row["calendar"] = links.calendar_url(pub.config, t.id, t.link_version)
+                out.append(row)
+            return out
+
+        found = await run_in_threadpool(rows)
+        return self.pages.admin_page(request, "tenders.html", {
+            "rows": found, "problem": problem, "values": values or {},
+            "active": sum(1 for r in found if r["t"].active)}, status=status)
+
+    async def edit_page(self, request: Request) -> Response:
+        tender = await self._tender(request)
+        if tender is None:
+            return self._missing(request)
+        return self._edit(request, tender, shown(tender))
+
+    def _edit(self, request: Request, tender: Tender, values: Mapping[str, str], *,
+              problem: str | None = None, status: int = 200) -> Response:
+        return self.pages.admin_page(request, "tender_edit.html", {
+            "t": tender, "values": values, "problem": problem}, status=status)
+
+    # -- the forms ------------------------------------------------------------------------
+
+    async def add(self, request: Request) -> Response:
+        form = await request.form()
+        values = typed(form)
+
+        def go() -> Verdict:
+            return tenders.add(self.site.pub, values["name"], values["email"],
+                               max_shifts=max_field(values["max_shifts"]),
+                               skills=tenders.split_skills(values["skills"]),
+                               now=self.site.now())
+
+        try:
+            outcome = await run_in_threadpool(go)
+        except BadInput as exc:
+            return await self._list_page(request, problem=str(exc), values=values,
+                                         status=400)
+        if not outcome.applied:
+            return await self._list_page(request, problem=outcome.message, values=values,
+                                         status=409)
+        name = values["name"].strip()
+        return self._back(LIST, "ok",
+                          f"{name} is added. Press Invite to email them their personal link.")
+
+    async def save(self, request: Request) -> Response:
+        tender = await self._tender(request)
+        if tender is None:
+            return self._missing(request)
+        form = await request.form()
+        values = typed(form)
+
+        def go() -> Verdict:
+            return tenders.edit(self.site.pub, tender.email, name=values["name"],
+                                new_email=values["email"],
+                                max_shifts=max_field(values["max_shifts"]),
+                                skills=tenders.split_skills(values["skills"]))
+
+        try:
+            outcome = await run_in_threadpool(go)
+        except BadInput as exc:
+            return self._edit(request, tender, values, problem=str(exc), status=400)
+        if not outcome.applied:
+            return self._edit(request, tender, values, problem=outcome.message, status=409)
+        return self._back(LIST, "ok", outcome.message)
+
+    # -- the buttons ----------------------------------------------------------------------
+
+    async def deactivate(self, request: Request) -> Response:
+        return await self._button(request, tenders.deactivate, lambda t: (
+            f"{t.name} is deactivated: no more shifts, and their links stop working"))
+
+    async def activate(self, request: Request) -> Response:
+        return await self._button(request, tenders.activate, lambda t: (
+            f"{t.name} is active again: their current links work again"))
+
+    async def revoke(self, request: Request) -> Response:
+        return await self._button(request, tenders.revoke_links, lambda t: (
+            f"revoked the links of {t.email}: the new link is on this page"))
+
+    async def invite_one(self, request: Request) -> Response:
+        return await self._button(request, lambda pub, email: invite.invite(
+            pub, email, now=self.site.now()), None)
+
+    async def invite_all(self, request: Request) -> Response:
+        outcome = await run_in_threadpool(
+            lambda: invite.invite_all(self.site.pub, now=self.site.now()))
+        return self._flash_verdict(outcome, None)
+
+    async def _button(self, request: Request, act: Callable[[Any, str], Verdict],
+                      said: Callable[[Tender], str] | None) -> Response:
+        tender = await self._tender(request)
+        if tender is None:
+            return self._back(LIST, "refused", "no such tender")
+        try:
+            outcome = await run_in_threadpool(act, self.site.pub, tender.email)
+        except BadInput as exc:  # e.g. the email was changed meanwhile
+            return self._back(LIST, "refused", str(exc))
+        return self._flash_verdict(outcome, said(tender) if said else None)
+
+    def _flash_verdict(self, outcome: Verdict, words: str | None) -> Response:
+        if outcome.applied:
+            return self._back(LIST, "ok", words or outcome.message)
+        kind = "failed" if outcome.failed else "refused"
+        return self._back(LIST, kind, outcome.message or (outcome.reason or ""))
+
+    # -- shared ---------------------------------------------------------------------------
+
+    async def _tender(self, request: Request) -> Tender | None:
+        tender_id = int(request.path_params["tender_id"])  # the route's int convertor
+        return await run_in_threadpool(tenders.by_id, self.site.pub, tender_id)
+
+    def _missing(self, request: Request) -> Response:
+        return self.pages.admin_page(request, "problem.html", {
+            "title": "No such tender",
+            "text": "There is no tender with this number: see the list of tenders."},
+            status=404)
+
+    def _back(self, where: str, kind: str, words: str) -> Response:
+        return self.pages.flash(RedirectResponse(where, status_code=303), kind, words)
