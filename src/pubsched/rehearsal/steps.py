@@ -22,6 +22,7 @@ from ..engines import v2
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from ..pub import BadInput, Pub, Verdict
 from ..weektime import as_utc
+from ..words import told
 
 
 class StepFailed(Exception):
@@ -54,9 +55,12 @@ def _state(copy: Pub, week: str) -> str | None:
     return copy.runs.state(week)
 
 
-def _expect(copy: Pub, week: str, got: Verdict, state: str) -> str:
+def _expect(copy: Pub, week: str, got: Verdict, state: str, action: str) -> str:
+    """The verdict of ``action`` applied and the week in ``state``, or the step fails with
+    the refusal in the operator's words (:func:`pubsched.words.told`)."""
     if not got.applied:
-        raise StepFailed(got.message or got.failed or got.reason or "refused")
+        said = told(copy, action, week, got)
+        raise StepFailed(said.message or got.failed or got.reason or "refused")
     reached = _state(copy, week)
     if reached != state:
         raise StepFailed(f"the week is {reached}, not {state}")
@@ -64,7 +68,7 @@ def _expect(copy: Pub, week: str, got: Verdict, state: str) -> str:
 
 
 def _open(copy: Pub, week: str, now: datetime) -> str:
-    _expect(copy, week, v2.open_form(copy, week, now=now), COLLECTING)
+    _expect(copy, week, v2.open_form(copy, week, now=now), COLLECTING, "open")
     return f"the form is open, {len(weeks.shifts(copy, week))} shifts"
 
 
@@ -77,7 +81,7 @@ def _extend(copy: Pub, week: str, now: datetime) -> str:
         got = v2.extend(copy, week, wanted, now=now)
     except BadInput as exc:
         raise StepFailed(str(exc)) from None
-    _expect(copy, week, got, COLLECTING)
+    _expect(copy, week, got, COLLECTING, "extend")
     after = _deadline(copy, week)
     if after != wanted:
         raise StepFailed(f"the deadline is {after}, not {wanted}")
@@ -108,12 +112,12 @@ def _answers(copy: Pub, week: str, now: datetime) -> str:
 
 
 def _close(copy: Pub, week: str, now: datetime) -> str:
-    _expect(copy, week, v2.close(copy, week, now=now), CLOSED)
+    _expect(copy, week, v2.close(copy, week, now=now), CLOSED, "close")
     return "the form is closed"
 
 
 def _generated(copy: Pub, week: str, got: Verdict) -> str:
-    _expect(copy, week, got, ASSIGNED)
+    _expect(copy, week, got, ASSIGNED, "generate")
     filled, unfilled = got.detail.get("filled", 0), got.detail.get("unfilled", 0)
     if not filled:
         raise StepFailed(f"the roster filled no slot ({unfilled} unfilled)")
@@ -125,17 +129,17 @@ def _generate(copy: Pub, week: str, now: datetime) -> str:
 
 
 def _reopen(copy: Pub, week: str, now: datetime) -> str:
-    _expect(copy, week, v2.reopen(copy, week, now=now), COLLECTING)
+    _expect(copy, week, v2.reopen(copy, week, now=now), COLLECTING, "reopen")
     return "open again, the roster kept"
 
 
 def _regenerate(copy: Pub, week: str, now: datetime) -> str:
-    _expect(copy, week, v2.close(copy, week, now=now), CLOSED)
+    _expect(copy, week, v2.close(copy, week, now=now), CLOSED, "close")
     return "closed again; " + _generated(copy, week, v2.generate(copy, week, now=now))
 
 
 def _approve(copy: Pub, week: str, now: datetime) -> str:
-    _expect(copy, week, v2.approve(copy, week, now=now), APPROVED)
+    _expect(copy, week, v2.approve(copy, week, now=now), APPROVED, "approve")
     return "the roster is approved"
 
 
@@ -147,7 +151,7 @@ def _send(copy: Pub, week: str, now: datetime) -> str:
     if detail.get("uncertain"):
         raise StepFailed("the mail server never answered for "
                          + ", ".join(detail["uncertain"]))
-    _expect(copy, week, got, SENT)
+    _expect(copy, week, got, SENT, "send")
     rows = copy.query("SELECT email, status FROM pub_deliveries WHERE week_of = %s", [week])
     unsent = [str(r["email"]) for r in rows if r["status"] != "sent"]
     if not rows or unsent:
