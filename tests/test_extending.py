@@ -73,8 +73,8 @@ STABLE = {
     "transition": ["key", "to", "from_", "owner", "payload", "guards", "data", "returning"],
     "can_transition": ["key", "to", "from_", "owner", "guards"],
     "enabled_edges": ["key", "owner"],
-    "create": ["key", "state", "columns"],
-    "ensure": ["key", "state", "columns"],
+    "create": ["key", "state", "columns", "data"],  # data: the birth event's (issue 18)
+    "ensure": ["key", "state", "columns", "data"],
     "claim_finalization": ["key", "holder", "scope", "returning"],
     "release_finalization": ["key", "holder", "scope"],
     "transition_checks": ["key", "to", "from_", "owner", "guards"],

@@ -8,6 +8,7 @@ style on both databases (``%s``), rows back as dicts, times as aware UTC datetim
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -100,6 +101,27 @@ Fence = Callable[[rowstate.Unit], None]
 # the check every unit of work runs first, while an action chosen by an engine is running
 # (:func:`pubsched.engines.choose.chosen`); per thread and per task, so it never leaks
 _FENCE: ContextVar[Fence | None] = ContextVar("pubsched_fence", default=None)
+# who is moving weeks in this thread or task (``cli:ann``, ``operator:EMAIL``, ``tick``):
+# set once by each front end (:meth:`Pub.acting_as`), read where a move writes its event
+_ACTOR: ContextVar[str | None] = ContextVar("pubsched_actor", default=None)
+MAX_ACTOR = 200
+
+
+@contextmanager
+def acting_as(by: str | None) -> Iterator[None]:
+    """Every move made in this block (this thread or task) records ``by`` as who made it
+    (:meth:`Pub.event_data`); a nested block names another actor until it ends (the tick
+    run by ``pubsched tick`` is the tick, not the shell's user). A context variable, like
+    the flag fence, so a front end sets it once and no domain signature grows an argument."""
+    if by is not None and (not isinstance(by, str) or not by.strip() or len(by) > MAX_ACTOR
+                           or not by.isprintable()):
+        raise BadInput(f"who acts is a printable name of at most {MAX_ACTOR} characters, "
+                       f"got {by!r}")
+    token = _ACTOR.set(by)
+    try:
+        yield
+    finally:
+        _ACTOR.reset(token)
 
 
 class Pub:
@@ -136,6 +158,22 @@ class Pub:
             yield
         finally:
             _FENCE.reset(token)
+
+    def acting_as(self, by: str | None) -> contextlib.AbstractContextManager[None]:
+        """``with pub.acting_as("cli:ann"):`` (see :func:`acting_as`)."""
+        return acting_as(by)
+
+    @property
+    def actor(self) -> str | None:
+        """Who is moving weeks here and now (None: nobody said)."""
+        return _ACTOR.get()
+
+    def event_data(self, data: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The event data of a move: ``data`` with ``{"by": actor}`` added (both kept; a
+        ``by`` the caller gave wins), or None when there is nothing to record."""
+        merged = {"by": self.actor} if self.actor is not None else {}
+        merged.update(data or {})
+        return merged or None
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
               ) -> list[dict[str, Any]]:

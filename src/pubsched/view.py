@@ -54,6 +54,16 @@ def when(pub: Pub, shift: Shift) -> str:
     return f"{start:%a} {start.day} {start:%b %H:%M}-{end:%H:%M}"
 
 
+def moved_by(event: Any) -> str | None:
+    """Who made a move: the ``by`` its event data records (``operator:EMAIL``,
+    ``cli:USER``, ``tick``), else its owner, else None: unknown (a week's birth, a move
+    made before moves said who, the legacy engine, which writes no events)."""
+    data = event.data
+    if isinstance(data, dict) and isinstance(data.get("by"), str):
+        return str(data["by"])
+    return None if event.owner is None else str(event.owner)
+
+
 def state_of(pub: Pub, row: dict[str, Any], engine: Engine | None = None) -> str:
     """The week's state as the engine in charge (or ``engine``) reads its run row."""
     return (engine or engine_for(pub)).state_of(pub, row)
@@ -75,7 +85,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     names = {t.email: t.name for t in all_tenders(pub)}
     submitted = of_week(pub, key)
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
-                "by": e.owner, "at": iso(e.at)} for e in pub.runs.history(key)]
+                "by": moved_by(e), "at": iso(e.at)} for e in pub.runs.history(key)]
     return {
         "week_of": key,
         "state": state,

@@ -27,7 +27,8 @@ from pubsched import db as pubdb
 from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
-ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0042"]
+ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
+       "0042"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -154,6 +155,11 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "id": ("ID64", True), "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
         "label": ("TEXT", True), "starts_at": ("TIME", True), "ends_at": ("TIME", True),
         "tenders": ("TEXT", True), "removed_at": ("TIME", True),
+    },
+    "pub_operators": {  # 0040
+        "id": ("ID64", True), "email": ("TEXT", True), "email_key": ("TEXT", True),
+        "password_hash": ("TEXT", True), "created_at": ("TIME", True),
+        "last_login_at": ("TIME", False),
     },
     "pub_availability": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),

@@ -68,9 +68,10 @@ def web_settings(*, insecure: bool = False, throttle: LoginThrottle | None = Non
                        throttle=throttle or LoginThrottle())
 
 
-def login(client: TestClient, password: str = PASSWORD) -> Any:
-    return client.post("/admin/login", data={"password": password, "next": "/admin/"},
-                       follow_redirects=False)
+def login(client: TestClient, password: str = PASSWORD, email: str = "admin") -> Any:
+    """Log in as ``email`` (the quick start's ``admin`` by default, or an operator's)."""
+    return client.post("/admin/login", data={"email": email, "password": password,
+                                             "next": "/admin/"}, follow_redirects=False)
 
 
 def seen(html: str) -> str:

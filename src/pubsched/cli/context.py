@@ -56,6 +56,7 @@ class Context:
     stdout: IO[str]
     stderr: IO[str]
     runner: Runner
+    stdin: IO[str] | None = None  # where ``--password-stdin`` reads (None: sys.stdin)
     _pub: Pub | None = field(default=None, repr=False)
 
     def config(self) -> Config:
@@ -95,6 +96,22 @@ class Context:
     def is_tty(self) -> bool:
         isatty = getattr(self.stdout, "isatty", None)
         return bool(isatty and isatty())
+
+
+MAX_BY = 64
+
+
+def cli_actor(by: str | None, environ: Mapping[str, str]) -> str:
+    """Who a command acts as, in the week's history: ``cli:NAME`` for ``--by NAME``, else
+    ``cli:$USER`` (``$LOGNAME``; ``cli:unknown`` when neither is set). A NAME that is empty,
+    has spaces or is over 64 characters is bad usage (exit 2, nothing written)."""
+    name = by if by is not None else (environ.get("USER") or environ.get("LOGNAME")
+                                      or "unknown")
+    if not name or len(name) > MAX_BY or not name.isprintable() \
+            or any(c.isspace() for c in name):
+        raise Usage(f"--by is a name of 1 to {MAX_BY} characters without spaces, "
+                    f"got {name!r}")
+    return f"cli:{name}"
 
 
 def _require_schema(url: str) -> None:

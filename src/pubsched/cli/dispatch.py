@@ -18,15 +18,17 @@ import rowstate
 
 from ..db.urls import configured_url, sqlite_path
 from ..mail.settings import MailConfigError
-from ..pub import BadInput
-from .context import EXIT_FAILED, EXIT_USAGE, Context, Usage
+from ..pub import BadInput, acting_as
+from .context import EXIT_FAILED, EXIT_USAGE, Context, Usage, cli_actor
 from .parser import Handler, build_parser
 
 
 def run(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None = None,
-        stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+        stdout: IO[str] | None = None, stderr: IO[str] | None = None,
+        stdin: IO[str] | None = None) -> int:
     """Run one command and return its exit code (``main`` exits with it); the demo and the
-    tests call this with their own environment and streams."""
+    tests call this with their own environment and streams. Every move the command makes
+    records who made it (:func:`.context.cli_actor`)."""
     env = os.environ if environ is None else environ
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
@@ -39,12 +41,16 @@ def run(argv: Sequence[str] | None = None, *, environ: Mapping[str, str] | None 
     from ..db.migrate import MigrationError
     from ..db.urls import DatabaseURLError, dialect_of
 
-    ctx = Context(args.db or configured_url(env), args.now, env, out, err, runner=run)
+    ctx = Context(args.db or configured_url(env), args.now, env, out, err, runner=run,
+                  stdin=stdin)
     handler: Handler = args.handler
     try:
         if getattr(args, "checks_db_url", True):
             dialect_of(ctx.db_url)
-        return handler(ctx, args)
+        # serve's requests and ticks say who they are themselves, not the shell's user
+        actor = cli_actor(args.by, env) if getattr(args, "acts_as_cli", True) else None
+        with acting_as(actor):
+            return handler(ctx, args)
     except (BadInput, MailConfigError, DatabaseURLError, Usage) as exc:
         ctx.complain(f"error: {exc}")
         return EXIT_USAGE

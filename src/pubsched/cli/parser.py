@@ -21,6 +21,7 @@ from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
 from .arguments import instant, week, whole, whole_or_none
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
+from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.shifts import add_shift_commands
 from .commands.tenders import (
@@ -42,8 +43,8 @@ CLI_ACTIONS: tuple[Action, ...] = tuple(a for a in ACTIONS if a.cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``--db`` and ``--now`` are accepted before the command and after it (the later one
-    wins)."""
+    """``--db``, ``--now`` and ``--by`` are accepted before the command and after it (the
+    later one wins)."""
     parser = argparse.ArgumentParser(
         prog="pubsched", description="The pub scheduler's operator command line.",
         epilog="exit codes: 0 applied, 1 ran and failed, 2 bad usage or input "
@@ -52,11 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"database URL (default $PUBSCHED_DB, else {DEFAULT_URL})")
     parser.add_argument("--now", metavar="ISO", type=instant, default=None,
                         help="the instant to act at, with an offset or Z (default: now)")
+    parser.add_argument("--by", metavar="NAME", default=None,
+                        help="who acts, as the week's history records it: cli:NAME "
+                             "(default: cli:$USER)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", metavar="URL", default=argparse.SUPPRESS,
                         help="database URL (as before the command)")
     common.add_argument("--now", metavar="ISO", type=instant, default=argparse.SUPPRESS,
                         help="the instant to act at, with an offset or Z (default: now)")
+    common.add_argument("--by", metavar="NAME", default=argparse.SUPPRESS,
+                        help="who acts (as before the command)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def leaf(group: Any, name: str, handler: Handler, text: str,
@@ -112,6 +118,20 @@ def build_parser() -> argparse.ArgumentParser:
     invite.add_argument("--base-url", metavar="URL", default=None,
                         help="the site's address (default $PUBSCHED_BASE_URL)")
 
+    operator = commands.add_parser("operator", help="add, list, remove operator accounts "
+                                   "(the web admin's logins)")
+    operators = operator.add_subparsers(dest="operator_command", metavar="ACTION",
+                                        required=True)
+    op_add = leaf(operators, "add", cmd_operator_add,
+                  "add an operator account (an email once, in any case; the password from "
+                  "stdin, or asked twice on a terminal)")
+    op_add.add_argument("email", metavar="EMAIL")
+    op_add.add_argument("--password-stdin", action="store_true",
+                        help="read the password from the first line of standard input")
+    json_flag(leaf(operators, "list", cmd_operator_list, "every operator account"))
+    leaf(operators, "remove", cmd_operator_remove, "remove an operator account (their "
+         "sessions end at their next request)").add_argument("email", metavar="EMAIL")
+
     flag = leaf(commands, "flag", cmd_flag,
                 "turn the v2 engine on or off (refused outside the idle gap unless --force)")
     flag.add_argument("name", choices=["v2"], metavar="v2")
@@ -163,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
          "a whole week's lifecycle on a temporary SQLite database, narrated",
          checks_db_url=False)
     serve = leaf(commands, "serve", cmd_serve, "the web admin and the every-minute ticker",
-                 checks_db_url=False)
+                 checks_db_url=False, acts_as_cli=False)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=whole, default=8000)
     return parser

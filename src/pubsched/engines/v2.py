@@ -76,7 +76,8 @@ def transition(pub: Pub, week: str, to: str, *, from_: str | tuple[str, ...] | N
     stamp = {"opened_at": at} if to == COLLECTING and from_ == DRAFT else {}
     with pub.atomic():  # the caller's unit: the flag fence runs in it (flags.py)
         result = pub.runs.transition(key, to, from_=from_,
-                                     payload={**stamp, **(payload or {})})
+                                     payload={**stamp, **(payload or {})},
+                                     data=pub.event_data())
     return verdict(result, f"{key} -> {to}")
 
 
@@ -92,7 +93,8 @@ def open_form(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
         with pub.atomic() as tx:
             write_week(pub, tx, plan, at)
             result = pub.runs.transition(key, COLLECTING, from_=DRAFT,
-                                         payload={"opened_at": at})
+                                         payload={"opened_at": at},
+                                         data=pub.event_data())
             if not result.applied:
                 raise _Rollback(_open_refused(pub, key, result, new=plan.new))
     except _Rollback as undo:
@@ -143,7 +145,8 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
         result = pub.runs.transition(key, COLLECTING, from_=COLLECTING,
                                      payload={"deadline_at": times.deadline_at,
                                               "generate_at": times.generate_at,
-                                              "send_window_at": times.send_window_end})
+                                              "send_window_at": times.send_window_end},
+                                     data=pub.event_data())
         if result.applied:
             # the "ready to close" nudge is not re-armed: it fires at most once per run
             tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
@@ -158,7 +161,7 @@ def close(pub: Pub, week: str, *, now: datetime | None = None,
     key = week_key(week)
     at = utc(now)
     result = pub.runs.run(key, "close", lambda lease: None, holder=holder,
-                          payload={"closed_at": at})
+                          payload={"closed_at": at}, data=pub.event_data())
     return verdict(result, f"{key} close")
 
 
@@ -177,7 +180,8 @@ def generate(pub: Pub, week: str, *, now: datetime | None = None,
         filled.update(generate_body(pub, key, at, lease.atomic))
 
     try:
-        result = pub.runs.run(key, edge, act, holder=holder, payload={"generated_at": at})
+        result = pub.runs.run(key, edge, act, holder=holder, payload={"generated_at": at},
+                              data=pub.event_data())
     except rowstate.UnitRefusedError as exc:  # a zombie: its lease was taken over
         return Verdict(False, exc.reason, message=f"{key} {edge} refused: {exc.reason}")
     got = verdict(result, f"{key} {edge}")
@@ -202,7 +206,8 @@ def approve(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
             tx.execute("UPDATE pub_assignments SET approved_at = %s WHERE week_of = %s",
                        [at, key])
             result = pub.runs.transition(key, APPROVED, from_=ASSIGNED,
-                                         payload={"approved_at": at})
+                                         payload={"approved_at": at},
+                                         data=pub.event_data())
             if not result.applied:
                 raise _Rollback(verdict(result, f"{key} approve"))
     except _Rollback as undo:
@@ -214,7 +219,7 @@ def unapprove(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
     """APPROVED -> ASSIGNED; H4: refused while a send lease is live (LEASE_HELD)."""
     key = week_key(week)
     with pub.atomic() as tx:
-        result = pub.runs.transition(key, ASSIGNED, from_=APPROVED)
+        result = pub.runs.transition(key, ASSIGNED, from_=APPROVED, data=pub.event_data())
         if result.applied:
             tx.execute("UPDATE pub_assignments SET approved_at = NULL WHERE week_of = %s",
                        [key])
@@ -237,7 +242,8 @@ def send(pub: Pub, week: str, *, now: datetime | None = None,
         return outcome["sent"]
 
     try:
-        result = pub.runs.run(key, "send", act, holder=holder, payload={"sent_at": at})
+        result = pub.runs.run(key, "send", act, holder=holder, payload={"sent_at": at},
+                              data=pub.event_data())
     except rowstate.UnitRefusedError as exc:
         return Verdict(False, exc.reason, message=f"{key} send refused: {exc.reason}")
     except OSError as exc:  # pragma: no cover - the mailer reports outcomes, not raises

@@ -47,7 +47,17 @@ from .base import parse_instant
 log = logging.getLogger("pubsched.tick")
 
 
+TICK = "tick"  # who the tick's moves name in their events (``history[].by``)
+
+
 def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
+    """One v2 tick as of ``now``; every move it makes records ``by: tick``, whoever ran
+    it (the server's ticker, or ``pubsched tick`` from a shell)."""
+    with pub.acting_as(TICK):
+        return _tick(pub, now)
+
+
+def _tick(pub: Pub, now: datetime) -> list[Verdict]:
     def close_act(lease: rowstate.ActiveLease) -> None:
         with lease.atomic() as tx:
             tx.execute("UPDATE pub_schedule_runs SET closed_at = %s WHERE week_of = %s",
@@ -84,7 +94,7 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
                                               "deadline_at", "collecting_alert_at"),
                     "unsent_alert": nudge(Nudge.APPROVED_NOT_SENT, "unsent_alert",
                                           "send_window_at", "unsent_alert_at")},
-            now=now)
+            now=now, data=pub.event_data())
     for fired in report.fired:
         what = f"{fired.key[0]} {fired.name}"
         if fired.applied:
@@ -123,7 +133,8 @@ def _autopilot_opens(pub: Pub, now: datetime) -> list[Verdict]:
             payload["send_window_at"] = max(times["send_window_at"] or generate, generate)
         with pub.atomic() as tx:
             result = pub.runs.transition(week, COLLECTING, from_=DRAFT,
-                                         guards={"autopilot": 1}, payload=payload)
+                                         guards={"autopilot": 1}, payload=payload,
+                                         data=pub.event_data())
             if result.applied and "deadline_at" in payload:
                 override = {**settings_override(row),
                             "deadline_at": payload["deadline_at"].isoformat(),

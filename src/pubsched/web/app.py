@@ -18,6 +18,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/cutover/rehearsal   .../rehearsal/next   .../rehearsal/stop   the wizard
     GET  /admin/template                 the pub's week; POST .../add, .../{id}/edit|remove
     POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
+    GET  /admin/operators                the operator accounts; add, remove   operators.py
+    POST /admin/operators/add   POST /admin/operators/{id}/remove
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -58,6 +60,7 @@ from .cutover import CutoverPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
+from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
 from .security import OperatorGate, SecurityHeaders
@@ -84,6 +87,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     people = TenderAdmin(site)
     cutover = CutoverPages(site)
     week_plan = TemplatePages(site)
+    accounts = OperatorPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -114,6 +118,9 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/weeks/{week}/shifts/add", week_plan.week_add, methods=["POST"]),
         Route("/weeks/{week}/shifts/{shift_id}/remove", week_plan.week_remove,
               methods=["POST"]),
+        Route("/operators", accounts.page, methods=["GET"]),
+        Route("/operators/add", accounts.add, methods=["POST"]),
+        Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
@@ -136,7 +143,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/", root, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET", "HEAD"]),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
-        Mount(ADMIN_PATH, app=OperatorGate(Router(routes=admin_routes), site.sessions)),
+        Mount(ADMIN_PATH, app=OperatorGate(Router(routes=admin_routes), site.sessions,
+                                           alive=site.still_valid)),
         Route("/t/{token}", tender.form, methods=["GET"]),
         Route("/t/{token}", tender.submit, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),

@@ -7,7 +7,9 @@ Three small pieces, each kept apart from the pages so it can be read and tested 
   log of the settings shows only the hash. No password configured means no admin at all:
   the login page says so and nobody gets in.
 * :class:`Sessions`: the operator's session, a cookie signed with itsdangerous. It holds
-  only a random session id; its age is checked against an absolute maximum counted from
+  a random session id and the account it was issued to (``admin``, or an operator
+  account's email and id: :mod:`pubsched.operators`, whose removal the gate checks at
+  every request); its age is checked against an absolute maximum counted from
   the login (never refreshed by use: an unattended browser loses the admin after
   ``max_age``). The signing salt folds in a digest of the password, so changing the
   password logs every session out, on every instance. Logout deletes the cookie and
@@ -59,6 +61,11 @@ class AdminPassword:
     def configured(self) -> bool:
         return self.hash is not None
 
+    @property
+    def hasher(self) -> PasswordHasher:
+        """The hasher new operator accounts' passwords are hashed with (cheap in tests)."""
+        return self._hasher
+
     def check(self, attempt: str) -> bool:
         """Whether ``attempt`` is the password (constant work either way: argon2)."""
         if self.hash is None:
@@ -67,6 +74,19 @@ class AdminPassword:
             return bool(self._hasher.verify(self.hash, attempt))
         except (VerificationError, InvalidHashError):
             return False
+
+
+ADMIN = "admin"  # the account PUBSCHED_ADMIN_PASSWORD opens
+
+
+@dataclass(frozen=True)
+class Session:
+    """A valid session: its id, who it was issued to (``admin`` or an operator's email)
+    and, for an operator account, the account's id (None for ``admin``)."""
+
+    sid: str
+    who: str = ADMIN
+    operator_id: int | None = None
 
 
 class Sessions:
@@ -82,25 +102,38 @@ class Sessions:
         self._ended: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def issue(self) -> str:
-        """A fresh session's cookie value: a new id at every login, whatever came before."""
-        return str(self._signer.dumps({"sid": secrets.token_urlsafe(18)}))
+    def issue(self, who: str = ADMIN, operator_id: int | None = None) -> str:
+        """A fresh session's cookie value for ``who``: a new id at every login, whatever
+        came before."""
+        return str(self._signer.dumps({"sid": secrets.token_urlsafe(18), "who": who,
+                                       "op": operator_id}))
 
     def valid(self, cookie: str | None) -> str | None:
         """The session id of a good, unexpired, not-ended cookie; else None."""
+        found = self.session(cookie)
+        return None if found is None else found.sid
+
+    def session(self, cookie: str | None) -> Session | None:
+        """The session of a good, unexpired, not-ended cookie; else None. Whether its
+        operator account still exists is the caller's question (it needs the database)."""
         if not cookie:
             return None
         try:
             data = self._signer.loads(cookie, max_age=self.max_age)
         except (SignatureExpired, BadSignature):
             return None
-        sid = data.get("sid") if isinstance(data, dict) else None
-        if not isinstance(sid, str):
+        if not isinstance(data, dict):
+            return None
+        sid, who, op = data.get("sid"), data.get("who", ADMIN), data.get("op")
+        if not isinstance(sid, str) or not isinstance(who, str) \
+                or not (op is None or (isinstance(op, int) and not isinstance(op, bool))):
+            return None
+        if (op is None) != (who == ADMIN):
             return None
         with self._lock:
             if sid in self._ended:
                 return None
-        return sid
+        return Session(sid, who, op)
 
     def end(self, sid: str) -> None:
         now = self._clock()

@@ -1,5 +1,14 @@
-"""The operator's login and logout: the password check (throttled per client), the session
-cookie on the admin path, and where a login may go on to (only an admin path of ours)."""
+"""The operator's login and logout: an email and a password (throttled per client), the
+session cookie on the admin path naming the account, and where a login may go on to (only
+an admin path of ours).
+
+Two kinds of account log in here. An operator account (:mod:`pubsched.operators`) logs in
+by its email. ``admin`` (or an empty email: a script written for the single-password form
+of old) is the quick start's account, opened by ``PUBSCHED_ADMIN_PASSWORD``. The throttle
+sees every attempt alike, counted per client before any check (:mod:`.auth`); a wrong
+operator email costs the same work as a wrong password and gets the same answer, so the
+page never says which emails have accounts.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .auth import SESSION_COOKIE
+from .. import operators
+from .auth import ADMIN, SESSION_COOKIE
 from .forms import text
 from .pages import ADMIN_PATH
 from .site import Site
@@ -33,34 +43,50 @@ class Login:
 
     async def form(self, request: Request) -> Response:
         return self.site.pages.page(request, "login.html", {
-            "configured": self.site.settings.password.configured,
-            "next": safe_next(request.query_params.get("next")), "error": None})
+            "configured": await run_in_threadpool(self.site.login_open),
+            "email": "", "next": safe_next(request.query_params.get("next")), "error": None})
 
     async def login(self, request: Request) -> Response:
         settings, pages = self.site.settings, self.site.pages
         form = await request.form()
         target = safe_next(text(form, "next"))
+        email = (text(form, "email") or "").strip()[:320]
         client = request.client.host if request.client else "unknown"
         wait = settings.throttle.admit(client)  # counted as a failure until it succeeds
         if wait > 0:
             return pages.page(request, "login.html", {
-                "configured": True, "next": target,
+                "configured": True, "next": target, "email": email,
                 "error": f"Too many failed logins: try again in {int(wait) + 1} s."},
                 status=429, headers={"retry-after": str(int(wait) + 1)})
         attempt = text(form, "password") or ""
-        ok = await run_in_threadpool(settings.password.check, attempt)
+        as_admin = email == "" or email.lower() == ADMIN
+        if as_admin:
+            ok = await run_in_threadpool(settings.password.check, attempt)
+            who, operator_id = ADMIN, None
+        else:
+            found = await run_in_threadpool(
+                lambda: operators.verify(self.site.pub, email, attempt, now=self.site.now()))
+            ok = found is not None
+            who, operator_id = (found.email, found.id) if found else (email, None)
         if not ok:
             log.warning("failed admin login from %s", client)
             return pages.page(request, "login.html", {
-                "configured": settings.password.configured, "next": target,
-                "error": "Wrong password." if settings.password.configured
-                else "The admin is closed: no PUBSCHED_ADMIN_PASSWORD is set."}, status=401)
+                "configured": await run_in_threadpool(self.site.login_open), "next": target,
+                "email": email, "error": self._refusal(as_admin)}, status=401)
         settings.throttle.succeeded(client)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(SESSION_COOKIE, self.site.sessions.issue(),
+        response.set_cookie(SESSION_COOKIE, self.site.sessions.issue(who, operator_id),
                             max_age=settings.session_max_age, path=ADMIN_PATH,
                             httponly=True, samesite="lax", secure=pages.secure_cookies)
         return response
+
+    def _refusal(self, as_admin: bool) -> str:
+        if not as_admin:
+            return "Wrong email or password."
+        if self.site.settings.password.configured:
+            return "Wrong password."
+        return ("The admin account is closed: no PUBSCHED_ADMIN_PASSWORD is set. Log in with "
+                "your operator account's email.")
 
     async def logout(self, request: Request) -> Response:
         sid = request.scope.get("state", {}).get("operator_sid")

@@ -77,7 +77,9 @@ class Pages:
     def admin_page(self, request: Request, name: str, context: Mapping[str, Any], *,
                    status: int = 200) -> HTMLResponse:
         flash = self.take_flash(request)
-        response = self.page(request, name, {"flash": flash, "admin": True, **context},
+        who = request.scope.get("state", {}).get("operator")  # set by the operator gate
+        response = self.page(request, name, {"flash": flash, "admin": True,
+                                             "operator": who, **context},
                              status=status, headers={"cache-control": "no-store"})
         if flash is not None:
             response.delete_cookie(FLASH_COOKIE, path=ADMIN_PATH)

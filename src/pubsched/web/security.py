@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Callable
 from urllib.parse import quote
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..pub import Config
-from .auth import SESSION_COOKIE, Sessions, cross_origin_refusal
+from ..pub import Config, acting_as
+from .auth import SESSION_COOKIE, Session, Sessions, cross_origin_refusal
 from .logs import loggable_path
 from .pages import ADMIN_PATH
 
@@ -75,23 +77,36 @@ class SecurityHeaders:
 
 class OperatorGate:
     """Everything under /admin needs a valid operator session, except the login page; the
-    session's id is left in ``scope["state"]["operator_sid"]`` (the logout ends it)."""
+    session's id is left in ``scope["state"]["operator_sid"]`` (the logout ends it), who
+    it is in ``scope["state"]["operator"]``, and every move the request makes records
+    ``operator:WHO`` (:func:`pubsched.pub.acting_as`). ``alive``: whether the session's
+    account still exists (asked at every request, in the thread pool: it reads the
+    database), so a removed operator is out at their next click."""
 
-    def __init__(self, app: ASGIApp, sessions: Sessions) -> None:
+    def __init__(self, app: ASGIApp, sessions: Sessions,
+                 alive: Callable[[Session], bool] | None = None) -> None:
         self.app = app
         self.sessions = sessions
+        self.alive = alive
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path = scope["path"]
             if path != ADMIN_PATH + "/login":
                 request = Request(scope)
-                sid = self.sessions.valid(request.cookies.get(SESSION_COOKIE))
-                if sid is None:
+                session = self.sessions.session(request.cookies.get(SESSION_COOKIE))
+                if session is not None and self.alive is not None \
+                        and not await run_in_threadpool(self.alive, session):
+                    session = None
+                if session is None:
                     target = path if scope["method"] == "GET" else ADMIN_PATH + "/"
                     response = RedirectResponse(
                         f"{ADMIN_PATH}/login?next={quote(target)}", status_code=303)
                     await response(scope, receive, send)
                     return
-                scope["state"] = {**scope.get("state", {}), "operator_sid": sid}
+                scope["state"] = {**scope.get("state", {}), "operator_sid": session.sid,
+                                  "operator": session.who}
+                with acting_as(f"operator:{session.who}"):
+                    await self.app(scope, receive, send)
+                return
         await self.app(scope, receive, send)

@@ -134,11 +134,15 @@ def main(host: str, port: int, config: Config,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     web = WebSettings.from_env(env)
     check_exposure(host, config, web)
-    if not web.password.configured:
-        log.warning("PUBSCHED_ADMIN_PASSWORD is not set: the admin is closed")
     if (warning := proxy_warning(host, config, web)) is not None:
         log.warning("%s", warning)
     pub = open_pub(config)
+    if not web.password.configured:
+        from ..operators import all_operators
+
+        if not all_operators(pub):
+            log.warning("no operator account and no PUBSCHED_ADMIN_PASSWORD: the admin is "
+                        "closed (add one with `pubsched operator add EMAIL`)")
 
     @contextlib.contextmanager
     def ticking() -> Iterator[None]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from .. import operators
 from ..pub import Pub, utc
-from .auth import Sessions
+from .auth import Session, Sessions
 from .pages import Pages
 from .settings import WebSettings
 
@@ -28,3 +29,15 @@ class Site:
     def now(self) -> datetime:
         """The instant a request acts at (the injected clock in tests), in UTC."""
         return utc(self.clock())
+
+    def still_valid(self, session: Session) -> bool:
+        """Whether a signed session's account still opens the admin: ``admin`` while the
+        admin password is set, an operator while their account exists (a removed one's
+        session stops at its next request)."""
+        if session.operator_id is None:
+            return self.settings.password.configured
+        return operators.alive(self.pub, session.operator_id, session.who)
+
+    def login_open(self) -> bool:
+        """Whether anyone can log in at all: the admin password, or an operator account."""
+        return self.settings.password.configured or bool(operators.all_operators(self.pub))

@@ -173,16 +173,20 @@ class AsyncLifecycle(FrontEnd):
                 await tx.fence(fence)
             yield tx
 
-    async def create(self, key: object, *, state: str | None = None,
+    async def create(self, key: object, *, state: str | None = None, data: Any = None,
                      **columns: Any) -> TransitionResult:
-        result = await adrive(self.store, self.core.create(key, state=state, columns=columns))
+        """The row with ``columns``, in ``state`` (default the machine's initial); ``data``:
+        its birth event's data, as a transition's."""
+        result = await adrive(self.store, self.core.create(key, state=state, columns=columns,
+                                                           data=data))
         if self.publishers:
             await self._published(result.event)
         return result
 
-    async def ensure(self, key: object, *, state: str | None = None,
+    async def ensure(self, key: object, *, state: str | None = None, data: Any = None,
                      **columns: Any) -> dict[str, Any]:
-        return await adrive(self.store, self.core.ensure(key, state=state, columns=columns))
+        return await adrive(self.store, self.core.ensure(key, state=state, columns=columns,
+                                                         data=data))
 
     async def enabled_edges(self, key: object, *,
                             owner: object = None) -> tuple[EdgeCheck, ...]:
@@ -215,6 +219,7 @@ class AsyncLifecycle(FrontEnd):
     async def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                        notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                        limit: int = 100, holder: str | None = None,
-                       now: datetime | None = None) -> FireReport:
+                       now: datetime | None = None, data: Any = None) -> FireReport:
         return await adrive(self.store, self.core.fire_due(acts=acts, notify=notify,
-                                                           limit=limit, holder=holder, now=now))
+                                                           limit=limit, holder=holder, now=now,
+                                                           data=data))

@@ -175,16 +175,20 @@ class Lifecycle(FrontEnd):
                 tx.fence(fence)
             yield tx
 
-    def create(self, key: object, *, state: str | None = None,
+    def create(self, key: object, *, state: str | None = None, data: Any = None,
                **columns: Any) -> TransitionResult:
-        result = drive(self.store, self.core.create(key, state=state, columns=columns))
+        """The row with ``columns``, in ``state`` (default the machine's initial); ``data``:
+        its birth event's data, as a transition's."""
+        result = drive(self.store, self.core.create(key, state=state, columns=columns,
+                                                    data=data))
         if self.publishers:
             self._published(result.event)
         return result
 
-    def ensure(self, key: object, *, state: str | None = None,
+    def ensure(self, key: object, *, state: str | None = None, data: Any = None,
                **columns: Any) -> dict[str, Any]:
-        return drive(self.store, self.core.ensure(key, state=state, columns=columns))
+        return drive(self.store, self.core.ensure(key, state=state, columns=columns,
+                                                  data=data))
 
     def enabled_edges(self, key: object, *,
                       owner: object = None) -> tuple[EdgeCheck, ...]:
@@ -217,6 +221,7 @@ class Lifecycle(FrontEnd):
     def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                  notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                  limit: int = 100, holder: str | None = None,
-                 now: datetime | None = None) -> FireReport:
+                 now: datetime | None = None, data: Any = None) -> FireReport:
         return drive(self.store, self.core.fire_due(acts=acts, notify=notify,
-                                                    limit=limit, holder=holder, now=now))
+                                                    limit=limit, holder=holder, now=now,
+                                                    data=data))

@@ -82,10 +82,15 @@ class Rows:
         return state
 
     def create(self, key: object, *, state: str | None = None,
-               columns: Mapping[str, Any] | None = None) -> Op[TransitionResult]:
+               columns: Mapping[str, Any] | None = None,
+               data: Any = None) -> Op[TransitionResult]:
+        """Insert the row in its start state; with an events table, its birth event
+        (``[*] -> start``) in the same write, carrying ``data`` as a transition's event
+        does (who created it). A key that exists already: RECORD_EXISTS, nothing written."""
         kv, values = self.inputs.values(key)
         start = self._start_state(state)
         checked = self._check_columns(columns or {})
+        data_text = self.inputs.data(data) if data is not None else None
         names = tuple(checked)
         for name, value in checked.items():
             values[f"c:{name}"] = self.dialect.payload_value(value)
@@ -94,6 +99,7 @@ class Rows:
             values["row_key"] = row_key(kv)
             owner = checked.get(self.binding.owner) if self.binding.owner else None
             values["ev_owner"] = None if owner is None else str(owner)
+            values["ev_data"] = data_text
         shape = ("create", names)
         stmts = self.context.plans.get(shape)
         if stmts is None:
@@ -118,8 +124,9 @@ class Rows:
             event_id = rows[1][0][0] if len(rows) > 1 and rows[1] else None
             at = first[n]
         version = row.get(self.binding.version) if self.binding.version else None
-        event = Event(self.machine.name, kv, None, None, start, values.get("ev_owner"), None,
-                      version, self.context.now(at), event_id)
+        event = Event(self.machine.name, kv, None, None, start, values.get("ev_owner"),
+                      data if self.context.event_table else None, version,
+                      self.context.now(at), event_id)
         return TransitionResult(True, None, (), None, start, row, event)
 
     def _compile_create(self, names: tuple[str, ...]) -> tuple[Statement, ...]:
@@ -162,14 +169,17 @@ class Rows:
         row_key = d.value(Slot("row_key"), out)
         to = d.value(Slot("start"), out)
         owner = d.value(Slot("ev_owner"), out)
+        data = d.json_param(Slot("ev_data"), out)
         now = d.now(out)
-        return f"{machine}, {row_key}, NULL, NULL, {to}, {owner}, NULL, {version}, {now}"
+        return f"{machine}, {row_key}, NULL, NULL, {to}, {owner}, {data}, {version}, {now}"
 
     def ensure(self, key: object, *, state: str | None = None,
-               columns: Mapping[str, Any] | None = None) -> Op[dict[str, Any]]:
-        """The row, created (as :meth:`create`) if it did not exist: the seed's
-        ``ensureRow``. Idempotent; a racing creator's row is returned as found."""
-        got = yield from self.create(key, state=state, columns=columns)
+               columns: Mapping[str, Any] | None = None,
+               data: Any = None) -> Op[dict[str, Any]]:
+        """The row, created (as :meth:`create`, ``data`` on its birth event) if it did not
+        exist: the seed's ``ensureRow``. Idempotent; a racing creator's row is returned as
+        found."""
+        got = yield from self.create(key, state=state, columns=columns, data=data)
         if got.row is not None:
             return dict(got.row)
         if got.reason == Reason.INVARIANT:

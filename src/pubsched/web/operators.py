@@ -1,0 +1,81 @@
+"""``/admin/operators``: the operator accounts, added and removed on the web (the same
+rules as ``pubsched operator``: :mod:`pubsched.operators`).
+
+A new account's password is typed twice (two fields that differ save nothing) and hashed
+with the app's hasher. Removing the last account is refused unless
+``PUBSCHED_ADMIN_PASSWORD`` opens the admin anyway: the web cannot recover from locking
+everyone out (the CLI can, and allows it). A removed operator's sessions stop at their
+next request (the gate asks :meth:`pubsched.web.site.Site.still_valid`), the operator's
+own included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from .. import operators
+from ..pub import BadInput, Verdict
+from .forms import text
+from .pages import ADMIN_PATH
+from .site import Site
+
+BACK = ADMIN_PATH + "/operators"
+
+
+class OperatorPages:
+    """The operators page's handlers."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.pages = site.pages
+
+    async def page(self, request: Request) -> Response:
+        def context() -> dict[str, Any]:
+            return {"accounts": operators.all_operators(self.site.pub),
+                    "admin_open": self.site.settings.password.configured}
+
+        return self.pages.admin_page(request, "operators.html",
+                                     await run_in_threadpool(context))
+
+    async def add(self, request: Request) -> Response:
+        form = await request.form()
+        email = text(form, "email") or ""
+        password, again = text(form, "password") or "", text(form, "password_again") or ""
+
+        def go() -> Verdict:
+            if password != again:
+                raise BadInput("the two passwords differ: nothing was saved")
+            return operators.add(self.site.pub, email, password,
+                                 hasher=self.site.settings.password.hasher,
+                                 now=self.site.now())
+
+        return await self._answer(go)
+
+    async def remove(self, request: Request) -> Response:
+        try:
+            operator_id = int(request.path_params["operator_id"])
+        except ValueError:
+            return self.pages.flash(RedirectResponse(BACK, status_code=303), "refused",
+                                    "no such operator account")
+
+        def go() -> Verdict:
+            found = operators.by_id(self.site.pub, operator_id)
+            if found is None:
+                raise BadInput("no such operator account")
+            return operators.remove(self.site.pub, found.email,
+                                    keep_one=not self.site.settings.password.configured)
+
+        return await self._answer(go)
+
+    async def _answer(self, go: Any) -> Response:
+        back = RedirectResponse(BACK, status_code=303)
+        try:
+            outcome: Verdict = await run_in_threadpool(go)
+        except BadInput as exc:
+            return self.pages.flash(back, "refused", str(exc))
+        return self.pages.flash(back, "ok" if outcome.applied else "refused",
+                                outcome.message or (outcome.reason or ""))
