@@ -51,10 +51,10 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
         tz = pub.config.tz
         said = "; ".join(
             f"{shift_when(week_shifts[s].starts_at, week_shifts[s].ends_at, tz)} "
-            f"{offered[s].why_not}" for s in refused)
-        raise BadInput(f"{tender.name} cannot be put down for {said}: nothing was saved"
-                       + (" (skills are set by the operator)"
-                          if any(offered[s].missing for s in refused) else ""))
+            f"({offered[s].why_not})" for s in refused)
+        raise BadInput(f"{tender.name} cannot be put down for {said}. Nothing was saved"
+                       + (": a shift's skills are the operator's to give"
+                          if any(offered[s].missing for s in refused) else "."))
     started = {s for s, offer in offered.items() if offer.started}
     with pub.atomic() as tx:
         refused_by_engine = engine_for(pub).hold_form(tx, key)

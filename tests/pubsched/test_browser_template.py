@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pubsched import template, weeks
+from pubsched import template, tenders, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.submissions import submit
@@ -117,6 +117,7 @@ def test_the_operator_manages_the_pubs_week(browser: Any, site: tuple[str, Pub],
         v2.open_form(pub, WEEK, now=NOW)  # Alice ticks Big Friday, then it is closed
         friday_id = next(s.id for s in weeks.shifts(pub, WEEK) if s.label == "Big Friday")
         alice = people(pub)["Alice"]
+        tenders.edit(pub, alice.email, skills=["cellar"])  # Big Friday needs it to be ticked
         assert submit(pub, WEEK, alice.email, [friday_id], now=NOW)
         page.reload()
         press(page, page.locator("ul.own-shifts li", has_text="Big Friday").locator("button"))
