@@ -27,7 +27,7 @@ from pubsched import db as pubdb
 from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
-ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038"]
+ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0041"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -164,6 +164,10 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "tender_id": ("INTEGER", True), "assigned_at": ("TIME", True),
         "approved_at": ("TIME", False),
     },
+    "pub_roster_edits": {  # 0041
+        "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
+        "tender_id": ("INTEGER", True), "kind": ("TEXT", True), "at": ("TIME", True),
+    },
     "pub_deliveries": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True), "email": ("TEXT", True),
         "status": ("TEXT", True), "lease_token": ("BIGINT", False),
@@ -196,6 +200,7 @@ EXPECTED_INDEXES = {
     "rowstate_events_undelivered": "ON rowstate_events (id) WHERE",
     "idx_pub_assignments_week": "ON pub_assignments (week_of, tender_id)",
     "idx_pub_mail_log_week": "ON pub_mail_log (week_of, id)",
+    "idx_pub_roster_edits_week": "ON pub_roster_edits (week_of)",  # 0041
 }
 
 
