@@ -15,7 +15,7 @@ from typing import Any
 
 from .engines.base import Engine
 from .engines.choose import engine_for
-from .generate import assignments
+from .generate import assignments, missing, pinned
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from .pub import BadInput, Pub
 from .send import deliveries
@@ -56,6 +56,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         raise BadInput(f"no week {key}")
     engine = engine_for(pub)
     assigned = assignments(pub, key)
+    pins, unmet = pinned(pub, key), missing(pub, key)  # the roster by hand, the skills
     week_shifts = shifts(pub, key)
     delivered = deliveries(pub, key)
     times = engine.times(pub, row)
@@ -80,7 +81,9 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
             "kind": row.get("acting_kind"), "since": iso(row.get("acting_at"))},
         "shifts": [{"id": s.id, "label": s.label, "starts_at": iso(s.starts_at),
                     "ends_at": iso(s.ends_at), "slots": s.slots,
-                    "assigned": assigned.get(s.id, [])} for s in week_shifts],
+                    "assigned": assigned.get(s.id, []),
+                    "pinned": pins.get(s.id, []), "missing": unmet.get(s.id, [])}
+                   for s in week_shifts],
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
         if rostered else 0,

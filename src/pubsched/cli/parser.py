@@ -20,6 +20,7 @@ from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from .arguments import instant, week, whole
 from .commands.cutover import cmd_cutover_check, cmd_flag
+from .commands.roster import cmd_week_assign, cmd_week_unassign
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.tenders import (
     cmd_tender_add,
@@ -114,6 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
     show = leaf(actions, "show", cmd_week_show, "the week: state, shifts, submissions, ...")
     show.add_argument("week", metavar="WEEK", type=week)
     json_flag(show)
+    for name, handler, text in (
+            ("assign", cmd_week_assign,
+             "pin a tender on a shift of the generated roster (kept by regenerate)"),
+            ("unassign", cmd_week_unassign,
+             "take a tender off a shift (regenerate will not put them back there)")):
+        edit = leaf(actions, name, handler, text)
+        edit.add_argument("week", metavar="WEEK", type=week)
+        edit.add_argument("shift_id", metavar="SHIFT_ID", type=whole)
+        edit.add_argument("email", metavar="EMAIL")
 
     json_flag(leaf(commands, "weeks", cmd_weeks, "every week with its state"))
 
