@@ -3,9 +3,9 @@
 Only while the roster is generated and not yet approved (ASSIGNED): each edit is ONE unit
 of work that first holds the week there through the engine in charge
 (:meth:`pubsched.engines.base.Engine.hold_week`, under :func:`~pubsched.engines.choose.chosen`'s
-flag fence), so an approve or a reopen racing it either waits for the edit's commit or has
-already won (the edit is then refused and writes nothing): an edit never lands on an
-approved week. Inside the unit the tender's and the shift's rows are locked (PostgreSQL:
+flag fence), after locking the run row for update (why: ``_lock_week``), so an approve or
+a reopen racing it either waits for the edit's commit or has already won (the edit then
+waits for it, is refused and writes nothing): an edit never lands on an approved week. Inside the unit the tender's and the shift's rows are locked (PostgreSQL:
 ``FOR UPDATE``; SQLite's unit already holds the one writer lock) before the checks, so two
 edits of one shift or of one tender's night are judged one after the other: a shift is
 never overfilled, a tender never doubled on a night, by two operators at once.
@@ -60,6 +60,17 @@ def _tender(pub: Pub, email: str) -> Tender:
     return tender
 
 
+def _lock_week(pub: Pub, tx: Any, week: str) -> None:
+    # The hold alone is shared (FOR SHARE): approve holds the week the same way, stamps the
+    # assignments, and only then moves the run, so an edit holding beside it would slip a
+    # row in between the stamp and the move (tests/pubsched/test_roster_race.py makes that
+    # interleaving happen). Locking the run row for update first puts the edit wholly
+    # before an approve in flight or wholly after it (then the hold sees APPROVED).
+    if pub.dialect == "postgresql":
+        tx.execute("SELECT week_of FROM pub_schedule_runs WHERE week_of = %s FOR UPDATE",
+                   [week])
+
+
 def _lock(pub: Pub, tx: Any, tender_id: int, shift_id: int) -> None:
     # Always the tender first, then the shift: two edits never wait for each other in turn.
     if pub.dialect == "postgresql":
@@ -85,6 +96,7 @@ def _edit(pub: Pub, week: str, shift_id: int, email: str, now: datetime | None,
     at = utc(now)
     try:
         with chosen(pub) as engine, pub.atomic() as tx:
+            _lock_week(pub, tx, key)
             held = engine.hold_week(tx, key, (ASSIGNED,))
             if held is not None:
                 return _refused(key, held)
