@@ -5,7 +5,8 @@ of work that first holds the week there through the engine in charge
 (:meth:`pubsched.engines.base.Engine.hold_week`, under :func:`~pubsched.engines.choose.chosen`'s
 flag fence), after locking the run row for update (why: ``_lock_week``), so an approve or
 a reopen racing it either waits for the edit's commit or has already won (the edit then
-waits for it, is refused and writes nothing): an edit never lands on an approved week. Inside the unit the tender's and the shift's rows are locked (PostgreSQL:
+waits for it, is refused and writes nothing): an edit never lands on an approved week.
+Inside the unit the tender's and the shift's rows are locked (PostgreSQL:
 ``FOR UPDATE``; SQLite's unit already holds the one writer lock) before the checks, so two
 edits of one shift or of one tender's night are judged one after the other: a shift is
 never overfilled, a tender never doubled on a night, by two operators at once.
