@@ -6,10 +6,9 @@ of work that first holds the week there through the engine in charge
 flag fence), after locking the run row for update (why: ``_lock_week``), so an approve or
 a reopen racing it either waits for the edit's commit or has already won (the edit then
 waits for it, is refused and writes nothing): an edit never lands on an approved week.
-Inside the unit the tender's and the shift's rows are locked (PostgreSQL:
-``FOR UPDATE``; SQLite's unit already holds the one writer lock) before the checks, so two
-edits of one shift or of one tender's night are judged one after the other: a shift is
-never overfilled, a tender never doubled on a night, by two operators at once.
+The same lock (SQLite's unit already holds the one writer lock) puts two edits of one week
+one after the other, so the checks below are judged on what the other committed: a shift
+is never overfilled, a tender never doubled on a night, by two operators at once.
 
 * ``assign`` writes a *pin* (``pub_roster_edits``, replacing an exclusion of the pair) and
   the assignment row at once, so the roster shows it before any regenerate. Refused when
@@ -66,17 +65,11 @@ def _lock_week(pub: Pub, tx: Any, week: str) -> None:
     # assignments, and only then moves the run, so an edit holding beside it would slip a
     # row in between the stamp and the move (tests/pubsched/test_roster_race.py makes that
     # interleaving happen). Locking the run row for update first puts the edit wholly
-    # before an approve in flight or wholly after it (then the hold sees APPROVED).
+    # before an approve in flight or wholly after it (then the hold sees APPROVED), and
+    # two edits of the week one after the other.
     if pub.dialect == "postgresql":
         tx.execute("SELECT week_of FROM pub_schedule_runs WHERE week_of = %s FOR UPDATE",
                    [week])
-
-
-def _lock(pub: Pub, tx: Any, tender_id: int, shift_id: int) -> None:
-    # Always the tender first, then the shift: two edits never wait for each other in turn.
-    if pub.dialect == "postgresql":
-        tx.execute("SELECT id FROM pub_tenders WHERE id = %s FOR UPDATE", [tender_id])
-        tx.execute("SELECT id FROM pub_shifts WHERE id = %s FOR UPDATE", [shift_id])
 
 
 def _refused(week: str, held: Verdict) -> Verdict:
@@ -101,7 +94,6 @@ def _edit(pub: Pub, week: str, shift_id: int, email: str, now: datetime | None,
             held = engine.hold_week(tx, key, (ASSIGNED,))
             if held is not None:
                 return _refused(key, held)
-            _lock(pub, tx, tender.id, int(shift["id"]))
             verdict: Verdict = write(tx, key, shift, tender, at)
             return verdict
     except FlagChanged as changed:
