@@ -65,6 +65,8 @@ class AdminPages:
             "names": {e: by_email[e].name if e in by_email else e for e in people},
             "submitted": {s["email"] for s in shown["submissions"]},
             "shift_labels": {s["id"]: s["label"] for s in shown["shifts"]},
+            # the roster by hand (web/roster.py): who the "add" select offers
+            "roster_people": [(t.email, t.name) for t in by_email.values() if t.active],
         }
 
     async def act(self, request: Request) -> Response:

@@ -11,6 +11,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/open   POST /admin/create   open a Monday's week; create it as a draft
     GET  /admin/weeks/{week}             one week: diagram, buttons, grid, deliveries...
     POST /admin/weeks/{week}/do/{name}   one button: engines.actions.perform(name)  buttons.py
+    POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
     GET  /admin/tenders                  each tender's personal links; revoke
     POST /admin/tenders/{id}/revoke
     GET  /admin/cutover   POST /admin/cutover/flag
@@ -55,6 +56,7 @@ from .login import Login
 from .logs import loggable_path
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
+from .roster import RosterPages
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
 from .site import Site
@@ -74,6 +76,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     SIGTERM or Ctrl-C before it re-raises the signal."""
     site = Site(pub, settings, clock=clock)
     login, admin, tender = Login(site), AdminPages(site), TenderPages(site)
+    by_hand = RosterPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -83,6 +86,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/create", admin.create_week, methods=["POST"]),
         Route("/weeks/{week}", admin.week, methods=["GET"]),
         Route("/weeks/{week}/do/{name}", admin.act, methods=["POST"]),
+        Route("/weeks/{week}/roster/assign", by_hand.assign, methods=["POST"]),
+        Route("/weeks/{week}/roster/unassign", by_hand.unassign, methods=["POST"]),
         Route("/tenders", admin.tender_list, methods=["GET"]),
         Route("/tenders/{tender_id}/revoke", admin.revoke, methods=["POST"]),
         Route("/cutover", admin.cutover_page, methods=["GET"]),
