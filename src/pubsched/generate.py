@@ -113,11 +113,12 @@ def assignments(pub: Pub, week: str) -> dict[int, list[str]]:
     return out
 
 
-def pinned(pub: Pub, week: str) -> dict[int, list[str]]:
-    """shift id -> the emails pinned on it by hand (``week show``'s ``pinned``)."""
+def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
+    """shift id -> the emails pinned on it by hand (``week show``'s ``pinned``), or with
+    ``kind="exclude"`` taken off it (``excluded``)."""
     rows = pub.query("SELECT e.shift_id, t.email FROM pub_roster_edits e JOIN pub_tenders t "
-                     "ON t.id = e.tender_id WHERE e.week_of = %s AND e.kind = 'pin' "
-                     "ORDER BY e.shift_id, t.email", [week])
+                     "ON t.id = e.tender_id WHERE e.week_of = %s AND e.kind = %s "
+                     "ORDER BY e.shift_id, t.email", [week, kind])
     out: dict[int, list[str]] = {}
     for r in rows:
         out.setdefault(int(r["shift_id"]), []).append(str(r["email"]))

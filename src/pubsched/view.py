@@ -57,6 +57,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     engine = engine_for(pub)
     assigned = assignments(pub, key)
     pins, unmet = pinned(pub, key), missing(pub, key)  # the roster by hand, the skills
+    taken_off = pinned(pub, key, "exclude")
     week_shifts = shifts(pub, key)
     delivered = deliveries(pub, key)
     times = engine.times(pub, row)
@@ -82,7 +83,8 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "shifts": [{"id": s.id, "label": s.label, "starts_at": iso(s.starts_at),
                     "ends_at": iso(s.ends_at), "slots": s.slots,
                     "assigned": assigned.get(s.id, []),
-                    "pinned": pins.get(s.id, []), "missing": unmet.get(s.id, [])}
+                    "pinned": pins.get(s.id, []), "excluded": taken_off.get(s.id, []),
+                    "missing": unmet.get(s.id, [])}
                    for s in week_shifts],
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)

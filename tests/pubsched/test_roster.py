@@ -131,6 +131,7 @@ def test_unassign_takes_off_and_regenerate_does_not_put_back(run: Cli) -> None:
     took = run.ok("week", "unassign", WEEK, str(thu), ANA)
     assert "regenerate will not put them back there" in took.out and took.err == ""
     assert run.on(thu) == [BEN]
+    assert run.show()["shifts"][0]["excluded"] == [ANA]
     run.ok("week", "generate", WEEK)
     assert run.on(thu) == [BEN] and run.on(fri) == [ANA, BEN]
     kinds = run.sql("SELECT kind FROM pub_roster_edits")
