@@ -152,3 +152,40 @@ def test_an_assign_waits_for_an_approve_in_flight_then_is_refused(
     rows = pub.query("SELECT approved_at FROM pub_assignments WHERE week_of = %s", [WEEK])
     assert all(r["approved_at"] is not None for r in rows)
     assert pub.query("SELECT * FROM pub_roster_edits") == []
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_two_assigns_racing_for_the_last_slot_never_overfill_it(pub: Pub, db_url: str) -> None:
+    """Two operators pin two tenders on a shift with one slot left, at once: one lands,
+    the other is refused SLOT_FULL, never three on a shift of two (the run row's lock puts
+    the two edits one after the other)."""
+    sat = _week(pub)
+    assert tenders.add(pub, "Eve", "eve@pub.example")
+    editors = [make_pub(db_url), make_pub(db_url)]
+    try:
+        for _ in range(8):
+            _reset(pub)
+            with pub.atomic() as tx:
+                tx.execute("DELETE FROM pub_assignments WHERE tender_id = "
+                           "(SELECT id FROM pub_tenders WHERE email = 'eve@pub.example')")
+            barrier = threading.Barrier(2)
+            got: list[object] = []
+
+            def edit(editor: Pub, email: str, barrier: threading.Barrier = barrier,
+                     got: list[object] = got) -> None:
+                barrier.wait()
+                got.append(roster.assign(editor, WEEK, sat, email))
+
+            threads = [threading.Thread(target=edit, args=(e, m))
+                       for e, m in zip(editors, (PINNED, "eve@pub.example"), strict=True)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            reasons = sorted(str(getattr(v, "reason", None)) for v in got)
+            assert reasons == ["None", "SLOT_FULL"], got
+            on_it = pub.query("SELECT tender_id FROM pub_assignments WHERE shift_id = %s", [sat])
+            assert len(on_it) == 2
+    finally:
+        for editor in editors:
+            editor.close()
