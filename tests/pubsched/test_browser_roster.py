@@ -242,3 +242,21 @@ def test_an_edit_of_an_approved_week_is_refused_and_a_cross_site_post_never_land
     assert forged.status_code == 403
     assert everything(pub) == before
     assert people(pub)["Carol"].email == CAROL
+
+
+@pytest.mark.pub_setup("web")
+def test_the_grid_says_which_skills_a_shift_still_needs(operator: TestClient, pub: Pub) -> None:
+    assert v2.ENGINE.open_form(pub, WEEK, now=NOW)
+    thu, fri, sat = (s.id for s in shifts(pub, WEEK))
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_shifts SET needs = %s WHERE id = %s", ['["keys"]', thu])
+        tx.execute("UPDATE pub_shifts SET needs = %s WHERE id = %s", ['["cellar"]', fri])
+        tx.execute("UPDATE pub_tenders SET skills = %s WHERE email = %s", ['["keys"]', BOB])
+    for email in (ALICE, BOB, CAROL):
+        assert submissions.submit(pub, WEEK, email, [thu, fri, sat], now=NOW)
+    assert v2.ENGINE.close(pub, WEEK, now=NOW)
+    assert v2.ENGINE.generate(pub, WEEK, now=NOW)
+    page = operator.get(f"/admin/weeks/{WEEK}").text
+    grid = page[page.index('id="h-grid"'):page.index('id="h-subs"')]
+    assert grid.count("needs cellar") == 1 and "needs keys" not in grid
+    assert BOB in on(pub, thu)[0]
