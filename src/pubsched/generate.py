@@ -47,9 +47,25 @@ def words(raw: Any) -> tuple[str, ...]:
     return tuple(sorted({w.strip() for w in value if isinstance(w, str) and w.strip()}))
 
 
+def columns(pub: Pub, table: str) -> set[str]:
+    """The columns ``table`` has now (none when it does not exist).
+
+    Why ask: the legacy engine still runs on a database at 0034 until its cutover
+    (tests/pubsched/test_legacy.py runs it there), which has neither the skills (0038) nor
+    the hand edits (0041); its generate then picks as it always did."""
+    if pub.dialect == "postgresql":
+        rows = pub.query("SELECT column_name AS name FROM information_schema.columns "
+                         "WHERE table_schema = current_schema() AND table_name = %s", [table])
+    else:
+        rows = pub.query("SELECT name FROM pragma_table_info(%s)", [table])
+    return {str(r["name"]) for r in rows}
+
+
 def edits(pub: Pub, week: str) -> dict[str, set[tuple[str, str]]]:
     """The week's hand edits: ``{"pin": {(tender id, shift id)}, "exclude": {...}}``, of
     active tenders only, as the picker's string ids."""
+    if "kind" not in columns(pub, "pub_roster_edits"):
+        return {"pin": set(), "exclude": set()}
     rows = pub.query("SELECT e.tender_id, e.shift_id, e.kind FROM pub_roster_edits e "
                      "JOIN pub_tenders t ON t.id = e.tender_id "
                      "WHERE e.week_of = %s AND t.active = 1", [week])
@@ -62,9 +78,11 @@ def edits(pub: Pub, week: str) -> dict[str, set[tuple[str, str]]]:
 def roster_for(pub: Pub, week: str) -> picker.Roster:
     """The picker's roster for the week, from what is stored now (reads only)."""
     week_shifts = shifts(pub, week)
-    needs = {int(r["id"]): words(r["needs"])
-             for r in pub.query("SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])}
-    tenders = pub.query("SELECT id, max_shifts, skills FROM pub_tenders WHERE active = 1")
+    skilled = "needs" in columns(pub, "pub_shifts")  # 0038 applied (see columns)
+    needs = {int(r["id"]): words(r["needs"]) for r in pub.query(
+        "SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])} if skilled else {}
+    skills = ", skills" if skilled else ", '[]' AS skills"
+    tenders = pub.query(f"SELECT id, max_shifts{skills} FROM pub_tenders WHERE active = 1")
     history = {int(r["tender_id"]): int(r["n"])
                for r in pub.query(HISTORY_SQL, [week, picker.HISTORY_WEEKS])}
     subs = pub.query("SELECT tender_id, max_shifts FROM pub_availability WHERE week_of = %s",
@@ -116,6 +134,8 @@ def assignments(pub: Pub, week: str) -> dict[int, list[str]]:
 def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
     """shift id -> the emails pinned on it by hand (``week show``'s ``pinned``), or with
     ``kind="exclude"`` taken off it (``excluded``)."""
+    if "kind" not in columns(pub, "pub_roster_edits"):
+        return {}
     rows = pub.query("SELECT e.shift_id, t.email FROM pub_roster_edits e JOIN pub_tenders t "
                      "ON t.id = e.tender_id WHERE e.week_of = %s AND e.kind = %s "
                      "ORDER BY e.shift_id, t.email", [week, kind])
@@ -128,6 +148,9 @@ def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
 def missing(pub: Pub, week: str) -> dict[int, list[str]]:
     """shift id -> the needs the tenders now on it leave unmet (``picker.unmet``, the one
     reading of "missing"), every shift of the week present."""
+    if "needs" not in columns(pub, "pub_shifts"):
+        return {int(r["id"]): [] for r in pub.query(
+            "SELECT id FROM pub_shifts WHERE week_of = %s", [week])}
     rows = pub.query("SELECT s.id, s.needs, t.id AS tender_id, t.skills FROM pub_shifts s "
                      "LEFT JOIN pub_assignments a ON a.shift_id = s.id "
                      "LEFT JOIN pub_tenders t ON t.id = a.tender_id "
