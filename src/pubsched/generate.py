@@ -6,10 +6,17 @@ it does not close the survey); only the fence differs. The assignments are writt
 run's (v2: ``lease.atomic()``), so a zombie generate whose lease was reclaimed writes
 nothing. Regenerate replaces the week's assignments in place (delete + insert in one unit)
 and sees every submission stored so far, those that arrived after a reopen included.
+
+It also sees the operator's hand edits (``pub_roster_edits``, written by
+:mod:`pubsched.roster`): every pin stays on its shift, no excluded tender is put back on
+theirs, and the picker fills around them; the skills a shift needs and a tender has
+(``pub_shifts.needs``, ``pub_tenders.skills``) are the picker's too. The edits of a
+tender no longer active are not passed (they left the roster), and a reopen keeps them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import date, datetime
@@ -25,10 +32,57 @@ HISTORY_SQL = (
     " ORDER BY r.week_of DESC LIMIT %s) GROUP BY a.tender_id")
 
 
+def words(raw: Any) -> tuple[str, ...]:
+    """A stored JSON list of skill words (``needs``, ``skills``), sorted, without repeats.
+
+    Lenient on purpose: the columns are written by the template and tender commands,
+    which check them; a value that is not a JSON list of words reads as no words rather
+    than stopping a generate on the night."""
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return tuple(sorted({w.strip() for w in value if isinstance(w, str) and w.strip()}))
+
+
+def columns(pub: Pub, table: str) -> set[str]:
+    """The columns ``table`` has now (none when it does not exist).
+
+    Why ask: the legacy engine still runs on a database at 0034 until its cutover
+    (tests/pubsched/test_legacy.py runs it there), which has neither the skills (0038) nor
+    the hand edits (0041); its generate then picks as it always did."""
+    if pub.dialect == "postgresql":
+        rows = pub.query("SELECT column_name AS name FROM information_schema.columns "
+                         "WHERE table_schema = current_schema() AND table_name = %s", [table])
+    else:
+        rows = pub.query("SELECT name FROM pragma_table_info(%s)", [table])
+    return {str(r["name"]) for r in rows}
+
+
+def edits(pub: Pub, week: str) -> dict[str, set[tuple[str, str]]]:
+    """The week's hand edits: ``{"pin": {(tender id, shift id)}, "exclude": {...}}``, of
+    active tenders only, as the picker's string ids."""
+    if "kind" not in columns(pub, "pub_roster_edits"):
+        return {"pin": set(), "exclude": set()}
+    rows = pub.query("SELECT e.tender_id, e.shift_id, e.kind FROM pub_roster_edits e "
+                     "JOIN pub_tenders t ON t.id = e.tender_id "
+                     "WHERE e.week_of = %s AND t.active = 1", [week])
+    out: dict[str, set[tuple[str, str]]] = {"pin": set(), "exclude": set()}
+    for r in rows:
+        out[str(r["kind"])].add((str(r["tender_id"]), str(r["shift_id"])))
+    return out
+
+
 def roster_for(pub: Pub, week: str) -> picker.Roster:
     """The picker's roster for the week, from what is stored now (reads only)."""
     week_shifts = shifts(pub, week)
-    tenders = pub.query("SELECT id, max_shifts FROM pub_tenders WHERE active = 1")
+    skilled = "needs" in columns(pub, "pub_shifts")  # 0038 applied (see columns)
+    needs = {int(r["id"]): words(r["needs"]) for r in pub.query(
+        "SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])} if skilled else {}
+    skills = ", skills" if skilled else ", '[]' AS skills"
+    tenders = pub.query(f"SELECT id, max_shifts{skills} FROM pub_tenders WHERE active = 1")
     history = {int(r["tender_id"]): int(r["n"])
                for r in pub.query(HISTORY_SQL, [week, picker.HISTORY_WEEKS])}
     subs = pub.query("SELECT tender_id, max_shifts FROM pub_availability WHERE week_of = %s",
@@ -41,12 +95,14 @@ def roster_for(pub: Pub, week: str) -> picker.Roster:
     for p in picks:
         if int(p["tender_id"]) in active:
             availability.setdefault(str(p["tender_id"]), []).append(str(p["shift_id"]))
+    hand = edits(pub, week)
     return picker.pick(
         date.fromisoformat(week),
-        [picker.Shift(str(s.id), date.fromisoformat(s.night), s.slots) for s in week_shifts],
+        [picker.Shift(str(s.id), date.fromisoformat(s.night), s.slots, needs.get(s.id, ()))
+         for s in week_shifts],
         [picker.Tender(str(t["id"]), history.get(int(t["id"]), 0), t["max_shifts"],
-                       this_week.get(int(t["id"]))) for t in tenders],
-        availability)
+                       this_week.get(int(t["id"])), words(t["skills"])) for t in tenders],
+        availability, pins=hand["pin"], exclusions=hand["exclude"])
 
 
 def generate_body(pub: Pub, week: str, now: datetime,
@@ -73,3 +129,38 @@ def assignments(pub: Pub, week: str) -> dict[int, list[str]]:
     for r in rows:
         out.setdefault(int(r["shift_id"]), []).append(str(r["email"]))
     return out
+
+
+def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
+    """shift id -> the emails pinned on it by hand (``week show``'s ``pinned``), or with
+    ``kind="exclude"`` taken off it (``excluded``)."""
+    if "kind" not in columns(pub, "pub_roster_edits"):
+        return {}
+    rows = pub.query("SELECT e.shift_id, t.email FROM pub_roster_edits e JOIN pub_tenders t "
+                     "ON t.id = e.tender_id WHERE e.week_of = %s AND e.kind = %s "
+                     "ORDER BY e.shift_id, t.email", [week, kind])
+    out: dict[int, list[str]] = {}
+    for r in rows:
+        out.setdefault(int(r["shift_id"]), []).append(str(r["email"]))
+    return out
+
+
+def missing(pub: Pub, week: str) -> dict[int, list[str]]:
+    """shift id -> the needs the tenders now on it leave unmet (``picker.unmet``, the one
+    reading of "missing"), every shift of the week present."""
+    if "needs" not in columns(pub, "pub_shifts"):
+        return {int(r["id"]): [] for r in pub.query(
+            "SELECT id FROM pub_shifts WHERE week_of = %s", [week])}
+    rows = pub.query("SELECT s.id, s.needs, t.id AS tender_id, t.skills FROM pub_shifts s "
+                     "LEFT JOIN pub_assignments a ON a.shift_id = s.id "
+                     "LEFT JOIN pub_tenders t ON t.id = a.tender_id "
+                     "WHERE s.week_of = %s", [week])
+    needs: dict[int, tuple[str, ...]] = {}
+    skills: dict[int, dict[str, tuple[str, ...]]] = {}
+    for r in rows:
+        needs[int(r["id"])] = words(r["needs"])
+        on_it = skills.setdefault(int(r["id"]), {})
+        if r["tender_id"] is not None:
+            on_it[str(r["tender_id"])] = words(r["skills"])
+    return {shift_id: list(picker.unmet(needs[shift_id], skills[shift_id]))
+            for shift_id in needs}

@@ -15,7 +15,7 @@ from typing import Any
 
 from .engines.base import Engine
 from .engines.choose import engine_for
-from .generate import assignments
+from .generate import assignments, missing, pinned
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from .mail.wording import calendar_summary, zone_words
 from .pub import BadInput, Pub, utc
@@ -77,6 +77,8 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         raise BadInput(f"no week {key}")
     engine = engine_for(pub)
     assigned = assignments(pub, key)
+    pins, unmet = pinned(pub, key), missing(pub, key)  # the roster by hand, the skills
+    taken_off = pinned(pub, key, "exclude")
     week_shifts = shifts(pub, key)
     delivered = deliveries(pub, key)
     times = engine.times(pub, row)
@@ -102,7 +104,10 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "shifts": [{"id": s.id, "label": s.label, "when": when(pub, s),
                     "starts_at": iso(s.starts_at), "ends_at": iso(s.ends_at),
                     "slots": s.slots, "needs": list(s.needs),
-                    "assigned": assigned.get(s.id, [])} for s in week_shifts],
+                    "assigned": assigned.get(s.id, []),
+                    "pinned": pins.get(s.id, []), "excluded": taken_off.get(s.id, []),
+                    "missing": unmet.get(s.id, [])}
+                   for s in week_shifts],
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
         if rostered else 0,

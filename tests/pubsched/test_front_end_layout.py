@@ -14,8 +14,9 @@ from pubsched.web.buttons import BUTTONS, CONFIRM
 def test_the_cli_week_commands_are_the_table_rows() -> None:
     text = _help(["week", "--help"])
     listed = re.findall(r"^    (\w+)\s", text, re.M)
-    # ``week shift add|remove`` edits the week's own data, not a move of the run
-    assert listed == [a.name for a in ACTIONS if a.cli] + ["show", "shift"]
+    # show, then the edits of the week's own data, not moves of the run: its shifts
+    # (``week shift add|remove``) and the roster by hand
+    assert listed == [a.name for a in ACTIONS if a.cli] + ["show", "shift", "assign", "unassign"]
 
 
 def test_the_web_buttons_are_the_table_rows() -> None:

@@ -28,7 +28,7 @@ from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
-       "0042"]
+       "0041", "0042"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -175,6 +175,10 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "tender_id": ("INTEGER", True), "assigned_at": ("TIME", True),
         "approved_at": ("TIME", False),
     },
+    "pub_roster_edits": {  # 0041
+        "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
+        "tender_id": ("INTEGER", True), "kind": ("TEXT", True), "at": ("TIME", True),
+    },
     "pub_deliveries": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True), "email": ("TEXT", True),
         "status": ("TEXT", True), "lease_token": ("BIGINT", False),
@@ -219,6 +223,7 @@ EXPECTED_INDEXES = {
     "idx_pub_removed_shifts_week": "ON pub_removed_shifts (week_of, id)",  # 0042
     "idx_pub_shift_template_start": "CREATE UNIQUE INDEX idx_pub_shift_template_start ON "
                                     "pub_shift_template (weekday, start_time)",
+    "idx_pub_roster_edits_week": "ON pub_roster_edits (week_of)",  # 0041
 }
 
 

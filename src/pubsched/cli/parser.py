@@ -22,6 +22,7 @@ from ..tenders import KEEP
 from .arguments import instant, week, whole, whole_or_none
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
 from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
+from .commands.roster import cmd_week_assign, cmd_week_unassign
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.shifts import add_shift_commands
 from .commands.tenders import (
@@ -167,6 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("week", metavar="WEEK", type=week)
     json_flag(show)
     add_shift_commands(commands, actions, common)  # shift ...; week shift add|remove
+    for name, handler, text in (
+            ("assign", cmd_week_assign,
+             "pin a tender on a shift of the generated roster (kept by regenerate)"),
+            ("unassign", cmd_week_unassign,
+             "take a tender off a shift (regenerate will not put them back there)")):
+        edit = leaf(actions, name, handler, text)
+        edit.add_argument("week", metavar="WEEK", type=week)
+        edit.add_argument("shift_id", metavar="SHIFT_ID", type=whole)
+        edit.add_argument("email", metavar="EMAIL")
 
     json_flag(leaf(commands, "weeks", cmd_weeks, "every week with its state"))
 

@@ -72,6 +72,8 @@ class AdminPages:
             # the week's own shifts change only before its roster (week_shifts.py)
             "edit_shifts": shown["state"] in BEFORE_ROSTER,
             "days": [(monday + timedelta(days=n)).isoformat() for n in range(7)],
+            # the roster by hand (web/roster.py): who the "add" select offers
+            "roster_people": [(t.email, t.name) for t in by_email.values() if t.active],
         }
 
     async def act(self, request: Request) -> Response:

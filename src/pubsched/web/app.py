@@ -20,6 +20,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
     GET  /admin/operators                the operator accounts; add, remove   operators.py
     POST /admin/operators/add   POST /admin/operators/{id}/remove
+    POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -63,6 +64,7 @@ from .logs import loggable_path
 from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
+from .roster import RosterPages
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
 from .site import Site
@@ -88,6 +90,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     cutover = CutoverPages(site)
     week_plan = TemplatePages(site)
     accounts = OperatorPages(site)
+    by_hand = RosterPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -121,6 +124,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/operators", accounts.page, methods=["GET"]),
         Route("/operators/add", accounts.add, methods=["POST"]),
         Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),
+        Route("/weeks/{week}/roster/assign", by_hand.assign, methods=["POST"]),
+        Route("/weeks/{week}/roster/unassign", by_hand.unassign, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:

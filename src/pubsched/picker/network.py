@@ -1,0 +1,189 @@
+"""The flow network the picker solves (the proof is in the package's docstring).
+
+One function builds it and reads the answer back; the costs are computed here and nowhere
+else, in the order of the promises: pins first, then the needs, then fairness, then the
+tiebreak.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Collection, Mapping
+from datetime import date, datetime
+from types import MappingProxyType
+
+import networkx as nx
+
+from . import needs as needs_of
+from .model import (
+    TIEBREAK_RANGE,
+    Pair,
+    PickerInputError,
+    Roster,
+    Shift,
+    Tender,
+    check_input,
+)
+
+
+def _tiebreak(week_of: date, tender_id: str, shift_id: str) -> int:
+    # blake2b, not hash(): str hashes are salted per process (PYTHONHASHSEED).
+    digest = hashlib.blake2b(
+        f"{week_of.isoformat()}\x1f{tender_id}\x1f{shift_id}".encode(), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "big") % TIEBREAK_RANGE
+
+
+class _Graph:
+    """A DiGraph with integer nodes handed out in build order (source 0, sink 1)."""
+
+    def __init__(self) -> None:
+        self.g = nx.DiGraph()
+        self.next = 2
+
+    def node(self) -> int:
+        self.next += 1
+        return self.next - 1
+
+    def arc(self, a: int, b: int, capacity: int, weight: int = 0) -> None:
+        if capacity > 0:
+            self.g.add_edge(a, b, capacity=capacity, weight=weight)
+
+
+def pick(
+    week_of: date,
+    shifts: Collection[Shift],
+    tenders: Collection[Tender],
+    availability: Mapping[str, Collection[str]],
+    pins: Collection[Pair] = (),
+    exclusions: Collection[Pair] = (),
+) -> Roster:
+    """Fill the week's shifts: the pins, the most slots, the most needs met, the fairest
+    load, then the tiebreak.
+
+    ``week_of`` only seeds the tiebreak. ``availability`` maps a tender id to the shift
+    ids they can work; a tender with no entry is available for nothing. ``pins`` are
+    (tender, shift) pairs put on the roster whatever their availability; ``exclusions``
+    pairs the picker never uses. Raises `PickerInputError` for inconsistent input
+    (duplicate or unknown ids, negative counts, a pair both pinned and excluded, more pins
+    than slots, a tender pinned twice on one night).
+    """
+    if isinstance(week_of, datetime) or not isinstance(week_of, date):
+        raise PickerInputError(f"week_of must be a date, got {week_of!r}")
+    pinned, excluded = check_input(shifts, tenders, availability, pins, exclusions)
+
+    # Everything is built in sorted-id order with integer node labels, so networkx sees
+    # the same graph whatever order the caller's collections came in.
+    shift_by_id = {s.id: s for s in sorted(shifts, key=lambda s: s.id)}
+    ordered_tenders = sorted(tenders, key=lambda t: t.id)
+    skills = {t.id: t.skills for t in ordered_tenders}
+    pins_of = {t.id: sorted(s for p, s in pinned if p == t.id) for t in ordered_tenders}
+    pinned_on = {s: sorted(t for t, p in pinned if p == s) for s in shift_by_id}
+
+    # What is left to the picker per tender: their free shifts (available, not excluded,
+    # not pinned, not on a pinned night) and their free cap (the cap less their pins).
+    free: dict[str, list[str]] = {}
+    caps: dict[str, int] = {}
+    start: dict[str, int] = {}  # history + pins: the level their first free shift lifts
+    for t in ordered_tenders:
+        busy = {shift_by_id[s].night for s in pins_of[t.id]}
+        free[t.id] = sorted(
+            s for s in set(availability.get(t.id, ()))
+            if (t.id, s) not in excluded and shift_by_id[s].night not in busy)
+        reachable = len({shift_by_id[s].night for s in free[t.id]})
+        left = None if t.cap is None else max(0, t.cap - len(pins_of[t.id]))
+        caps[t.id] = reachable if left is None else min(left, reachable)
+        start[t.id] = t.history + len(pins_of[t.id])
+
+    levels = sorted({start[t.id] + k for t in ordered_tenders for k in range(1, caps[t.id] + 1)})
+    rank = {level: r for r, level in enumerate(levels)}
+    base = len(ordered_tenders) + 1
+    total_slots = sum(s.slots for s in shift_by_id.values())
+    unit = TIEBREAK_RANGE * (total_slots + 1)
+    level_cost = {level: base ** rank[level] * unit for level in levels}
+    # Each tier outweighs every cost of the tiers below it, summed over any flow.
+    general_cost = sum(level_cost[start[t.id] + k] for t in ordered_tenders
+                       for k in range(1, caps[t.id] + 1)) + unit
+    pin_reward = general_cost * (total_slots + 1)
+
+    net = _Graph()
+    source, sink = 0, 1
+    need_node: dict[tuple[str, str], int] = {}
+    general_node: dict[str, int] = {}
+    override_node: dict[str, int] = {}
+    for shift_id, shift in shift_by_id.items():
+        for need in shift.needs:
+            need_node[shift_id, need] = net.node()
+            net.arc(need_node[shift_id, need], sink, 1)
+        general_node[shift_id] = net.node()
+        net.arc(general_node[shift_id], sink, shift.general, general_cost)
+        surplus = needs_of.overrides(shift.needs, shift.general,
+                                     {t: skills[t] for t in pinned_on[shift_id]})
+        if surplus:  # pins in, at most `surplus` through, onto any of the needs
+            override_node[shift_id], spill = net.node(), net.node()
+            net.arc(override_node[shift_id], spill, surplus)
+            for need in shift.needs:
+                net.arc(spill, need_node[shift_id, need], 1)
+
+    def into_shift(node: int, tender_id: str, shift_id: str) -> None:
+        for need in shift_by_id[shift_id].needs:
+            if need in skills[tender_id]:
+                net.arc(node, need_node[shift_id, need], 1)
+        net.arc(node, general_node[shift_id], 1)
+
+    pin_arcs: list[tuple[int, str, str]] = []
+    for tender_id, shift_id in sorted(pinned):
+        node = net.node()
+        net.arc(source, node, 1, -pin_reward)
+        into_shift(node, tender_id, shift_id)
+        if shift_id in override_node:
+            net.arc(node, override_node[shift_id], 1)
+        pin_arcs.append((node, tender_id, shift_id))
+    tender_arcs: dict[tuple[int, int], tuple[str, str]] = {}
+    for t in ordered_tenders:
+        if caps[t.id] == 0:
+            continue
+        tender_node = net.node()
+        for k in range(1, caps[t.id] + 1):
+            level_node = net.node()
+            net.arc(source, level_node, 1, level_cost[start[t.id] + k])
+            net.arc(level_node, tender_node, 1)
+        night_node: dict[date, int] = {}
+        for shift_id in free[t.id]:
+            night = shift_by_id[shift_id].night
+            if night not in night_node:
+                night_node[night] = net.node()
+                net.arc(tender_node, night_node[night], 1)
+            pair_node = net.node()
+            net.arc(night_node[night], pair_node, 1, _tiebreak(week_of, t.id, shift_id))
+            into_shift(pair_node, t.id, shift_id)
+            tender_arcs[night_node[night], pair_node] = (t.id, shift_id)
+
+    on_shift: dict[str, list[str]] = {shift_id: [] for shift_id in shift_by_id}
+    if net.g.has_node(source) and net.g.has_node(sink):
+        flow: dict[int, dict[int, int]] = nx.max_flow_min_cost(net.g, source, sink)
+        for node, tender_id, shift_id in pin_arcs:
+            if flow[source][node] != 1:  # the docstring's proof says this cannot happen
+                raise AssertionError(f"pin {tender_id!r} on {shift_id!r} left out")
+            on_shift[shift_id].append(tender_id)
+        for (night_node_id, pair_node), (tender_id, shift_id) in tender_arcs.items():
+            if flow[night_node_id][pair_node] > 0:
+                on_shift[shift_id].append(tender_id)
+
+    assignments = {shift_id: tuple(sorted(ts)) for shift_id, ts in on_shift.items()}
+    loads = {t.id: 0 for t in ordered_tenders}
+    for ts in assignments.values():
+        for tender_id in ts:
+            loads[tender_id] += 1
+    unfilled = {
+        shift_id: shift_by_id[shift_id].slots - len(ts) for shift_id, ts in assignments.items()
+    }
+    missing = {shift_id: needs_of.unmet(shift_by_id[shift_id].needs,
+                                        {t: skills[t] for t in ts})
+               for shift_id, ts in assignments.items()}
+    return Roster(
+        assignments=MappingProxyType(assignments),
+        unfilled=MappingProxyType(unfilled),
+        loads=MappingProxyType(loads),
+        missing=MappingProxyType(missing),
+    )
