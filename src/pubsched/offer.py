@@ -8,9 +8,13 @@ A shift is offered to a tender unless
   shifts still to come, and an answer about one being worked changes nothing; it is left out
   of the form, and a tick of it is refused. A tender's earlier answer about it is kept as it
   was, not erased by a later submission that could not show it;
-* it needs a skill the tender lacks (``pub_shifts.needs`` not within
-  ``pub_tenders.skills``, both JSON lists of free words, compared without case): shown,
-  but not theirs to tick, and a tick of it is refused.
+* it has no slot the tender could ever be given: every one of its slots is reserved for a
+  skill it needs (the picker's rule: each needed skill reserves one slot for a tender who
+  has it, the others are anyone's) and the tender has none of those skills
+  (``pub_shifts.needs`` against ``pub_tenders.skills``, both JSON lists of free words,
+  compared without case): shown, but not theirs to tick, and a tick of it is refused. A
+  Saturday of two slots that needs a key-holder is open to everyone (one of the two will
+  be a key-holder); a one-slot cellar shift only to those who know the cellar.
 
 On a database without the columns yet (the legacy engine's schema) nothing needs a skill.
 A list that cannot be read (not JSON, not a list of words) counts as empty: a shift whose
@@ -43,32 +47,35 @@ def words(raw: Any) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Offer:
-    """One shift as offered to one tender: ``started`` (left out of the form), else
-    ``missing`` (the skills it needs that the tender lacks: shown, not tickable)."""
+    """One shift as offered to one tender: ``started`` (left out of the form);
+    ``missing``, the skills it needs that the tender lacks, and ``closed``, whether that
+    leaves them no slot on it (shown, not tickable)."""
 
     shift_id: int
     started: bool
     needs: frozenset[str]
     missing: frozenset[str]
+    closed: bool = False
 
     @property
     def tickable(self) -> bool:
-        return not self.started and not self.missing
+        return not self.started and not self.closed
 
     @property
     def why_not(self) -> str | None:
         if self.started:
             return "already started"
-        if self.missing:
+        if self.closed:
             return "needs " + " and ".join(sorted(self.missing))
         return None
 
 
-def needs_of(pub: Pub, week: str) -> dict[int, frozenset[str]]:
-    if not has_columns(pub, "pub_shifts", "needs"):  # the legacy schema: no skills yet
+def needs_of(pub: Pub, week: str) -> dict[int, tuple[frozenset[str], int]]:
+    """Each shift's needs and slots (none on the legacy schema: no skills yet)."""
+    if not has_columns(pub, "pub_shifts", "needs"):
         return {}
-    rows = pub.query("SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])
-    return {int(r["id"]): words(r["needs"]) for r in rows}
+    rows = pub.query("SELECT id, needs, slots FROM pub_shifts WHERE week_of = %s", [week])
+    return {int(r["id"]): (words(r["needs"]), int(r["slots"])) for r in rows}
 
 
 def skills_of(pub: Pub, tender_id: int) -> frozenset[str]:
@@ -78,14 +85,19 @@ def skills_of(pub: Pub, tender_id: int) -> frozenset[str]:
     return words(rows[0]["skills"]) if rows else frozenset()
 
 
-def offers(shifts: Iterable[tuple[int, datetime]], needs: Mapping[int, frozenset[str]],
+def offers(shifts: Iterable[tuple[int, datetime]],
+           needs: Mapping[int, tuple[frozenset[str], int]],
            skills: frozenset[str], now: datetime) -> dict[int, Offer]:
-    """Each shift (id, starts_at) as offered to a tender with ``skills`` at ``now``."""
+    """Each shift (id, starts_at) as offered to a tender with ``skills`` at ``now``;
+    ``needs`` maps a shift to its needed skills and its slots."""
     at = as_utc(now)
     out = {}
     for shift_id, starts_at in shifts:
-        wanted = needs.get(shift_id, frozenset())
-        out[shift_id] = Offer(shift_id, as_utc(starts_at) <= at, wanted, wanted - skills)
+        wanted, slots = needs.get(shift_id, (frozenset(), 0))
+        anyones = slots > len(wanted)  # a slot no need reserves
+        closed = bool(wanted) and not anyones and not (wanted & skills)
+        out[shift_id] = Offer(shift_id, as_utc(starts_at) <= at, wanted, wanted - skills,
+                              closed)
     return out
 
 

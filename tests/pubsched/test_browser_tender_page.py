@@ -45,8 +45,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     weeks.ensure_week(pub, NEXT, now=NOW)
     assert v2.open_form(pub, NEXT, now=NOW).applied
     friday = weeks.shifts(pub, NEXT)[1].id
-    pub.query("UPDATE pub_shifts SET needs = %s WHERE id = %s RETURNING id",
-              ['["cellar"]', friday])
+    pub.query("UPDATE pub_shifts SET needs = %s, slots = 1 WHERE id = %s RETURNING id",
+              ['["cellar"]', friday])  # its one slot is the cellar's: not Alice's
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     try:
         with served(app) as url:

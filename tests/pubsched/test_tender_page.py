@@ -183,3 +183,20 @@ def test_a_started_shift_is_not_offered_and_a_tick_of_it_is_refused(
     rows = pub.query("SELECT shift_id FROM pub_availability_shifts WHERE tender_id = %s "
                      "ORDER BY shift_id", [alice.id])
     assert [int(r["shift_id"]) for r in rows] == [thu, sat]
+
+
+def test_a_shift_with_a_slot_no_need_reserves_is_anyones_to_tick(
+        client: TestClient, pub: Pub) -> None:
+    """Two slots, one needing a key-holder: the other is anyone's (the picker's rule), so
+    a tender without keys may tick it; with one slot, that slot is the keys' alone."""
+    alice = people(pub)["Alice"]
+    assert v2.open_form(pub, WEEK, now=NOW).applied
+    thu, fri, sat = ids(pub)
+    pub.query("UPDATE pub_shifts SET needs = %s WHERE id = %s RETURNING id",
+              ['["keys"]', thu])  # 2 slots: one for a key-holder, one for anyone
+    pub.query("UPDATE pub_shifts SET needs = %s, slots = 1 WHERE id = %s RETURNING id",
+              ['["keys"]', sat])  # 1 slot: the key-holder's
+    assert tickable(client.get(alice.form(pub)).text) == {thu, fri}
+    assert submissions.submit(pub, WEEK, alice.email, [thu, fri], now=NOW).applied
+    with pytest.raises(BadInput, match=r"Sat 12 Dec, 18:00 - 02:00 \(needs keys\)"):
+        submissions.submit(pub, WEEK, alice.email, [sat], now=NOW)
