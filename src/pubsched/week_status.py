@@ -40,6 +40,8 @@ def _at(pub: Pub, shown: Mapping[str, Any], name: str) -> str:
 def _answers(pub: Pub, shown: Mapping[str, Any]) -> str:
     answered = len(shown["submissions"])
     crew = len(all_tenders(pub, active_only=True))
+    if not crew:
+        return "the pub has no tenders yet (add them on the Tenders page)"
     return f"{answered} of {crew} tender{'' if crew == 1 else 's'} answered"
 
 

@@ -92,7 +92,9 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
     page.fill("#week", WEEK)
     page.click("form[action='/admin/open'] button")
     page.wait_for_url(f"{site.url}/admin/weeks/{WEEK}")
-    assert page.locator("#state").inner_text() == "COLLECTING"
+    assert page.locator("#state").get_attribute("data-state") == "COLLECTING"
+    assert page.locator("#state").inner_text() == "Taking availability"  # in words
+    assert page.locator("#status .now").inner_text().startswith("Taking availability until ")
     assert [b.get_attribute("data-edge") for b in page.locator("button[data-edge]").all()] == \
         ["extend", "close"]
 
@@ -147,9 +149,12 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
             assert closed.locator("input[name=shift]").count() == 0
             site.shot(closed, "tender-form-closed-phone")
             closed.context.close()
-    assert page.locator("#state").inner_text() == "APPROVED"
+    assert page.locator("#state").get_attribute("data-state") == "APPROVED"
     button(page, "send").dblclick()
-    page.wait_for_selector("#state:text('SENT')")
+    page.wait_for_selector("#state[data-state=SENT]")
+    assert page.locator("#status .now").inner_text().startswith("Sent: ")
+    assert page.locator("pre.mermaid svg").count() == 0  # folded: drawn when opened
+    page.click("#lifecycle summary")
     page.wait_for_selector("body[data-diagram=drawn]")
     shown = week_show(site.pub, WEEK)
     assigned = sorted({e for s in shown["shifts"] for e in s["assigned"]})
@@ -180,6 +185,8 @@ def test_wrong_password_then_a_whole_week(browser: Any, page: Any, site: Site) -
     # the week page on a phone too: nothing wider than the screen but its own scrollers
     page.set_viewport_size(PHONE)
     page.goto(f"{site.url}/admin/weeks/{WEEK}")
+    assert page.locator("ul.roster-list").is_visible()  # who works each shift, in a list
+    page.click("#lifecycle summary")
     page.wait_for_selector("body[data-diagram=drawn]")
     site.shot(page, "week-page-phone")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]

@@ -139,7 +139,7 @@ def test_take_off_and_pin_in_the_grid_on_a_desktop_and_a_phone(
                     path=str(SHOTS / "grid-desktop.png"))
             else:
                 # on a phone: unpin Carol, and pin Alice back on Thursday
-                page.wait_for_selector("body[data-diagram=drawn]")
+                page.wait_for_load_state("load")
                 assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
                 shot(page, "week-pinned-phone")
                 button = cell(page, sat, CAROL).locator("button[data-roster=unassign]")
@@ -155,7 +155,7 @@ def test_take_off_and_pin_in_the_grid_on_a_desktop_and_a_phone(
                 page.wait_for_load_state()
                 assert "pinned Alice" in page.locator(".flash-ok").inner_text()
                 assert on(pub, thu) == ([ALICE, BOB], [ALICE])
-                page.wait_for_selector("body[data-diagram=drawn]")
+                page.wait_for_load_state("load")
                 assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
                 shot(page, "week-repinned-phone")
                 grid = page.locator("section[aria-labelledby=h-grid]")
@@ -257,6 +257,8 @@ def test_the_grid_says_which_skills_a_shift_still_needs(operator: TestClient, pu
     assert v2.ENGINE.close(pub, WEEK, now=NOW)
     assert v2.ENGINE.generate(pub, WEEK, now=NOW)
     page = operator.get(f"/admin/weeks/{WEEK}").text
-    grid = page[page.index('id="h-grid"'):page.index('id="h-subs"')]
+    grid = page[page.index('<table class="grid">'):page.index('id="h-subs"')]
     assert grid.count("needs cellar") == 1 and "needs keys" not in grid
+    listed = page[page.index('class="roster-list"'):page.index('<table class="grid">')]
+    assert listed.count("needs cellar") == 1 and "needs keys" not in listed  # the phone's
     assert BOB in on(pub, thu)[0]

@@ -275,7 +275,7 @@ def test_only_the_legal_buttons_are_drawn(operator: TestClient, pub: Pub) -> Non
     assert buttons(operator.get(f"/admin/weeks/{WEEK}").text) == ["unapprove", "send"]
     text = press(operator, "send")
     assert "SENT" in text and buttons(text) == []
-    assert "never re-sent" in text
+    assert "never sent twice" in text
 
 
 def test_create_as_draft_makes_the_week_and_its_page_shows_it(operator: TestClient,
@@ -319,9 +319,10 @@ def test_a_week_runs_through_its_buttons(operator: TestClient, pub: Pub) -> None
     assert 'class="on">assigned' in page and "unfilled" in page
     assert page.count("<th scope=\"row\">") == len(ids)
     assert "Alice" in page and "Bob" in page
-    # the history lists each move with its edge
-    for edge in ("open", "close", "generate", "approve", "send"):
-        assert f"<td>{edge}</td>" in page
+    # the history lists each move in the machine's own words
+    for label in ("open form", "close form", "generate", "operator approves",
+                  "send schedule email"):
+        assert f"<td>{label}</td>" in page
     assert 'class="mermaid"' in page and "class SENT current" in page
 
 
@@ -586,11 +587,11 @@ def test_a_failed_send_shows_last_error_and_stays_retryable(tmp_path: Path) -> N
                 login(c)
                 text = press(c, "send")
                 assert 'class="flash flash-failed"' in text and "failed" in text
-                assert "Last error:" in text and team["Alice"].email in text
+                assert "Last problem:" in text and team["Alice"].email in text
                 assert "APPROVED" in text and buttons(text) == ["unapprove", "send"]
                 smtp.clear_faults()
                 text = press(c, "send")  # the retry sends to the one who failed
-                assert "SENT" in text and "Last error:" not in text
+                assert "SENT" in text and "Last problem:" not in text
             assert len(smtp.accepted_for(team["Alice"].email)) == 1
         finally:
             pub.close()

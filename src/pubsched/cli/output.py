@@ -6,7 +6,7 @@ is drawn is decided by the domain (:mod:`pubsched.view`); this module only lays 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,26 +44,31 @@ def progress(ctx: Context, text: str) -> Iterator[None]:
 
 
 def roster_table(shown: Mapping[str, Any]) -> Any:
-    """The week's shifts with who works them and the slots left empty."""
+    """The week's shifts with who works them and, once a roster exists, the slots left
+    empty (before it, no slot is "unfilled": nobody has been picked yet)."""
     from rich.table import Table
 
     table = Table("id", "shift", "when", "slots", "assigned", box=None)
     for s in shown["shifts"]:
         names = list(s["assigned"])
-        empty = max(0, int(s["slots"]) - len(names))
+        empty = max(0, int(s["slots"]) - len(names)) if shown.get("rostered", True) else 0
         table.add_row(str(s["id"]), s["label"], s.get("when", ""), str(s["slots"]),
-                      ", ".join(names + ["(unfilled)"] * empty) if names or empty else "")
+                      ", ".join(names + ["(unfilled)"] * empty) if names or empty
+                      else "" if shown.get("rostered", True) else "no roster yet")
     return table
 
 
-def print_week(console: Any, shown: Mapping[str, Any]) -> None:
-    """``pubsched week show``: the week's line, its times, the roster, then the
-    submissions, the deliveries and the history when there are any."""
+def print_week(console: Any, shown: Mapping[str, Any], said: Sequence[str] = ()) -> None:
+    """``pubsched week show``: the week's line, where it is and what to do next (``said``,
+    the week page's opening sentences), its times, the roster, then the submissions, the
+    deliveries and the history when there are any."""
     from rich.table import Table
 
     console.print(f"week {shown['week_of']}: {shown['state']} "
                   f"(legacy status {shown['legacy_status']}, {shown.get('engine', '')} engine, "
                   f"autopilot {'on' if shown['autopilot'] else 'off'})")
+    for line in said:
+        console.print(f"  {line}", markup=False, highlight=False)
     console.print(f"  form opens {shown['opens_at']}, deadline {shown['deadline_at']}")
     if shown.get("lease"):
         console.print(f"  in flight: {shown['lease']['kind']} since {shown['lease']['since']}")

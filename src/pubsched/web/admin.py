@@ -21,6 +21,7 @@ from starlette.responses import RedirectResponse, Response
 from .. import tenders, view
 from ..pub import BadInput
 from ..week_shifts import BEFORE_ROSTER
+from ..week_status import week_status
 from .buttons import Buttons, diagram, drawn, fingerprint
 from .forms import text, week_of
 from .pages import ADMIN_PATH
@@ -62,6 +63,7 @@ class AdminPages:
         by_email = {t.email: t for t in tenders.all_tenders(pub)}
         return {
             "w": shown,
+            "status": week_status(pub, shown),  # what the page says first
             "seen": fingerprint(row),
             "buttons": buttons,
             "diagram": diagram(shown["state"]),

@@ -19,8 +19,12 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from ..machine import RUN
 from ..pub import Config
 from ..words import STATE_LABELS
+
+# a history row's move as people say it: the machine's own labels, and the week's birth
+EDGE_LABELS = {"create": "created", **{e.name: e.label or e.name for e in RUN.edges}}
 
 HERE = Path(__file__).parent
 ADMIN_PATH = "/admin"
@@ -58,6 +62,7 @@ class Pages:
         self.env.filters["local"] = self.local
         self.env.filters["state_label"] = lambda state: STATE_LABELS.get(state, state)
         self.env.filters["monday"] = monday
+        self.env.filters["edge_label"] = lambda edge: EDGE_LABELS.get(edge, edge)
 
     def local(self, value: Any, style: str = "long") -> str:
         """A stored UTC instant in the pub's own time zone, as people read it."""

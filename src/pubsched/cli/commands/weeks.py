@@ -45,12 +45,16 @@ def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
 
 def cmd_week_show(ctx: Context, args: argparse.Namespace) -> int:
     from ...view import week_show
+    from ...week_status import week_status
 
-    shown = week_show(ctx.pub(), args.week)
+    pub = ctx.pub()
+    shown = week_show(pub, args.week)
     if args.json:
         ctx.emit_json(shown)
     else:
-        print_week(ctx.console(), shown)
+        status = week_status(pub, shown)
+        said = [status.now, status.busy, f"Next: {status.next}" if status.next else ""]
+        print_week(ctx.console(), shown, [line for line in said if line])
     return EXIT_APPLIED
 
 

@@ -1,7 +1,8 @@
 // The admin's and the tender form's only script. Without it every page still works.
 // 1. A form marked data-once disables its buttons when it is submitted, so a double click
 //    sends one request (the server refuses a second one anyway); data-confirm asks first.
-// 2. The week page's lifecycle diagram is drawn by the vendored mermaid.js, if loaded.
+// 2. The week page's lifecycle diagram is drawn by the vendored mermaid.js, if loaded, when
+//    its folded section is first opened (mermaid cannot lay out a hidden diagram).
 "use strict";
 document.addEventListener("submit", function (event) {
   var form = event.target;
@@ -19,21 +20,31 @@ document.addEventListener("submit", function (event) {
   }, 0);
 }, true);
 
+function drawDiagram() {
+  window.mermaid.run({ querySelector: "pre.mermaid" }).then(function () {
+    document.body.dataset.diagram = "drawn";
+  }, function (error) {
+    document.body.dataset.diagram = "failed";
+    console.error(error);
+  });
+}
+
 document.addEventListener("DOMContentLoaded", function () {
-  if (window.mermaid && document.querySelector("pre.mermaid")) {
-    // the spacing keeps apart the labels of two opposite edges between the same states
-    // (close/reopen, approve/un-approve), which overlap at mermaid's defaults
-    window.mermaid.initialize({
-      startOnLoad: false, securityLevel: "strict", theme: "neutral",
-      state: { nodeSpacing: 160, rankSpacing: 100, padding: 12 }
-    });
-    window.mermaid.run({ querySelector: "pre.mermaid" }).then(function () {
-      document.body.dataset.diagram = "drawn";
-    }, function (error) {
-      document.body.dataset.diagram = "failed";
-      console.error(error);
-    });
-  }
+  if (!(window.mermaid && document.querySelector("pre.mermaid"))) return;
+  // at once, so that mermaid's own start-on-load draws nothing while it is folded; the
+  // spacing keeps apart the labels of two opposite edges between the same states
+  // (close/reopen, approve/un-approve), which overlap at mermaid's defaults
+  window.mermaid.initialize({
+    startOnLoad: false, securityLevel: "strict", theme: "neutral",
+    state: { nodeSpacing: 160, rankSpacing: 100, padding: 12 }
+  });
+  var folded = document.getElementById("lifecycle");
+  if (!folded || folded.open) { drawDiagram(); return; }
+  folded.addEventListener("toggle", function first() {
+    if (!folded.open) return;
+    folded.removeEventListener("toggle", first);
+    drawDiagram();
+  });
 });
 
 // a page restored from the back-forward cache shows its forms usable again
