@@ -798,6 +798,11 @@ def test_demo_runs_a_whole_week_and_exits_0(tmp_path: Path, env: SmtpTestServer,
     assert "pubsched serve" in text and "http://127.0.0.1:8000/" in text
     assert "(exit 3)" in text  # the refusals the story shows
     assert env.accepted == []  # the demo runs its own mail server, never the configured one
+    # issue 18: the pub's own week (a Sunday lunch that needs the keys) and a pinned tender
+    assert "$ pubsched shift add \"Sunday lunch\" --day sun" in text
+    assert "Sun 13 Dec, 12:00 - 17:00 (Sunday lunch)" in text  # in the emails
+    assert "pinned Dev Dara <dev@pub.example> on Sunday lunch" in text
+    assert "(pinned)" in text and "From: The Crown <" in text  # the table marks the pin
 
 
 # -- the console script ---------------------------------------------------------------------------

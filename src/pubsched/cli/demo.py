@@ -43,8 +43,11 @@ from .context import Runner
 
 WEB_ADDRESS = "http://127.0.0.1:8000/"
 OPERATOR = "operator@pub.example"
-TENDERS = (("Ana Alvarez", "ana@pub.example", None), ("Ben Brook", "ben@pub.example", None),
-           ("Cleo Chen", "cleo@pub.example", "1"), ("Dev Dara", "dev@pub.example", None))
+# name, email, maximum a week, skills (Ana holds the keys)
+TENDERS = (("Ana Alvarez", "ana@pub.example", None, ("keys",)),
+           ("Ben Brook", "ben@pub.example", None, ()),
+           ("Cleo Chen", "cleo@pub.example", "1", ()),
+           ("Dev Dara", "dev@pub.example", None, ()))
 
 
 class DemoFailed(Exception):
@@ -198,48 +201,65 @@ def _week_after_next(at: datetime) -> str:
 
 def story(n: Narrator, db_url: str, inbox: Inbox) -> None:
     week = _week_after_next(n.at)
-    n.tell("A new pub: create the database, and hand the week to the v2 state machine "
-           "(allowed now: a fresh install is in the idle gap).")
+    n.tell("A new pub: create the database. A database with no weeks starts on the v2 "
+           "state machine; the cutover check says this is the idle gap.")
     n.run("init", now=False)
     n.run("cutover", "check")
-    n.run("flag", "v2", "on")
 
-    n.tell("The tenders. An email is one tender, in any case: adding Ana again is refused.")
-    for name, email, limit in TENDERS:
-        n.run("tender", "add", name, email, *(("--max-shifts", limit) if limit else ()))
-    n.run("tender", "add", "Ana again", "ANA@pub.example", expect=3)
+    n.tell("The pub's week: the shifts every new week gets. It starts with Thursday to "
+           "Saturday nights; this pub also opens for Sunday lunch, which needs someone "
+           "with the keys.")
+    n.run("shift", "list", now=False)
+    n.run("shift", "add", "Sunday lunch", "--day", "sun", "--start", "12:00", "--end",
+          "17:00", "--slots", "2", "--needs", "keys", now=False)
 
-    n.tell(f"Open the availability form for the week of {week} (DRAFT -> COLLECTING). "
-           "No email goes out: each tender gets a personal link from the operator.")
+    n.tell("The tenders, with what they can do. An email is one tender, in any case: "
+           "adding Ana again is refused.")
+    for name, email, limit, skills in TENDERS:
+        n.run("tender", "add", name, email, *(("--max-shifts", limit) if limit else ()),
+              *(arg for skill in skills for arg in ("--skill", skill)), now=False)
+    n.run("tender", "add", "Ana again", "ANA@pub.example", expect=3, now=False)
+
+    n.tell(f"Open the availability form for the week of {week}. No email goes out: each "
+           "tender has a personal link (`tender invite --all` mails it to them).")
     n.run("week", "open", week)
     n.run("tender", "link", "ana@pub.example", now=False)
     shown = json.loads(n.run("week", "show", week, "--json", quiet=True))
     ids = [str(s["id"]) for s in shown["shifts"]]
-    n.note("the week's shifts: " + ", ".join(f"{s['id']} = {s['label']}" for s in shown["shifts"]))
+    n.note("the week's shifts: " + ", ".join(f"{s['id']} = {s['label']} ({s['when']})"
+                                             for s in shown["shifts"]))
 
     n.tell("Tenders say which shifts they can work (through their link; here, the CLI).")
-    n.run("avail", week, "ana@pub.example", ids[0], ids[1])
-    n.run("avail", week, "ben@pub.example", ids[1], ids[2], "--max", "1")
-    n.run("avail", week, "cleo@pub.example", *ids)
+    n.run("avail", week, "ana@pub.example", ids[0], ids[1], ids[3])
+    n.run("avail", week, "ben@pub.example", ids[1], ids[2], ids[3], "--max", "2")
+    n.run("avail", week, "cleo@pub.example", *ids[:3])
 
     deadline = datetime.fromisoformat(str(shown["deadline_at"]).replace("Z", "+00:00"))
     later = (deadline + timedelta(hours=12)).isoformat().replace("+00:00", "Z")
-    n.tell("Not everyone has answered: extend the deadline (COLLECTING -> COLLECTING).")
+    n.tell("Not everyone has answered: extend the deadline.")
     n.run("week", "extend", week, "--deadline", later)
 
-    n.tell("Close the form (a leased side effect). A submission now is refused: "
-           "submissions are held writes that only commit while the week is COLLECTING.")
+    n.tell("Close the form. A submission now is refused: submissions are held writes that "
+           "only commit while the form is open.")
     n.run("week", "close", week)
     n.run("avail", week, "dev@pub.example", ids[0], expect=3)
 
-    n.tell("Generate: the fair picker fills every fillable slot, spreading the load.")
+    n.tell("Make the roster: the fair picker fills every fillable slot, a key-holder on "
+           "Sunday lunch, spreading the load.")
     n.run("week", "generate", week)
 
-    n.tell("Dev asks to be included: reopen after generate (the assignments are kept), "
-           "take the late submission, close again and regenerate.")
+    n.tell("Dev asks to be included: reopen (the roster is kept), take the late answer, "
+           "close again and make the roster again.")
     n.run("week", "reopen", week)
     n.run("avail", week, "dev@pub.example", ids[0], ids[2])
     n.run("week", "close", week)
+    n.run("week", "generate", week)
+
+    n.tell("Ben rings: he can't do Sunday lunch after all. Take him off it, and put Dev on "
+           "(pinned: he did not offer it, so a warning says so). The roster made again "
+           "keeps both: Dev stays, Ben is not put back.")
+    n.run("week", "unassign", week, ids[3], "ben@pub.example")
+    n.run("week", "assign", week, ids[3], "dev@pub.example")
     n.run("week", "generate", week)
 
     n.tell("Review and approve (reversible until sent), then send the schedule email.")
@@ -249,7 +269,7 @@ def story(n: Narrator, db_url: str, inbox: Inbox) -> None:
     n.note(f"{len(mail)} email(s) went out through {inbox.how}:")
     n.show_mail(mail)
 
-    n.tell("SENT is terminal: a second send is refused, and nobody gets the email twice.")
+    n.tell("Sent is final: a second send is refused, and nobody gets the email twice.")
     n.run("week", "send", week, expect=3)
     if inbox.take():
         raise DemoFailed("a refused send handed a message to the mailer")
@@ -289,6 +309,8 @@ def run_demo(out: IO[str], *, run: Runner, now: datetime | None = None,
     with mail_catcher() as inbox:
         env = {"PUBSCHED_DB": db_url, "PUBSCHED_TZ": "America/New_York",
                "PUBSCHED_MAIL_FROM": "schedule@pub.example",
+               "PUBSCHED_PUB_NAME": "The Crown", "USER": "demo",
+               "PUBSCHED_PUB_ADDRESS": "1 Market Street, Springfield",
                "PUBSCHED_OPERATOR_EMAIL": OPERATOR, **inbox.env}
         print(f"pubsched demo: one week of a pub's schedule, start to finish.\n"
               f"database: {db_url}\nmail: {inbox.how}", file=out)

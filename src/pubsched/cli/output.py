@@ -49,8 +49,10 @@ def roster_table(shown: Mapping[str, Any]) -> Any:
     from rich.table import Table
 
     table = Table("id", "shift", "when", "slots", "assigned", box=None)
-    for s in shown["shifts"]:
-        names = list(s["assigned"])
+    known = shown.get("names", {})
+    for s in shown["shifts"]:  # by name, as the page shows it; a pin marked
+        names = [known.get(e, e) + (" (pinned)" if e in s.get("pinned", ()) else "")
+                 for e in s["assigned"]]
         empty = max(0, int(s["slots"]) - len(names)) if shown.get("rostered", True) else 0
         table.add_row(str(s["id"]), s["label"], s.get("when", ""), str(s["slots"]),
                       ", ".join(names + ["(unfilled)"] * empty) if names or empty
