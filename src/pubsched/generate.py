@@ -16,14 +16,14 @@ tender no longer active are not passed (they left the roster), and a reopen keep
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
-from . import picker
+from . import picker, skills
 from .pub import Pub
+from .schema import has_columns
 from .weeks import shifts
 
 HISTORY_SQL = (
@@ -33,38 +33,15 @@ HISTORY_SQL = (
 
 
 def words(raw: Any) -> tuple[str, ...]:
-    """A stored JSON list of skill words (``needs``, ``skills``), sorted, without repeats.
-
-    Lenient on purpose: the columns are written by the template and tender commands,
-    which check them; a value that is not a JSON list of words reads as no words rather
-    than stopping a generate on the night."""
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return ()
-    if not isinstance(value, list):
-        return ()
-    return tuple(sorted({w.strip() for w in value if isinstance(w, str) and w.strip()}))
-
-
-def columns(pub: Pub, table: str) -> set[str]:
-    """The columns ``table`` has now (none when it does not exist).
-
-    Why ask: the legacy engine still runs on a database at 0034 until its cutover
-    (tests/pubsched/test_legacy.py runs it there), which has neither the skills (0038) nor
-    the hand edits (0041); its generate then picks as it always did."""
-    if pub.dialect == "postgresql":
-        rows = pub.query("SELECT column_name AS name FROM information_schema.columns "
-                         "WHERE table_schema = current_schema() AND table_name = %s", [table])
-    else:
-        rows = pub.query("SELECT name FROM pragma_table_info(%s)", [table])
-    return {str(r["name"]) for r in rows}
+    """A stored JSON list of skill words (``needs``, ``skills``), sorted, without repeats
+    (:func:`pubsched.skills.stored`: lenient, a hand-written oddity reads as none)."""
+    return tuple(sorted(skills.stored(raw)))
 
 
 def edits(pub: Pub, week: str) -> dict[str, set[tuple[str, str]]]:
     """The week's hand edits: ``{"pin": {(tender id, shift id)}, "exclude": {...}}``, of
     active tenders only, as the picker's string ids."""
-    if "kind" not in columns(pub, "pub_roster_edits"):
+    if not has_columns(pub, "pub_roster_edits", "kind"):  # 0041: the hand edits
         return {"pin": set(), "exclude": set()}
     rows = pub.query("SELECT e.tender_id, e.shift_id, e.kind FROM pub_roster_edits e "
                      "JOIN pub_tenders t ON t.id = e.tender_id "
@@ -78,7 +55,7 @@ def edits(pub: Pub, week: str) -> dict[str, set[tuple[str, str]]]:
 def roster_for(pub: Pub, week: str) -> picker.Roster:
     """The picker's roster for the week, from what is stored now (reads only)."""
     week_shifts = shifts(pub, week)
-    skilled = "needs" in columns(pub, "pub_shifts")  # 0038 applied (see columns)
+    skilled = has_columns(pub, "pub_shifts", "needs")  # 0038: the skills
     needs = {int(r["id"]): words(r["needs"]) for r in pub.query(
         "SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])} if skilled else {}
     skills = ", skills" if skilled else ", '[]' AS skills"
@@ -134,7 +111,7 @@ def assignments(pub: Pub, week: str) -> dict[int, list[str]]:
 def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
     """shift id -> the emails pinned on it by hand (``week show``'s ``pinned``), or with
     ``kind="exclude"`` taken off it (``excluded``)."""
-    if "kind" not in columns(pub, "pub_roster_edits"):
+    if not has_columns(pub, "pub_roster_edits", "kind"):  # 0041: the hand edits
         return {}
     rows = pub.query("SELECT e.shift_id, t.email FROM pub_roster_edits e JOIN pub_tenders t "
                      "ON t.id = e.tender_id WHERE e.week_of = %s AND e.kind = %s "
@@ -148,7 +125,7 @@ def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
 def missing(pub: Pub, week: str) -> dict[int, list[str]]:
     """shift id -> the needs the tenders now on it leave unmet (``picker.unmet``, the one
     reading of "missing"), every shift of the week present."""
-    if "needs" not in columns(pub, "pub_shifts"):
+    if not has_columns(pub, "pub_shifts", "needs"):
         return {int(r["id"]): [] for r in pub.query(
             "SELECT id FROM pub_shifts WHERE week_of = %s", [week])}
     rows = pub.query("SELECT s.id, s.needs, t.id AS tender_id, t.skills FROM pub_shifts s "

@@ -23,26 +23,20 @@ needs are unreadable asks for nothing, a tender whose skills are unreadable has 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from . import skills
 from .pub import Pub
 from .schema import has_columns
 from .weektime import as_utc
 
 
 def words(raw: Any) -> frozenset[str]:
-    """A stored JSON list of words, lowercased and stripped (unreadable: none)."""
-    try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
-        return frozenset()
-    if not isinstance(value, list):
-        return frozenset()
-    return frozenset(w.strip().lower() for w in value if isinstance(w, str) and w.strip())
+    """A stored JSON list of words (:func:`pubsched.skills.stored`), as a set."""
+    return frozenset(skills.stored(raw))
 
 
 @dataclass(frozen=True)

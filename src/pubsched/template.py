@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import skills
 from .db.migrate import TABLE as MIGRATIONS
 from .pub import BadInput, Pub, Verdict
 from .weektime import (
@@ -34,8 +35,7 @@ from .weektime import (
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DAY_TITLES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 LABEL_MAX = 40
-SKILL_MAX = 30
-SKILLS_MAX = 10
+NEEDS_MAX = 10
 SLOTS = range(1, 21)
 
 
@@ -77,29 +77,14 @@ def check_slots(raw: object) -> int:
 
 
 def check_needs(raw: Iterable[object]) -> tuple[str, ...]:
-    """The skills a shift needs: free words, lower-cased, no commas or spaces, each once
-    (in the order first given), at most 10 of at most 30 characters."""
-    out: list[str] = []
-    for item in raw:
-        word = item.strip().lower() if isinstance(item, str) else ""
-        if not word or "," in word or any(c.isspace() for c in word):
-            raise BadInput(f"a skill is one word without commas or spaces, got {item!r} "
-                           "(give --needs once per skill)")
-        if len(word) > SKILL_MAX:
-            raise BadInput(f"a skill is at most {SKILL_MAX} characters, got {word!r}")
-        if word not in out:
-            out.append(word)
-    if len(out) > SKILLS_MAX:
-        raise BadInput(f"a shift needs at most {SKILLS_MAX} skills, got {len(out)}")
-    return tuple(out)
+    """The skills a shift needs, by the one rule of :mod:`pubsched.skills` (the same words
+    a tender can have)."""
+    return skills.check(raw, most=NEEDS_MAX, whose="a shift")
 
 
 def needs_of(raw: object) -> tuple[str, ...]:
-    """The stored ``needs`` column (a JSON list as text) as a tuple; tolerant of NULL."""
-    if raw is None or raw == "":
-        return ()
-    value = json.loads(raw) if isinstance(raw, str) else raw
-    return tuple(str(v) for v in value) if isinstance(value, list) else ()
+    """The stored ``needs`` column as a tuple (:func:`pubsched.skills.stored`)."""
+    return skills.stored(raw)
 
 
 def span(start: str, end: str) -> str:

@@ -20,11 +20,11 @@ from typing import Any
 
 import rowstate
 
+from . import skills as skill_words
 from .mail.addresses import address_problem, name_problem
 from .pub import BadInput, Pub, Verdict, utc
 
 COLUMNS = "id, name, email, active, max_shifts, link_version, skills"
-MAX_SKILL_LENGTH = 20
 MAX_SKILLS = 20
 
 
@@ -51,7 +51,7 @@ class Tender:
     def of(cls, row: dict[str, Any]) -> Tender:
         return cls(int(row["id"]), str(row["name"]), str(row["email"]), bool(row["active"]),
                    None if row["max_shifts"] is None else int(row["max_shifts"]),
-                   int(row.get("link_version") or 1), stored_skills(row.get("skills")))
+                   int(row.get("link_version") or 1), skill_words.stored(row.get("skills")))
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "email": self.email,
@@ -92,43 +92,16 @@ def check_max(value: object, what: str = "max shifts") -> int | None:
 
 
 def check_skills(skills: Iterable[object]) -> tuple[str, ...]:
-    """Skills as stored: each a free word, stripped and lower-cased, then de-duplicated in
-    the order first given. A word with a space or a comma inside is refused rather than
-    split, so "bar, cellar" typed into one ``--skill`` is not silently two skills; the
-    web's one text field splits on them first (:func:`split_skills`)."""
-    if isinstance(skills, str):  # a lone string would be read letter by letter
-        raise BadInput("skills are a list of words")
-    out: list[str] = []
-    for raw in skills:
-        word = raw.strip().lower() if isinstance(raw, str) else None
-        if not word:
-            raise BadInput(f"a skill is a word, got {raw!r}")
-        if any(c.isspace() or c == "," for c in word) or not word.isprintable():
-            raise BadInput(f"a skill is one word, without spaces or commas: {raw!r}")
-        if len(word) > MAX_SKILL_LENGTH:
-            raise BadInput(f"a skill is at most {MAX_SKILL_LENGTH} characters: {raw!r}")
-        if word not in out:
-            out.append(word)
-    if len(out) > MAX_SKILLS:
-        raise BadInput(f"at most {MAX_SKILLS} skills a tender, got {len(out)}")
-    return tuple(out)
+    """A tender's skills, by the one rule of :mod:`pubsched.skills`. A word with a space or
+    a comma inside is refused rather than split, so "bar, cellar" typed into one
+    ``--skill`` is not silently two skills; the web's one text field splits on them first
+    (:func:`split_skills`)."""
+    return skill_words.check(skills, most=MAX_SKILLS, whose="a tender")
 
 
 def split_skills(text: str) -> tuple[str, ...]:
     """Skills typed into one field, separated by commas or spaces (the web's form)."""
-    return check_skills(w for w in text.replace(",", " ").split())
-
-
-def stored_skills(value: object) -> tuple[str, ...]:
-    """The column's JSON list as a tuple; anything else stored (by hand) reads as none,
-    so one odd row never breaks a page."""
-    try:
-        data = json.loads(value) if isinstance(value, str) else value
-    except ValueError:
-        return ()
-    if not isinstance(data, list):
-        return ()
-    return tuple(w for w in data if isinstance(w, str))
+    return check_skills(skill_words.split(text))
 
 
 def add(pub: Pub, name: str, email: str, *, max_shifts: int | None = None,

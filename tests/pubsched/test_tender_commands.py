@@ -231,5 +231,12 @@ def test_check_skills_is_the_one_rule() -> None:
             tenders.check_skills(bad)
     with pytest.raises(tenders.BadInput):
         tenders.check_skills("bar")  # a lone string is not a list of words
-    assert tenders.stored_skills('["bar"]') == ("bar",)
-    assert tenders.stored_skills("not json") == () and tenders.stored_skills("{}") == ()
+    from pubsched import skills, template
+
+    assert skills.stored('[" Bar", "bar"]') == ("bar",)
+    assert skills.stored("not json") == () and skills.stored("{}") == ()
+    # a shift's needs are the same words: what a tender may not have, no shift may need
+    for bad in (["a b"], [""], ["x" * 21]):
+        with pytest.raises(tenders.BadInput):
+            template.check_needs(bad)
+    assert template.check_needs(["Keys", "keys"]) == ("keys",)
