@@ -2,21 +2,16 @@
 take a tender off a shift and pin one on; and in-process, on SQLite and PostgreSQL, what a
 bad or refused edit posted to the page does (a flash with the reason, nothing written).
 
-Screenshots go to ``PUBSCHED_SHOTS`` (default /tmp/shots/roster/), to be looked at.
+Screenshots go to support.browser's artifacts folder, to be looked at; the browser is the
+shared fixture's (skipped without Chromium, failed under PUBSCHED_REQUIRE_BROWSER=1).
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from starlette.testclient import TestClient
 
 from pubsched import submissions
@@ -25,11 +20,11 @@ from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
 from pubsched.weeks import shifts
+from support.browser import ARTIFACTS, PHONE, shot
+from support.browser import served as serving
 from support.pub_web import NOW, PASSWORD, WEEK, login, make_pub, people, web_settings
 
-CHROMIUM = os.environ.get("PUBSCHED_CHROMIUM", "/usr/bin/chromium")
-SHOTS = Path(os.environ.get("PUBSCHED_SHOTS", "/tmp/shots/roster"))
-PHONE = {"width": 375, "height": 740}
+SHOTS = ARTIFACTS
 ALICE, BOB, CAROL = "alice@example.com", "bob@example.com", "carol@example.com"
 
 
@@ -54,43 +49,15 @@ def on(pub: Pub, shift: int) -> tuple[list[str], list[str]]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pub]]:
     folder = tmp_path_factory.mktemp("browser_roster")
     pub = make_pub(f"sqlite:///{folder}/roster.db")
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", pub
+        with serving(app) as url:
+            yield url, pub
     finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
         pub.close()
-
-
-def shot(page: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def cell(page: Any, shift: int, email: str) -> Any:

@@ -1,48 +1,25 @@
 """The tender pages in headless Chromium (Playwright) against uvicorn on loopback, a SQLite
 database and the real SMTP test server: the operator manages tenders on a desktop and on
 a 375 px phone. Screenshots go to ``PUBSCHED_ARTIFACTS`` (default ``test-artifacts/``),
-as test_browser.py's do; without Chromium these are skipped loudly (a failure with
-``PUBSCHED_REQUIRE_BROWSER=1``)."""
+as test_browser.py's do; the browser and the server are support.browser's (skipped
+without Chromium, a failure with ``PUBSCHED_REQUIRE_BROWSER=1``)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from pubsched import tenders
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
+from support.browser import ARTIFACTS, PHONE, desktop, served
+from support.browser import phone as phone_page
 from support.pub_web import NOW, PASSWORD, make_pub, web_settings
 from support.smtp_server import SmtpTestServer
-
-CHROMIUM = os.environ.get("PUBSCHED_CHROMIUM", "/usr/bin/chromium")
-REQUIRE = os.environ.get("PUBSCHED_REQUIRE_BROWSER") == "1"
-ARTIFACTS = Path(os.environ.get("PUBSCHED_ARTIFACTS", "test-artifacts")) / "screenshots"
-PHONE = {"width": 375, "height": 740}
-DESKTOP = {"width": 1280, "height": 900}
-
-try:
-    from playwright import sync_api as playwright_sync
-except ImportError:  # pragma: no cover - a dev dependency
-    playwright_sync = None  # type: ignore[assignment]
-
-
-def _no_browser(why: str) -> None:
-    message = f"BROWSER TESTS NOT RUN: {why} (apt-get install -y chromium)"
-    if REQUIRE:
-        pytest.fail(f"{message} [failing because PUBSCHED_REQUIRE_BROWSER=1]", pytrace=False)
-    pytest.skip(message)
 
 
 @dataclass
@@ -57,23 +34,6 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if playwright_sync is None:
-        _no_browser("the playwright package is not installed (pip install -e '.[dev]')")
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        _no_browser(f"no Chromium at {CHROMIUM}")
-    with playwright_sync.sync_playwright() as p:
-        try:
-            launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        except Exception as exc:  # a broken install is as good as none: say which
-            _no_browser(f"Chromium at {CHROMIUM} did not start: {exc}")
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     folder = tmp_path_factory.mktemp("browser_tenders")
     with SmtpTestServer() as smtp:
@@ -81,34 +41,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                                            PUBSCHED_SMTP_TIMEOUT="5"))
         pub = make_pub(f"sqlite:///{folder}/tenders.db", mail)
         app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.started, "uvicorn did not start"
         try:
-            yield Site(f"http://127.0.0.1:{port}", pub, smtp)
+            with served(app) as url:
+                yield Site(url, pub, smtp)
         finally:
-            server.should_exit = True
-            thread.join(10)
-            sock.close()
             pub.close()
 
 
 def new_page(browser: Any, *, phone: bool) -> Any:
-    if phone:
-        context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
-                                      device_scale_factor=2)
-    else:
-        context = browser.new_context(viewport=DESKTOP)
-    page = context.new_page()
-    page.on("dialog", lambda dialog: dialog.accept())
-    return page
+    return phone_page(browser) if phone else desktop(browser)
 
 
 def log_in(page: Any, site: Site) -> None:

@@ -18,8 +18,8 @@ from pubsched import db as pubdb
 from pubsched.pub import BadInput
 from pubsched.weeks import week_key
 from pubsched.weektime import BadSettings, BadWeek, WeekTimeError, as_utc, run_times, week_of
+from support.pub_cli import one_line, snapshot
 
-TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_flags", "rowstate_events")
 ENV = {"PUBSCHED_MAIL_FROM": "schedule@pub.example", "PUBSCHED_OPERATOR_EMAIL": "ops@pub.example"}
 WEEK = "2026-12-07"
 NEXT = "2026-12-14"
@@ -45,20 +45,8 @@ def ok(url: str, *argv: str) -> Ran:
     return ran
 
 
-def snapshot(url: str) -> dict[str, list[Any]]:
-    store = pubdb.open_store(url)
-    try:
-        with store.atomic() as tx:
-            return {t: sorted(map(repr, tx.execute(f"SELECT * FROM {t}"))) for t in TABLES}
-    finally:
-        store.close()
 
 
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 # -- 19: the calendar's edges --------------------------------------------------------------

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from pubsched import cli
-from pubsched import db as pubdb
 from pubsched.rehearsal import STEPS
+from support.pub_cli import one_line, snapshot
 from support.smtp_server import SmtpTestServer
 
 WEEK = "2026-12-07"
 OPERATOR = "ops@pub.example"
-TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
-          "pub_availability_shifts", "pub_assignments", "pub_deliveries", "pub_flags",
-          "pub_mail_log", "rowstate_events", "pub_rehearsals")
 
 
 @dataclass(frozen=True)
@@ -60,19 +56,8 @@ def run(db_url: str, smtp: SmtpTestServer) -> Cli:
     return runner
 
 
-def snapshot(url: str) -> dict[str, list[Any]]:
-    store = pubdb.open_store(url)
-    try:
-        with store.atomic() as tx:
-            return {t: sorted(map(repr, tx.execute(f"SELECT * FROM {t}"))) for t in TABLES}
-    finally:
-        store.close()
 
 
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def test_rehearse_prints_each_step_and_lifts_the_refusal(run: Cli, smtp: SmtpTestServer) -> None:

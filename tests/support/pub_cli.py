@@ -83,6 +83,13 @@ def snapshot(url: str, tables: tuple[str, ...] | None = None) -> dict[str, list[
         store.close()
 
 
+def one_line(err: str) -> str:
+    """stderr, which must be one line and no traceback (a script's log reads it)."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
 def use_env(monkeypatch: pytest.MonkeyPatch, server: Any, **extra: str) -> None:
     """The process environment the CLI reads: ``server`` (a SmtpTestServer) for mail, the
     operator's address, ``extra``; no other PUBSCHED_ setting of the machine's."""
