@@ -19,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from pubsched import cli, links, tenders  # noqa: E402
-from pubsched.db import open_store  # noqa: E402
-from pubsched.pub import Config, Pub  # noqa: E402
-from pubsched.web.app import create_app  # noqa: E402
-from support.browser import desktop, launched, phone, served  # noqa: E402
-from support.pub_web import PASSWORD, web_settings  # noqa: E402
-from support.smtp_server import SmtpTestServer  # noqa: E402
+from pubsched import cli, links, tenders
+from pubsched.db import open_store
+from pubsched.pub import Config, Pub
+from pubsched.web.app import create_app
+from support.browser import desktop, launched, phone, served
+from support.pub_web import PASSWORD, web_settings
+from support.smtp_server import SmtpTestServer
 
 OUT = "/tmp/readme-shots"
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)  # the pages' clock: W1's shifts to come

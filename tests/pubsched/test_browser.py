@@ -2,8 +2,8 @@
 SQLite database and the real SMTP test server: what a person sees and does.
 
 The browser, the server and the screenshots are support.browser's (skipped without
-Chromium, failed under ``PUBSCHED_REQUIRE_BROWSER=1``); the README's two pictures (docs/)
-are copies of ``week-page.png`` and ``tender-form-phone.png``.
+Chromium, failed under ``PUBSCHED_REQUIRE_BROWSER=1``); the README's pictures (docs/) are
+taken by scripts/readme_shots.py from a seeded pub.
 
 Kept to a few tests sharing one browser and one server: the suite's time matters.
 """
