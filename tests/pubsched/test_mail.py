@@ -114,7 +114,7 @@ def test_a_refused_connection_refuses_every_message_after_one_try(
     outcomes = send_all(settings, [ALICE, BOB])
     assert [o.delivery for o in outcomes] == [Delivery.REFUSED, Delivery.REFUSED]
     assert outcomes[0].detail.startswith("could not connect to 127.0.0.1:")
-    assert "ConnectionRefusedError" in outcomes[0].detail
+    assert "the connection was refused" in outcomes[0].detail  # in words, not the class name
     assert outcomes[1].detail.startswith("not attempted: could not connect")
     smtp.start()
     assert send_all(settings, [ALICE])[0].delivery is Delivery.DELIVERED
@@ -291,7 +291,7 @@ def test_the_mailer_logs_in_with_the_configured_credentials() -> None:
         wrong = settings_for(server, PUBSCHED_SMTP_USER="pub", PUBSCHED_SMTP_PASSWORD="guess")
         [refused] = send_all(wrong, [BOB])
         assert refused.delivery is Delivery.REFUSED
-        assert "SMTPAuthenticationError" in refused.detail
+        assert "the mail server refused the login (535" in refused.detail
         [anonymous] = send_all(settings_for(server), [CAROL])
         assert (anonymous.delivery, anonymous.smtp_code) == (Delivery.REFUSED, 530)
         assert anonymous.detail.startswith("MAIL FROM refused: 530")
@@ -303,5 +303,5 @@ def test_starttls_required_but_not_offered_is_refused(smtp: SmtpTestServer) -> N
     settings = settings_for(smtp, PUBSCHED_SMTP_STARTTLS="1")
     [outcome] = send_all(settings, [ALICE])
     assert outcome.delivery is Delivery.REFUSED
-    assert "SMTPNotSupportedError" in outcome.detail
+    assert "STARTTLS extension not supported" in outcome.detail
     assert smtp.received == []

@@ -52,6 +52,7 @@ import enum
 import logging
 import re
 import smtplib
+import socket
 import ssl
 from dataclasses import dataclass
 from email.policy import SMTP as SMTP_POLICY
@@ -304,12 +305,31 @@ def _wire_bytes(outgoing: Outgoing) -> bytes:
     return data + b".\r\n"
 
 
-def _text(reply: bytes) -> str:
-    return reply.decode("utf-8", "replace").replace("\n", " ")
+def _text(reply: bytes | str) -> str:
+    said = reply.decode("utf-8", "replace") if isinstance(reply, bytes) else reply
+    return said.replace("\n", " ")
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    """What went wrong, as an operator can act on it (the week page and ``week show`` show
+    it beside the recipient), never a Python class name: the log has the rest."""
+    if isinstance(exc, smtplib.SMTPAuthenticationError):
+        return f"the mail server refused the login ({exc.smtp_code}: {_text(exc.smtp_error)})"
+    if isinstance(exc, smtplib.SMTPServerDisconnected):  # its text is smtplib's English
+        return "the connection to the mail server was lost" + (f" ({exc})" if str(exc) else "")
+    if isinstance(exc, ConnectionRefusedError):
+        return "the connection was refused (is the mail server running on that port?)"
+    if isinstance(exc, TimeoutError):
+        return "the mail server did not answer in time (timed out)"
+    if isinstance(exc, socket.gaierror):
+        return "the mail server's host name is not known"
+    if isinstance(exc, ssl.SSLError):
+        return f"the secure (TLS) connection failed: {exc.reason or exc}"
+    if isinstance(exc, smtplib.SMTPResponseException):
+        return f"the mail server said {exc.smtp_code} {_text(exc.smtp_error)}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    return str(exc) or "an unexpected error"
 
 
 # -- no SMTP host: the log -----------------------------------------------------------------
