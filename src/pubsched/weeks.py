@@ -197,6 +197,11 @@ def ensure_week(pub: Pub, week: str | date, *, now: datetime | None = None) -> d
     return row
 
 
+# the first key of the two-key advisory lock a week's creation takes on PostgreSQL (the
+# second is the week's name hashed); the two-key space never meets the flag's one-key lock
+WEEK_LOCK_CLASS = 0x57454B
+
+
 def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
                 door: bool = True) -> Verdict:
     """``pubsched week create``: the week's row and its shifts (the pub's template as it
@@ -210,10 +215,18 @@ def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
     tz = pub.config.tz
     monday = date.fromisoformat(plan.key)
     name = f"the week of {monday:%a %d %b %Y}"
+    exists = Verdict(False, "WEEK_EXISTS", message=(
+        f"{name} exists already: nothing changed (see `pubsched week show {plan.key}`)"))
     if not plan.new:
-        return Verdict(False, "WEEK_EXISTS", message=(
-            f"{name} exists already: nothing changed (see `pubsched week show {plan.key}`)"))
+        return exists
     with pub.atomic() as tx:
+        # two creates of one week at once: the second waits here, then finds the first's
+        # row (PostgreSQL: a lock on the week's name; SQLite's unit holds the writer lock)
+        if pub.dialect == "postgresql":
+            tx.execute("SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(%s, hashtext(%s)))"
+                       " AS held", [WEEK_LOCK_CLASS, plan.key])
+        if tx.execute("SELECT week_of FROM pub_schedule_runs WHERE week_of = %s", [plan.key]):
+            return exists
         count = write_week(pub, tx, plan, at, door=door)
     opens = plan.times.opens_at.astimezone(tz)
     return Verdict(True, message=(
