@@ -63,7 +63,8 @@ class RowChecks(Protocol):
     """The core operations a unit of work runs on the front end's row: a hold and a fence
     (:mod:`rowstate.core.holds`)."""
 
-    def hold(self, key: object, states: str | Iterable[str]) -> Op[HoldResult]: ...
+    def hold(self, key: object, states: str | Iterable[str], *,
+             exclusive: bool = False) -> Op[HoldResult]: ...
 
     def fence(self, lease: object) -> Op[HoldResult]: ...
 

@@ -14,7 +14,13 @@ caller's own SQL (:meth:`Unit.execute`). Everything commits together or not at a
 * ``tx.hold(key, states)`` and ``tx.fence(lease)`` make the caller's later writes
   conditional on the row: refused, they return a result with the reason and the unit can
   no longer commit: every later statement raises :class:`UnitRefusedError` and the unit
-  rolls back when it ends, so forgetting to check the result cannot write past the rule;
+  rolls back when it ends, so forgetting to check the result cannot write past the rule.
+  A hold is shared: several units may hold a row at once (many answers to one open form),
+  and a move out waits for them all. ``tx.hold(key, states, exclusive=True)`` is for the
+  unit that writes what depends on the state and then moves the row itself (an approve
+  that stamps the roster, then approves): no other unit holds or moves the row until it
+  ends, so no holder can slip a row in between its writes and its move (PostgreSQL: ``FOR
+  UPDATE`` rather than ``FOR SHARE``; SQLite's writer lock already serialises units);
 * nesting (a unit opened while one is open on the same store, or ``tx.savepoint()``) is a
   savepoint: an exception inside rolls back only the inner part.
 

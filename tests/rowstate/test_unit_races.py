@@ -142,3 +142,63 @@ def test_a_zombie_fenced_write_is_refused_and_the_new_holders_lands(pg_dsn: str)
 
 def _short_ttl() -> Any:
     return dataclasses.replace(RUNS, lease=dataclasses.replace(RUNS.lease, ttl=1.0))
+
+
+def _hold_in_a_thread(dsn: str, got: dict[str, Any]) -> threading.Thread:
+    """A second unit (its own connection, application name "holder") holding ASSIGNED
+    shared, as a roster edit would; ``got["held"]`` its verdict and when."""
+    def hold() -> None:
+        store = PostgresStore(races.with_app_name(dsn, "holder"))
+        try:
+            with Lifecycle(store, RUNS).atomic() as tx:
+                held = tx.hold(WEEK, "ASSIGNED")
+                got["held"], got["at"] = (held.held, held.reason), time.time()
+        except UnitRefusedError:
+            pass  # a refused hold's unit cannot commit: the verdict is already recorded
+        finally:
+            store.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    return thread
+
+
+def test_an_exclusive_hold_keeps_every_other_holder_out_until_it_ends(
+        pg_dsn: str, pg_admin_dsn: str) -> None:
+    """The unit that writes what depends on the state and then moves the row (an approve
+    stamping its roster) holds exclusively: a shared holder that came second waits, then
+    sees the move, so it can never slip a row in between the writes and the move. A shared
+    hold would have let it in at once (checked first, so the test tells them apart)."""
+    store, runs = _setup(pg_dsn)
+    for edge in ("close", "generate"):
+        assert runs.run(WEEK, edge, lambda lease: None).applied
+    try:
+        with runs.atomic() as tx:  # shared beside shared: the second does not wait
+            assert tx.hold(WEEK, "ASSIGNED").held
+            got: dict[str, Any] = {}
+            _hold_in_a_thread(pg_dsn, got).join(10)
+            assert got["held"] == (True, None)
+        with runs.atomic() as tx:
+            assert tx.hold(WEEK, "ASSIGNED", exclusive=True).held
+            got = {}
+            thread = _hold_in_a_thread(pg_dsn, got)
+            _wait_for_lock_waiter(pg_admin_dsn, races.dbname_of(pg_dsn), "holder")
+            tx.execute("INSERT INTO submissions VALUES (%s, %s)", [WEEK, "the roster"])
+            assert runs.transition(WEEK, "APPROVED").applied
+            committed_at = time.time()
+        thread.join(10)
+        assert got["held"] == (False, "STATE_MISMATCH") and got["at"] >= committed_at
+    finally:
+        store.close()
+
+
+def test_exclusive_is_true_or_false(pg_dsn: str) -> None:
+    from rowstate import ValidationError
+
+    store, runs = _setup(pg_dsn)
+    try:
+        with pytest.raises(ValidationError, match="exclusive is True or False"), \
+                runs.atomic() as tx:
+            tx.hold(WEEK, "COLLECTING", exclusive="yes")  # type: ignore[arg-type]
+    finally:
+        store.close()

@@ -192,12 +192,15 @@ def generate(pub: Pub, week: str, *, now: datetime | None = None,
 
 
 def approve(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-    """Approve the week's shifts, then the pure move ASSIGNED -> APPROVED, in one unit."""
+    """Approve the week's shifts, then the pure move ASSIGNED -> APPROVED, in one unit.
+    The hold is exclusive: a roster edit holding the week too waits for the approve (then
+    finds it APPROVED) or went first, so no assignment can land between the stamp and the
+    move unstamped."""
     key = week_key(week)
     at = utc(now)
     try:
         with pub.atomic() as tx:
-            held = tx.hold(key, ASSIGNED)
+            held = tx.hold(key, ASSIGNED, exclusive=True)
             if not held:
                 if held.reason == "RECORD_NOT_FOUND":
                     raise BadInput(f"no week {key}")

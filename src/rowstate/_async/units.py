@@ -76,12 +76,14 @@ class AsyncUnit(UnitBase):
             yield self
 
     async def hold(self, key: object, states: str | Sequence[str], *,
-                   lifecycle: Door | None = None) -> HoldResult:
+                   exclusive: bool = False, lifecycle: Door | None = None) -> HoldResult:
         """Lock the row and check it is in one of ``states`` with no live lease (see
-        :mod:`rowstate.units`). Refused: a :class:`~rowstate.results.HoldResult` saying
-        why, and this unit can no longer commit."""
+        :mod:`rowstate.units`); ``exclusive``: no other unit may hold it meanwhile.
+        Refused: a :class:`~rowstate.results.HoldResult` saying why, and this unit can no
+        longer commit."""
         self._usable()
-        got = await adrive(self, self._door(lifecycle).core.hold(key, states))
+        got = await adrive(self, self._door(lifecycle).core.hold(key, states,
+                                                                 exclusive=exclusive))
         if not got.held:
             self._refuse(got.reason)
         return got

@@ -5,7 +5,8 @@ writes are rendered from (:mod:`rowstate.core.rules`), so "may I?" and "do it" c
 diverge:
 
 * a **hold** locks the row (``FOR SHARE`` on PostgreSQL: several holders at once, but the
-  UPDATE of a transition out waits until they commit; SQLite's ``BEGIN IMMEDIATE`` already
+  UPDATE of a transition out waits until they commit; an exclusive hold, ``FOR UPDATE``,
+  also keeps every other holder out until it ends; SQLite's ``BEGIN IMMEDIATE`` already
   holds the writer lock) and checks the row is in one of the given states with no live
   lease: the same checks a transition out of those states would be conditioned on;
 * a **fence** locks the row and checks that a lease's token (and kind) is still the row's:
@@ -36,7 +37,8 @@ class Holds:
         self.inputs = inputs
         self.rules = rules
 
-    def hold(self, key: object, states: str | Iterable[str]) -> Op[HoldResult]:
+    def hold(self, key: object, states: str | Iterable[str], *,
+             exclusive: bool = False) -> Op[HoldResult]:
         if isinstance(states, str):
             held: tuple[str, ...] = (states,)
         else:
@@ -47,6 +49,8 @@ class Holds:
                                       ) from None
         if not held:
             raise ValidationError("hold: no state given")
+        if not isinstance(exclusive, bool):
+            raise ValidationError(f"hold: exclusive is True or False, got {exclusive!r}")
         for s in held:
             self.context.machine.check_state(s)
         _, values = self.inputs.values(key)
@@ -58,7 +62,7 @@ class Holds:
                                               static)
         checks, static = cached
         values.update(static)
-        got = yield from self._read_locked(values)
+        got = yield from self._read_locked(values, exclusive=exclusive)
         return self._judged(checks, values, got)
 
     def fence(self, lease: object) -> Op[HoldResult]:
@@ -82,18 +86,21 @@ class Holds:
         got = yield from self._read_locked(values)
         return self._judged(checks, values, got)
 
-    def _locked_read(self) -> Statement:
+    def _locked_read(self, exclusive: bool) -> Statement:
         plans = self.context.plans
-        stmt = plans.get(("locked-read",))
+        stmt = plans.get(("locked-read", exclusive))
         if stmt is None:
             read = self.context.compiler.read()
-            stmt = Statement(read.sql + self.context.dialect.for_share, read.params)
-            plans[("locked-read",)] = stmt
+            dialect = self.context.dialect
+            lock = dialect.for_update if exclusive else dialect.for_share
+            stmt = Statement(read.sql + lock, read.params)
+            plans[("locked-read", exclusive)] = stmt
         assert isinstance(stmt, Statement)
         return stmt
 
-    def _read_locked(self, values: dict[str, Any]) -> Op[tuple[dict[str, Any], Any] | None]:
-        rows = yield Batch((self._locked_read().bind(self.context.dialect, values),))
+    def _read_locked(self, values: dict[str, Any], *, exclusive: bool = False
+                     ) -> Op[tuple[dict[str, Any], Any] | None]:
+        rows = yield Batch((self._locked_read(exclusive).bind(self.context.dialect, values),))
         if not rows[0]:
             return None
         raw = rows[0][0]
