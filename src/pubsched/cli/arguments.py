@@ -5,7 +5,7 @@ opened."""
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
+from datetime import date, datetime
 
 from ..pub import BadInput
 from ..weektime import OutOfRange, in_range
@@ -35,6 +35,14 @@ def week(text: str) -> str:
         return week_key(text)
     except BadInput as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def day(text: str) -> date:
+    """A calendar date ``YYYY-MM-DD`` (a report's range)."""
+    try:
+        return date.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a date is YYYY-MM-DD, got {text!r}") from None
 
 
 def whole(text: str) -> int:

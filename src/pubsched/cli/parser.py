@@ -19,9 +19,10 @@ from typing import Any
 from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
-from .arguments import instant, week, whole, whole_or_none
+from .arguments import day, instant, week, whole, whole_or_none
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
 from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
+from .commands.report import cmd_report_hours
 from .commands.roster import cmd_week_assign, cmd_week_unassign
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.shifts import add_shift_commands
@@ -179,6 +180,19 @@ def build_parser() -> argparse.ArgumentParser:
         edit.add_argument("email", metavar="EMAIL")
 
     json_flag(leaf(commands, "weeks", cmd_weeks, "every week with its state"))
+
+    report = commands.add_parser("report", help="reports: the hours each tender worked")
+    reports = report.add_subparsers(dest="report", metavar="REPORT", required=True)
+    hours = leaf(reports, "hours", cmd_report_hours,
+                 "each tender's shifts and hours in sent weeks between two dates")
+    hours.add_argument("--from", dest="start", metavar="YYYY-MM-DD", type=day, required=True,
+                       help="the first day (a shift counts on the day it starts)")
+    hours.add_argument("--to", dest="end", metavar="YYYY-MM-DD", type=day, required=True,
+                       help="the last day, included")
+    shape = hours.add_mutually_exclusive_group()
+    shape.add_argument("--csv", action="store_true",
+                       help="CSV for a spreadsheet: name,email,shifts,hours")
+    shape.add_argument("--json", action="store_true", help="print JSON")
 
     avail = leaf(commands, "avail", cmd_avail, "submit availability as that tender")
     avail.add_argument("week", metavar="WEEK", type=week)

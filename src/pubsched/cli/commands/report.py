@@ -1,0 +1,33 @@
+"""``pubsched report hours``: who worked how much in sent weeks between two dates, as a
+table for a person, CSV for a spreadsheet (``--csv``: ``name,email,shifts,hours``) or JSON
+(``--json``)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+
+from ..context import EXIT_APPLIED, Context
+from ..output import listing
+
+
+def cmd_report_hours(ctx: Context, args: argparse.Namespace) -> int:
+    from ...hours import hours_text, hours_worked
+
+    lines = hours_worked(ctx.pub(), args.start, args.end)
+    if args.csv:
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["name", "email", "shifts", "hours"])
+        for line in lines:
+            writer.writerow([line.name, line.email, line.shifts, hours_text(line.hours)])
+        ctx.stdout.write(out.getvalue())
+        return EXIT_APPLIED
+    return listing(ctx, args.json, [line.as_json() for line in lines],
+                   "no tenders yet: add them with `pubsched tender add NAME EMAIL`",
+                   ("name", "email", "shifts", "hours"),
+                   lambda h: (h["name"], h["email"], str(h["shifts"]), hours_text(h["hours"])))
+
+
+__all__ = ["cmd_report_hours"]
