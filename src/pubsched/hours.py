@@ -14,10 +14,14 @@ only if they worked in the range: the operator sees who was left out.
 
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
+from .generate import HISTORY_SQL
+from .picker import HISTORY_WEEKS
 from .pub import BadInput, Pub
 from .weektime import as_utc
 
@@ -76,4 +80,26 @@ def hours_text(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-__all__ = ["Hours", "check_range", "hours_text", "hours_worked"]
+def as_csv(lines: list[Hours]) -> str:
+    """The report for a spreadsheet: ``name,email,shifts,hours`` (the CLI's ``--csv`` and
+    the admin's download, the same text)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["name", "email", "shifts", "hours"])
+    for line in lines:
+        writer.writerow([line.name, line.email, line.shifts, hours_text(line.hours)])
+    return out.getvalue()
+
+
+def rolling_counts(pub: Pub, today: date) -> dict[str, int]:
+    """Each tender's shifts in the trailing sent weeks the picker weighs (its history for
+    the week after ``today``'s), by email: why the picker favours whom it does."""
+    monday = today - timedelta(days=today.weekday()) + timedelta(days=7)
+    counts = {int(r["tender_id"]): int(r["n"])
+              for r in pub.query(HISTORY_SQL, [monday.isoformat(), HISTORY_WEEKS])}
+    return {str(p["email"]): counts.get(int(p["id"]), 0)
+            for p in pub.query("SELECT id, email FROM pub_tenders")}
+
+
+__all__ = ["HISTORY_WEEKS", "Hours", "as_csv", "check_range", "hours_text", "hours_worked",
+           "rolling_counts"]

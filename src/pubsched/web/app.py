@@ -18,6 +18,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/cutover/rehearsal   .../rehearsal/next   .../rehearsal/stop   the wizard
     GET  /admin/template                 the pub's week; POST .../add, .../{id}/edit|remove
     POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
+    GET  /admin/hours   GET /admin/hours.csv   the hours report; its CSV      hours.py
     GET  /admin/operators                the operator accounts; add, remove   operators.py
     POST /admin/operators/add   POST /admin/operators/{id}/remove
     POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
@@ -58,6 +59,7 @@ from starlette.staticfiles import StaticFiles
 from ..pub import Pub
 from .admin import AdminPages
 from .cutover import CutoverPages
+from .hours import HoursPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
@@ -90,6 +92,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     cutover = CutoverPages(site)
     week_plan = TemplatePages(site)
     accounts = OperatorPages(site)
+    worked = HoursPages(site)
     by_hand = RosterPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
@@ -121,6 +124,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/weeks/{week}/shifts/add", week_plan.week_add, methods=["POST"]),
         Route("/weeks/{week}/shifts/{shift_id}/remove", week_plan.week_remove,
               methods=["POST"]),
+        Route("/hours", worked.page, methods=["GET"]),
+        Route("/hours.csv", worked.download, methods=["GET"]),
         Route("/operators", accounts.page, methods=["GET"]),
         Route("/operators/add", accounts.add, methods=["POST"]),
         Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),

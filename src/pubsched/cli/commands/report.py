@@ -5,24 +5,17 @@ table for a person, CSV for a spreadsheet (``--csv``: ``name,email,shifts,hours`
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 
 from ..context import EXIT_APPLIED, Context
 from ..output import listing
 
 
 def cmd_report_hours(ctx: Context, args: argparse.Namespace) -> int:
-    from ...hours import hours_text, hours_worked
+    from ...hours import as_csv, hours_text, hours_worked
 
     lines = hours_worked(ctx.pub(), args.start, args.end)
     if args.csv:
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(["name", "email", "shifts", "hours"])
-        for line in lines:
-            writer.writerow([line.name, line.email, line.shifts, hours_text(line.hours)])
-        ctx.stdout.write(out.getvalue())
+        ctx.stdout.write(as_csv(lines))
         return EXIT_APPLIED
     return listing(ctx, args.json, [line.as_json() for line in lines],
                    "no tenders yet: add them with `pubsched tender add NAME EMAIL`",

@@ -1,0 +1,104 @@
+"""``/admin/hours`` (issue 19): the hours report on the web, the same lines as ``pubsched
+report hours``, its CSV download, bad days refused with words; in-process on both
+databases, and in Chromium at 1280 and 375 px."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from pubsched.engines import v2
+from pubsched.hours import as_csv, hours_worked
+from pubsched.pub import Pub
+from pubsched.submissions import submit
+from pubsched.web.app import create_app
+from pubsched.weeks import ensure_week, shifts
+from support.browser import PHONE, desktop, fits, phone, served, shot
+from support.pub_web import NOW, PASSWORD, WEEK, login, people, web_settings
+
+pytestmark = pytest.mark.pub_setup("web")
+
+
+def sent_week(pub: Pub) -> None:
+    """WEEK sent: Alice on every shift she can get, Bob on one."""
+    ensure_week(pub, WEEK, now=NOW)
+    assert v2.open_form(pub, WEEK, now=NOW)
+    ids = [s.id for s in shifts(pub, WEEK)]
+    team = people(pub)
+    assert submit(pub, WEEK, team["Alice"].email, ids, now=NOW)
+    assert submit(pub, WEEK, team["Bob"].email, ids[:1], now=NOW)
+    for step in (v2.close, v2.generate, v2.approve, v2.send):
+        assert step(pub, WEEK, now=NOW), step
+
+
+@pytest.fixture
+def operator(pub: Pub) -> Iterator[TestClient]:
+    app = create_app(pub, web_settings(), clock=lambda: NOW)
+    with TestClient(app, base_url="https://testserver") as client:
+        assert login(client).status_code == 303
+        yield client
+
+
+def test_the_page_shows_the_reports_lines_and_the_download_is_its_csv(
+        operator: TestClient, pub: Pub) -> None:
+    sent_week(pub)
+    query = "from=2026-12-07&to=2026-12-13"
+    page = operator.get(f"/admin/hours?{query}")
+    assert page.status_code == 200
+    lines = hours_worked(pub, date(2026, 12, 7), date(2026, 12, 13))
+    for line in lines:
+        assert f'data-tender="{line.email}"' in page.text and line.name in page.text
+    assert f'href="/admin/hours.csv?{query.replace("&", "&amp;")}"' in page.text
+    got = operator.get(f"/admin/hours.csv?{query}")
+    assert got.status_code == 200 and got.headers["content-type"].startswith("text/csv")
+    assert 'filename="hours-2026-12-07-to-2026-12-13.csv"' in got.headers[
+        "content-disposition"]
+    assert got.text == as_csv(lines) and got.text.startswith("name,email,shifts,hours\n")
+
+
+def test_by_default_it_is_this_month_so_far_and_bad_days_are_refused_in_words(
+        operator: TestClient) -> None:
+    page = operator.get("/admin/hours").text  # NOW is 30 Nov 2026, New York
+    assert 'value="2026-11-01"' in page and 'value="2026-11-30"' in page
+    for query in ("from=2026-12-13&to=2026-12-07", "from=13-12-2026&to=2026-12-20"):
+        refused = operator.get(f"/admin/hours?{query}")
+        assert refused.status_code == 400 and "Traceback" not in refused.text
+        assert "flash-refused" in refused.text
+        assert operator.get(f"/admin/hours.csv?{query}").status_code == 400
+
+
+def test_the_report_needs_the_operator(pub: Pub) -> None:
+    app = create_app(pub, web_settings(), clock=lambda: NOW)
+    with TestClient(app, base_url="https://testserver") as client:
+        for path in ("/admin/hours", "/admin/hours.csv"):
+            assert client.get(path, follow_redirects=False).status_code == 303
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_the_report_in_a_browser_on_a_desktop_and_a_phone(pub: Pub, browser: Any) -> None:
+    sent_week(pub)
+    app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
+    with served(app) as url:
+        for name, page in (("desktop", desktop(browser)), ("phone", phone(browser))):
+            page.goto(url + "/admin/login")
+            page.fill("#password", PASSWORD)
+            page.keyboard.press("Enter")
+            page.wait_for_url(url + "/admin/")
+            page.click("text=Hours")
+            page.fill("#from", "2026-12-07")
+            page.fill("#to", "2026-12-13")
+            page.click("form[action='/admin/hours'] button")
+            page.wait_for_url("**from=2026-12-07**")
+            alice = page.locator('tr[data-tender="alice@example.com"]')
+            assert alice.locator("td").nth(1).inner_text() != "0"
+            if name == "phone":
+                assert fits(page) <= PHONE["width"], "the report scrolls sideways"
+            with page.expect_download() as download:
+                page.click("#download")
+            assert download.value.suggested_filename == "hours-2026-12-07-to-2026-12-13.csv"
+            shot(page, f"hours-{name}")
+            page.context.close()
