@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from . import links
 from .mail.compose import Outgoing, Recipient, compose_invite
 from .mail.mailer import Delivery, MailSession
+from .mail_log import log_mail
 from .pub import BadInput, Pub, Verdict, utc
 from .tenders import Tender, all_tenders, get
 
@@ -103,11 +104,7 @@ def _send(pub: Pub, mail: MailSession, tender: Tender, base_url: str | None,
         return outgoing
     outcome = mail.send(outgoing)
     if outcome.delivery is Delivery.DELIVERED:
-        with pub.atomic() as tx:
-            tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
-                       "VALUES (%s, %s, %s, %s, %s)",
-                       [None, KIND, outgoing.envelope_to, str(outgoing.message["Subject"]),
-                        now])
+        log_mail(pub, None, KIND, outgoing, now)
         return None
     if outcome.delivery is Delivery.UNKNOWN:
         return (f"the mail server never answered, so they may or may not have it "

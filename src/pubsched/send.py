@@ -32,6 +32,7 @@ from typing import Any
 from . import links, machine
 from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from .mail.mailer import Delivery
+from .mail_log import log_mail
 from .pub import BadInput, Pub, Verdict, utc
 from .schema import has_columns
 from .weeks import shifts
@@ -102,8 +103,7 @@ def send_body(pub: Pub, week: str, now: datetime,
                       utc(None) if ok else None)
                 if ok:
                     sent += 1
-                    _log_mail(pub, week, outgoing.envelope_to,
-                              str(outgoing.message["Subject"]), now)
+                    log_mail(pub, week, "schedule", outgoing, now)
                 else:
                     failed.append(f"{person['email']}: {outcome.detail}")
     return {"week_of": week, "sent": sent, "failed": failed,
@@ -143,12 +143,6 @@ def _note(pub: Pub, week: str, tender_id: int, status: str, error: str | None,
         tx.execute("UPDATE pub_deliveries SET status = %s, error = %s, sent_at = %s "
                    "WHERE week_of = %s AND tender_id = %s",
                    [status, error, sent_at, week, tender_id])
-
-
-def _log_mail(pub: Pub, week: str | None, to: str, subject: str, now: datetime) -> None:
-    with pub.atomic() as tx:
-        tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
-                   "VALUES (%s, %s, %s, %s, %s)", [week, "schedule", to, subject, now])
 
 
 def failure_text(result: dict[str, Any]) -> str:
@@ -219,7 +213,7 @@ def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any
     status = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
     _note(pub, week, tid, status, None if ok else outcome.detail, at if ok else None)
     if ok:
-        _log_mail(pub, week, outgoing.envelope_to, str(outgoing.message["Subject"]), at)
+        log_mail(pub, week, "schedule", outgoing, at)
         return Verdict(True, message=f"resent week {week} to {email}")
     return Verdict(False, failed=outcome.detail, message=f"resend to {email}: "
                    f"{outcome.detail}")

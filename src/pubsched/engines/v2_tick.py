@@ -38,8 +38,9 @@ import rowstate
 
 from ..generate import generate_body
 from ..machine import COLLECTING, DRAFT
-from ..mail.compose import Nudge, compose_late_open, compose_nudge
-from ..mail.mailer import Delivery
+from ..mail.compose import Nudge, Outgoing, compose_late_open, compose_nudge
+from ..mail.mailer import Delivery, Outcome
+from ..mail_log import log_mail
 from ..pub import Pub, Verdict, utc
 from ..weeks import settings_override
 from .base import parse_instant
@@ -173,18 +174,26 @@ def _tell_late_open(pub: Pub, week: str, old: datetime | None, new: datetime,
         return "the operator was not told: PUBSCHED_OPERATOR_EMAIL is not set"
     outgoing = compose_late_open(
         date.fromisoformat(week), opened_at=now, old_deadline=old, new_deadline=new,
-        tz=pub.config.tz.key, settings=settings, now=now,
-        admin_url=f"{pub.config.base_url.rstrip('/')}/admin/weeks/{week}")
-    with pub.mailer.session() as mail:
-        outcome = mail.send(outgoing)
-    with pub.atomic() as tx:
-        tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
-                   "VALUES (%s, %s, %s, %s, %s)",
-                   [week, f"late_open:{outcome.delivery.value}", outgoing.envelope_to,
-                    str(outgoing.message["Subject"]), now])
+        tz=pub.config.tz.key, settings=settings, now=now, admin_url=_week_page(pub, week))
+    outcome = _send_logged(pub, week, "late_open", outgoing, now)
     if outcome.delivery is Delivery.DELIVERED:
         return None
     return f"the operator's email was not delivered: {outcome.detail}"
+
+
+def _week_page(pub: Pub, week: str) -> str:
+    """The week's page in the admin, the link an operator's note carries."""
+    return f"{pub.config.base_url.rstrip('/')}/admin/weeks/{week}"
+
+
+def _send_logged(pub: Pub, week: str, kind: str, outgoing: Outgoing,
+                 now: datetime) -> Outcome:
+    """Hand one operator's note to the mail server and log it, whatever became of it
+    (``kind:delivered``, ``kind:refused``, ``kind:unknown``)."""
+    with pub.mailer.session() as mail:
+        outcome = mail.send(outgoing)
+    log_mail(pub, week, f"{kind}:{outcome.delivery.value}", outgoing, now)
+    return outcome
 
 
 class NudgeNotDelivered(Exception):
@@ -217,14 +226,8 @@ def _nudge(pub: Pub, kind: Nudge, row: Any, due_column: str, now: datetime) -> N
 
     outgoing = compose_nudge(kind, date.fromisoformat(week), due_at=utc(due_at),
                              tz=pub.config.tz.key, settings=settings, now=now,
-                             admin_url=f"{pub.config.base_url.rstrip('/')}/admin/weeks/{week}")
-    with pub.mailer.session() as mail:
-        outcome = mail.send(outgoing)
-    with pub.atomic() as tx:
-        tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) "
-                   "VALUES (%s, %s, %s, %s, %s)",
-                   [week, f"nudge:{kind.name.lower()}:{outcome.delivery.value}",
-                    outgoing.envelope_to, str(outgoing.message["Subject"]), now])
+                             admin_url=_week_page(pub, week))
+    outcome = _send_logged(pub, week, f"nudge:{kind.name.lower()}", outgoing, now)
 
     if outcome.delivery is Delivery.REFUSED:
         raise NudgeNotDelivered(f"the {kind.value!r} reminder for the week of {week} was "
