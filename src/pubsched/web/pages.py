@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from ..machine import RUN
+from ..mail.wording import day
 from ..pub import Config
 from ..words import STATE_LABELS
 
@@ -45,9 +46,8 @@ def as_time(value: Any) -> datetime | None:
 
 
 def monday(week: str) -> str:
-    """A week's Monday as a list shows it: ``Mon 14 Dec 2026``."""
-    day = date.fromisoformat(week)
-    return f"{day:%a} {day.day} {day:%b %Y}"
+    """A week's Monday as a list shows it: ``Mon 14 Dec 2026`` (as its emails name it)."""
+    return day(date.fromisoformat(week))
 
 
 class Pages:
