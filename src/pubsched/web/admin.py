@@ -110,7 +110,5 @@ class AdminPages:
         except BadInput as exc:
             return self.pages.flash(RedirectResponse(back, status_code=303), "refused",
                                     str(exc))
-        kind = "ok" if outcome.applied else "failed" if outcome.failed else "refused"
-        return self.pages.flash(RedirectResponse(back, status_code=303), kind,
-                                outcome.message or (outcome.reason or ""))
+        return self.pages.told(back, outcome)
 

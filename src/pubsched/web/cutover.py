@@ -66,8 +66,7 @@ class CutoverPages:
         force = text(form, "force") == "1"
         outcome = await run_in_threadpool(
             lambda: cutover.flip(self.site.pub, on, force=force, now=self.site.now()))
-        return self._back("ok" if outcome.applied else "refused",
-                          outcome.message or (outcome.reason or ""))
+        return self.pages.told(BACK, outcome)  # a flip is applied or refused
 
     async def start(self, request: Request) -> Response:
         """"Start a rehearsal": the record and the throwaway copy; no step run yet."""

@@ -77,5 +77,4 @@ class OperatorPages:
             outcome: Verdict = await run_in_threadpool(go)
         except BadInput as exc:
             return self.pages.flash(back, "refused", str(exc))
-        return self.pages.flash(back, "ok" if outcome.applied else "refused",
-                                outcome.message or (outcome.reason or ""))
+        return self.pages.told(BACK, outcome)  # an account's verdict never ran and failed

@@ -17,11 +17,11 @@ from typing import Any
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from ..machine import RUN
 from ..mail.wording import day
-from ..pub import Config
+from ..pub import Config, Verdict
 from ..words import STATE_LABELS
 
 # a history row's move as people say it: the machine's own labels, and the week's birth
@@ -99,6 +99,14 @@ class Pages:
                             max_age=FLASH_MAX_AGE, path=ADMIN_PATH, httponly=True,
                             samesite="lax", secure=self.secure_cookies)
         return response
+
+    def told(self, back: str, outcome: Verdict) -> Response:
+        """A redirect to ``back`` flashing what became of an action: ok, failed (it ran
+        and failed: SMTP) or refused, in the verdict's words (its reason when it has
+        none). Every admin form that runs one action answers with it."""
+        kind = "ok" if outcome.applied else "failed" if outcome.failed else "refused"
+        return self.flash(RedirectResponse(back, status_code=303), kind,
+                          outcome.message or (outcome.reason or ""))
 
     def take_flash(self, request: Request) -> dict[str, str] | None:
         raw = request.cookies.get(FLASH_COOKIE)

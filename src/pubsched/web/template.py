@@ -67,9 +67,7 @@ class TemplatePages:
         except BadInput as exc:
             return self.pages.flash(RedirectResponse(back, status_code=303), "refused",
                                     str(exc))
-        kind = "ok" if outcome.applied else "failed" if outcome.failed else "refused"
-        return self.pages.flash(RedirectResponse(back, status_code=303), kind,
-                                outcome.message or (outcome.reason or ""))
+        return self.pages.told(back, outcome)
 
     async def add(self, request: Request) -> Response:
         form = await request.form()
