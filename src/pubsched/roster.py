@@ -3,12 +3,12 @@
 Only while the roster is generated and not yet approved (ASSIGNED): each edit is ONE unit
 of work that first holds the week there through the engine in charge
 (:meth:`pubsched.engines.base.Engine.hold_week`, under :func:`~pubsched.engines.choose.chosen`'s
-flag fence), after locking the run row for update (why: ``_lock_week``), so an approve or
-a reopen racing it either waits for the edit's commit or has already won (the edit then
-waits for it, is refused and writes nothing): an edit never lands on an approved week.
-The same lock (SQLite's unit already holds the one writer lock) puts two edits of one week
-one after the other, so the checks below are judged on what the other committed: a shift
-is never overfilled, a tender never doubled on a night, by two operators at once.
+flag fence), exclusively, so an approve or a reopen racing it either waits for the edit's
+commit or has already won (the edit then waits for it, is refused and writes nothing): an
+edit never lands on an approved week. The same hold (SQLite's unit already holds the one
+writer lock) puts two edits of one week one after the other, so the checks below are
+judged on what the other committed: a shift is never overfilled, a tender never doubled
+on a night, by two operators at once.
 
 * ``assign`` writes a *pin* (``pub_roster_edits``, replacing an exclusion of the pair) and
   the assignment row at once, so the roster shows it before any regenerate. Refused when
@@ -60,18 +60,6 @@ def _tender(pub: Pub, email: str) -> Tender:
     return tender
 
 
-def _lock_week(pub: Pub, tx: Any, week: str) -> None:
-    # The hold alone is shared (FOR SHARE): approve holds the week the same way, stamps the
-    # assignments, and only then moves the run, so an edit holding beside it would slip a
-    # row in between the stamp and the move (tests/pubsched/test_roster_race.py makes that
-    # interleaving happen). Locking the run row for update first puts the edit wholly
-    # before an approve in flight or wholly after it (then the hold sees APPROVED), and
-    # two edits of the week one after the other.
-    if pub.dialect == "postgresql":
-        tx.execute("SELECT week_of FROM pub_schedule_runs WHERE week_of = %s FOR UPDATE",
-                   [week])
-
-
 def _refused(week: str, held: Verdict) -> Verdict:
     state = str(held.detail.get("state", ""))
     step = NEXT_STEP.get(state, held.message or "try again")
@@ -90,8 +78,10 @@ def _edit(pub: Pub, week: str, shift_id: int, email: str, now: datetime | None,
     at = utc(now)
     try:
         with chosen(pub) as engine, pub.atomic() as tx:
-            _lock_week(pub, tx, key)
-            held = engine.hold_week(tx, key, (ASSIGNED,))
+            # exclusive: a shared hold beside approve's would let the edit slip a row in
+            # between approve's stamp and its move (test_roster_race.py makes that
+            # interleaving happen), and two edits of the week run one after the other
+            held = engine.hold_week(tx, key, (ASSIGNED,), exclusive=True)
             if held is not None:
                 return _refused(key, held)
             verdict: Verdict = write(tx, key, shift, tender, at)

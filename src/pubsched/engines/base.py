@@ -97,13 +97,17 @@ class Engine(Protocol):
         unit can then no longer commit). An unknown week is :class:`BadInput`."""
         ...
 
-    def hold_week(self, tx: Any, week: str, states: tuple[str, ...]) -> Verdict | None:
+    def hold_week(self, tx: Any, week: str, states: tuple[str, ...], *,
+                  exclusive: bool = False) -> Verdict | None:
         """Hold the run in one of ``states`` (the machine's names, as :meth:`state_of`
         reads them) for the unit ``tx``: an edit of the week's own data (its shifts, its
         roster) that is only allowed there commits before a move out of them, or is
         refused. None when held, else the refusal (``STATE_MISMATCH`` or the hold's own
         reason, ``detail["state"]`` the state it is in): the caller then writes nothing.
-        An unknown week is :class:`BadInput`."""
+        An unknown week is :class:`BadInput`. ``exclusive``: no other unit holds the
+        week meanwhile (rowstate's exclusive hold), for an edit that must not run beside
+        an approve or another edit of the week.
+        """
         ...
 
 

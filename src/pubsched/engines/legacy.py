@@ -409,9 +409,10 @@ class LegacyEngine:
             return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
         return None
 
-    def hold_week(self, tx: Any, week: str, states: tuple[str, ...]) -> Verdict | None:
+    def hold_week(self, tx: Any, week: str, states: tuple[str, ...], *,
+                  exclusive: bool = False) -> Verdict | None:
         """The row lock, and the legacy state inferred from the held row."""
-        held = tx.hold(week, RUN.states)
+        held = tx.hold(week, RUN.states, exclusive=exclusive)
         if not held:
             if held.reason == "RECORD_NOT_FOUND":
                 raise BadInput(f"no week {week}")

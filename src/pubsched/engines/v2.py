@@ -348,9 +348,10 @@ class V2Engine:
                            "being closed right now; nothing was saved")
         return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
 
-    def hold_week(self, tx: Any, week: str, states: tuple[str, ...]) -> Verdict | None:
+    def hold_week(self, tx: Any, week: str, states: tuple[str, ...], *,
+                  exclusive: bool = False) -> Verdict | None:
         """``tx.hold(week, states)``: a move out of them waits for the unit or wins."""
-        held = tx.hold(week, states)
+        held = tx.hold(week, states, exclusive=exclusive)
         if held:
             return None
         if held.reason == "RECORD_NOT_FOUND":
