@@ -28,7 +28,7 @@ from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
-       "0041", "0042"]
+       "0041", "0042", "0043", "0044"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -121,6 +121,7 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "max_shifts": ("INTEGER", False), "created_at": ("TIME", True),
         "link_version": ("INTEGER", True),  # 0037
         "skills": ("TEXT", True),  # 0038
+        "shift_reminders": ("INTEGER", True),  # 0044
     },
     "pub_schedule_runs": {
         "week_of": ("TEXT", True), "status": ("TEXT", True),
@@ -155,6 +156,17 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "id": ("ID64", True), "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
         "label": ("TEXT", True), "starts_at": ("TIME", True), "ends_at": ("TIME", True),
         "tenders": ("TEXT", True), "removed_at": ("TIME", True),
+    },
+    "pub_time_off": {  # 0043
+        "id": ("ID64", True), "tender_id": ("INTEGER", True), "starts_on": ("TEXT", True),
+        "ends_on": ("TEXT", True), "created_at": ("TIME", True),
+    },
+    "pub_notices": {  # 0044
+        "id": ("ID64", True), "kind": ("TEXT", True), "about": ("TEXT", True),
+        "recipient": ("TEXT", True), "week_of": ("TEXT", False), "status": ("TEXT", True),
+        "attempts": ("INTEGER", True), "claim_token": ("BIGINT", False),
+        "created_at": ("TIME", True), "attempted_at": ("TIME", False),
+        "sent_at": ("TIME", False), "error": ("TEXT", False),
     },
     "pub_operators": {  # 0040
         "id": ("ID64", True), "email": ("TEXT", True), "email_key": ("TEXT", True),
@@ -224,6 +236,9 @@ EXPECTED_INDEXES = {
     "idx_pub_shift_template_start": "CREATE UNIQUE INDEX idx_pub_shift_template_start ON "
                                     "pub_shift_template (weekday, start_time)",
     "idx_pub_roster_edits_week": "ON pub_roster_edits (week_of)",  # 0041
+    "idx_pub_time_off_days": "ON pub_time_off (starts_on, ends_on)",  # 0043
+    "idx_pub_notices_todo": "ON pub_notices (status, id)",  # 0044
+    "idx_pub_notices_week": "ON pub_notices (week_of, id)",  # 0044
 }
 
 

@@ -1,0 +1,142 @@
+"""The notices outbox (pubsched.notices) on SQLite and PostgreSQL, with a real SMTP server on
+loopback: once per person per thing, a rollback owes nothing, two delivers at once send
+one, a refused notice is retried by a later deliver (at most MAX_ATTEMPTS tries), one of
+unknown fate is never re-sent, and a composer's None drops it."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from email.message import EmailMessage
+from typing import Any
+
+import pytest
+
+from pubsched import notices
+from pubsched.mail.compose import Outgoing, Recipient
+from pubsched.pub import Pub
+from support.pub_v2 import NOW, OPERATOR
+from support.smtp_server import SmtpTestServer
+
+KIND = "test_note"
+
+
+def note(pub: Pub, n: notices.Notice, now: datetime) -> Outgoing:
+    message = EmailMessage()
+    message["From"] = "pub@pub.test"
+    message["To"] = OPERATOR
+    message["Subject"] = f"note {n.about}"
+    message.set_content("hello")
+    return Outgoing(Recipient(OPERATOR, "Boss"), OPERATOR, message)
+
+
+def owe(pub: Pub, about: str, recipient: str = notices.OPERATOR) -> bool:
+    with pub.atomic() as tx:
+        return notices.enqueue(tx, KIND, about, recipient, week_of="2026-12-07", now=NOW)
+
+
+def statuses(pub: Pub) -> dict[str, tuple[str, int]]:
+    return {n.about: (n.status, n.attempts) for n in notices.listed(pub)}
+
+
+def test_a_notice_is_owed_once_per_person_per_thing(pub: Pub) -> None:
+    assert owe(pub, "a") is True
+    assert owe(pub, "a") is False
+    assert owe(pub, "a", notices.to_tender(1)) is True
+    assert [(n.about, n.recipient, n.tender_id) for n in notices.listed(pub)] == [
+        ("a", "operator", None), ("a", "tender:1", 1)]
+
+
+def test_a_rolled_back_unit_owes_nothing(pub: Pub) -> None:
+    with pytest.raises(RuntimeError), pub.atomic() as tx:
+        notices.enqueue(tx, KIND, "gone", notices.OPERATOR, week_of=None, now=NOW)
+        raise RuntimeError("the move that owed it failed")
+    assert notices.listed(pub) == []
+
+
+def test_deliver_sends_each_owed_notice_once(pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    owe(pub, "b")
+    first = notices.deliver(pub, {KIND: note}, NOW)
+    again = notices.deliver(pub, {KIND: note}, NOW)
+    assert [v.applied for v in first] == [True, True] and again == []
+    assert sorted(str(m.message["Subject"]) for m in smtp.accepted) == ["note a", "note b"]
+    assert statuses(pub) == {"a": ("sent", 1), "b": ("sent", 1)}
+
+
+def test_kinds_without_a_composer_wait(pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    assert notices.deliver(pub, {"other": note}, NOW) == []
+    assert statuses(pub) == {"a": ("pending", 0)}
+
+
+def test_two_delivers_at_once_send_one(pub: Pub, smtp: SmtpTestServer) -> None:
+    for i in range(6):
+        owe(pub, f"n{i}")
+    start = threading.Barrier(2)
+    results: list[Any] = []
+
+    def run() -> None:
+        start.wait()
+        results.append(notices.deliver(pub, {KIND: note}, NOW))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(len(r) for r in results) == 6
+    subjects = sorted(str(m.message["Subject"]) for m in smtp.accepted)
+    assert subjects == sorted(f"note n{i}" for i in range(6))
+
+
+def test_a_refused_notice_is_retried_by_a_later_deliver_then_left_failed(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    smtp.refuse_recipient(OPERATOR)
+    first = notices.deliver(pub, {KIND: note}, NOW)
+    assert not first[0].applied and first[0].failed
+    assert statuses(pub) == {"a": ("failed", 1)}
+    for _ in range(notices.MAX_ATTEMPTS + 2):
+        notices.deliver(pub, {KIND: note}, NOW)
+    assert statuses(pub) == {"a": ("failed", notices.MAX_ATTEMPTS)}
+    smtp.clear_faults()
+    assert notices.deliver(pub, {KIND: note}, NOW) == []  # it gave up: the operator sees it
+
+    owe(pub, "b")
+    smtp.refuse_recipient(OPERATOR)
+    notices.deliver(pub, {KIND: note}, NOW)
+    smtp.clear_faults()
+    assert [v.applied for v in notices.deliver(pub, {KIND: note}, NOW)] == [True]
+    assert statuses(pub)["b"] == ("sent", 2)
+
+
+def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    smtp.drop_after_data()
+    out = notices.deliver(pub, {KIND: note}, NOW)
+    assert not out[0].applied and "may not have arrived" in out[0].message
+    smtp.clear_faults()
+    assert notices.deliver(pub, {KIND: note}, NOW) == []
+    [only] = notices.listed(pub)
+    assert (only.status, only.attempts) == ("in_flight", 1) and only.error
+
+
+def test_a_composer_saying_none_drops_the_notice(pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    out = notices.deliver(pub, {KIND: lambda p, n, now: None}, NOW)
+    assert out[0].applied and "no longer needed" in out[0].message
+    assert statuses(pub) == {"a": ("dropped", 1)} and smtp.accepted == []
+
+
+def test_a_composer_not_ready_fails_the_try_and_it_is_retried(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+
+    def not_yet(p: Pub, n: notices.Notice, now: datetime) -> Outgoing:
+        raise notices.NotSentYet("set PUBSCHED_OPERATOR_EMAIL")
+
+    out = notices.deliver(pub, {KIND: not_yet}, NOW)
+    assert out[0].failed == "set PUBSCHED_OPERATOR_EMAIL"
+    assert statuses(pub) == {"a": ("failed", 1)}
+    assert notices.deliver(pub, {KIND: note}, NOW)[0].applied
