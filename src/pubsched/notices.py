@@ -118,7 +118,8 @@ def due(pub: Pub, kinds: Iterable[str], *, limit: int = 100) -> list[Notice]:
 
 def listed(pub: Pub, *, week: str | None = None, about: str | None = None) -> list[Notice]:
     """The outbox of a week or of one thing (``about``), in the order they were owed."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if week is not None:
         where.append("week_of = %s")
         params.append(week)

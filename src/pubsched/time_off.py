@@ -50,7 +50,8 @@ def spans(pub: Pub, tender_id: int | None = None, *, until: date | None = None,
           since: date | None = None) -> list[Span]:
     """The spans of one tender (or of everyone), in date order; ``since``/``until`` keep
     those that reach into that window (one ending on ``since`` is kept)."""
-    where, params = [], []
+    where: list[str] = []
+    params: list[Any] = []
     if tender_id is not None:
         where.append("tender_id = %s")
         params.append(tender_id)
