@@ -21,7 +21,12 @@ from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
 from .arguments import day, instant, week, whole, whole_or_none
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
-from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
+from .commands.operators import (
+    cmd_operator_add,
+    cmd_operator_list,
+    cmd_operator_password,
+    cmd_operator_remove,
+)
 from .commands.report import cmd_report_hours
 from .commands.roster import cmd_week_assign, cmd_week_unassign
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
@@ -120,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     invite.add_argument("--base-url", metavar="URL", default=None,
                         help="the site's address (default $PUBSCHED_BASE_URL)")
 
-    operator = commands.add_parser("operator", help="add, list, remove operator accounts "
-                                   "(the web admin's logins)")
+    operator = commands.add_parser("operator", help="add, list, remove operator accounts, "
+                                   "set a password (the web admin's logins)")
     operators = operator.add_subparsers(dest="operator_command", metavar="ACTION",
                                         required=True)
     op_add = leaf(operators, "add", cmd_operator_add,
@@ -130,6 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
     op_add.add_argument("email", metavar="EMAIL")
     op_add.add_argument("--password-stdin", action="store_true",
                         help="read the password from the first line of standard input")
+    op_password = leaf(operators, "password", cmd_operator_password,
+                       "give an account a new password (its sessions end; the password "
+                       "from stdin, or asked twice on a terminal)")
+    op_password.add_argument("email", metavar="EMAIL")
+    op_password.add_argument("--password-stdin", action="store_true",
+                             help="read the password from the first line of standard input")
     json_flag(leaf(operators, "list", cmd_operator_list, "every operator account"))
     leaf(operators, "remove", cmd_operator_remove, "remove an operator account (their "
          "sessions end at their next request)").add_argument("email", metavar="EMAIL")
