@@ -10,6 +10,7 @@ second run quick)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -86,6 +87,51 @@ def fetch(url: str) -> tuple[int, str, bytes]:
         return reply.status, reply.headers.get("content-type", ""), reply.read()
 
 
+def wait_for(base: str, server: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert fetch(f"{base}/healthz")[0] == 200
+            return
+        except OSError:
+            assert server.poll() is None, server.stdout.read() if server.stdout else ""
+            assert time.monotonic() < deadline, "pubsched serve did not answer"
+            time.sleep(0.2)
+
+
+def dockerfile_json(op: str) -> list[str]:
+    """The exec-form argument list of the Dockerfile's ``op`` (CMD, or HEALTHCHECK's CMD)."""
+    text = (CHECKOUT / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
+    (line,) = [ln for ln in text.splitlines() if ln.split(None, 1)[:1] == [op]]
+    parsed: list[str] = json.loads(line[line.index("["):])
+    return parsed
+
+
+def test_the_containers_command_and_health_check_run_against_the_wheel(
+        installed: Installed, tmp_path: Path) -> None:
+    """What the image runs (no Docker daemon here): its CMD, listening on loopback rather
+    than 0.0.0.0 (only loopback addresses here) on a free port, then its HEALTHCHECK."""
+    port = free_port()
+    command = [arg.replace("--host 0.0.0.0 --port 8000", f"--host 127.0.0.1 --port {port}")
+               for arg in dockerfile_json("CMD")]
+    assert command != dockerfile_json("CMD"), "the CMD's host and port moved"
+    env = installed.env(tmp_path, PUBSCHED_DB=f"sqlite:///{tmp_path}/pub.db",
+                        PUBSCHED_SECRET="k5Jq0vVd3oZl8sYw2nQx7RtA1bCe9fHg4uMi6pLz0aE")
+    server = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(f"http://127.0.0.1:{port}", server)
+        check = [arg.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+                 for arg in dockerfile_json("HEALTHCHECK")]
+        done = subprocess.run(check, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=30)
+        assert done.returncode == 0, done.stderr
+    finally:
+        server.send_signal(signal.SIGTERM)
+        out, _ = server.communicate(timeout=30)
+    assert "applied" in out and "Traceback" not in out, out
+
+
 def test_serve_from_the_wheel_answers_a_page_and_its_static_files(
         installed: Installed, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/pub.db"
@@ -99,15 +145,7 @@ def test_serve_from_the_wheel_answers_a_page_and_its_static_files(
                               text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert fetch(f"{base}/healthz")[0] == 200
-                break
-            except OSError:
-                assert server.poll() is None, server.stdout.read() if server.stdout else ""
-                assert time.monotonic() < deadline, "pubsched serve did not answer"
-                time.sleep(0.2)
+        wait_for(base, server)
         status, kind, body = fetch(f"{base}/admin/login")
         assert status == 200 and kind.startswith("text/html") and b"Log in" in body
         status, kind, body = fetch(f"{base}/static/style.css")

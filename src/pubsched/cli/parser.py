@@ -221,4 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
                  checks_db_url=False, acts_as_cli=False)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=whole, default=8000)
+    serve.add_argument("--no-tick", action="store_true",
+                       help="no ticker in this process: `pubsched tick` runs every minute "
+                       "elsewhere (deploy/pubsched-tick.timer, cron)")
     return parser

@@ -122,10 +122,12 @@ def open_pub(config: Config) -> Pub:
 
 
 def main(host: str, port: int, config: Config,
-         environ: Mapping[str, str] | None = None) -> None:
+         environ: Mapping[str, str] | None = None, *, tick: bool = True) -> None:
     """Serve the admin and the tender pages on ``host:port`` with the tick, until stopped
     (Ctrl-C or SIGTERM: uvicorn stops taking requests, the app's lifespan ends, which stops
-    the ticker (waiting for a tick in progress) and closes the database)."""
+    the ticker (waiting for a tick in progress) and closes the database). ``tick=False``
+    (``--no-tick``): no ticker here, because something else runs ``pubsched tick`` every
+    minute (deploy/pubsched-tick.timer, cron)."""
     import uvicorn
 
     env = os.environ if environ is None else environ
@@ -146,18 +148,22 @@ def main(host: str, port: int, config: Config,
 
     @contextlib.contextmanager
     def ticking() -> Iterator[None]:
-        scheduler = scheduler_for(pub)
-        scheduler.start()
+        scheduler = scheduler_for(pub) if tick else None
+        if scheduler is not None:
+            scheduler.start()
         try:
             yield
         finally:
-            scheduler.shutdown(wait=True)
+            if scheduler is not None:
+                scheduler.shutdown(wait=True)
             pub.close()
-            print("pubsched: stopped (ticker and database closed)", flush=True)
+            print("pubsched: stopped (ticker and database closed)" if tick
+                  else "pubsched: stopped (database closed)", flush=True)
 
     app = create_app(pub, web, around=ticking)
-    print(f"pubsched: serving http://{host}:{port}/admin/ (tick every {TICK_SECONDS} s)",
-          flush=True)
+    said = (f"tick every {TICK_SECONDS} s" if tick
+            else "no tick here: `pubsched tick` must run every minute elsewhere")
+    print(f"pubsched: serving http://{host}:{port}/admin/ ({said})", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
                                            proxy_headers=False))  # ours: .proxy
     # after uvicorn's Config has set up its loggers: the access line never shows a link
