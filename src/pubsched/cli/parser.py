@@ -20,6 +20,7 @@ from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
 from .arguments import day, instant, week, whole, whole_or_none
+from .commands.backup import cmd_backup
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
 from .commands.operators import (
     cmd_operator_add,
@@ -84,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print JSON (the shape in docs/cli.md)")
 
     leaf(commands, "init", cmd_init, "create or upgrade the database (migrations)")
+    leaf(commands, "backup", cmd_backup, "a consistent copy of the database, also while it "
+         "serves (SQLite: a file; PostgreSQL: a pg_dump custom-format archive)"
+         ).add_argument("path", metavar="PATH", help="the new backup's file (never "
+                        "overwritten)")
 
     tender = commands.add_parser("tender",
                                  help="add, edit, (de)activate, list tenders; their links")
