@@ -30,6 +30,7 @@ from .commands.operators import (
 )
 from .commands.report import cmd_report_hours
 from .commands.roster import cmd_week_assign, cmd_week_unassign
+from .commands.secret import cmd_secret_new
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.shifts import add_shift_commands
 from .commands.tenders import (
@@ -219,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     leaf(commands, "tick", cmd_tick,
          "the every-minute cron's work, once (legacy crons with the flag off)")
+    secret = commands.add_parser("secret", help="make a key for PUBSCHED_SECRET")
+    leaf(secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True), "new",
+         cmd_secret_new, "print a new random key for PUBSCHED_SECRET (rotation: the old one "
+         "goes to PUBSCHED_SECRET_PREVIOUS)", checks_db_url=False)
     leaf(commands, "demo", cmd_demo,
          "a whole week's lifecycle on a temporary SQLite database, narrated",
          checks_db_url=False)

@@ -93,7 +93,7 @@ class Session:
 class Sessions:
     """Signed operator sessions (see the module docstring)."""
 
-    def __init__(self, secret: str, password: AdminPassword, *,
+    def __init__(self, secret: str | list[str], password: AdminPassword, *,
                  max_age: int = SESSION_MAX_AGE,
                  clock: Callable[[], float] = time.time) -> None:
         self.max_age = max_age

@@ -36,7 +36,8 @@ DEV_SECRET = "pubsched-dev-secret"
 
 
 MIN_SECRET_BYTES = 32
-MAKE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+MAKE_SECRET = ('`pubsched secret new` (or python -c "import secrets; '
+               'print(secrets.token_urlsafe(32))")')
 
 
 def _loopback(host: str) -> bool:
@@ -59,13 +60,17 @@ def check_exposure(host: str, config: Config, web: WebSettings) -> None:
     where = (f"on {host}" if not _loopback(host)
              else None if _loopback(base_host) else config.base_url)
     if where is not None:
-        size = len(config.secret.encode())
-        what = ("the development secret" if config.secret == DEV_SECRET
-                else f"a PUBSCHED_SECRET of {size} bytes" if size < MIN_SECRET_BYTES else "")
-        if what:
-            raise SystemExit(
-                f"refusing to serve {where} with {what}: set PUBSCHED_SECRET to a random "
-                f"value of {MIN_SECRET_BYTES} bytes or more (make one with {MAKE_SECRET})")
+        for name, key in (("PUBSCHED_SECRET", config.secret),
+                          *(("PUBSCHED_SECRET_PREVIOUS", k) for k in config.previous_secrets)):
+            size = len(key.encode())
+            what = ("the development secret" if key == DEV_SECRET
+                    else f"a {name} key of {size} bytes" if size < MIN_SECRET_BYTES else "")
+            if what:  # an old key still verifies: a weak one forges as well as a new one
+                fix = ("set PUBSCHED_SECRET to" if name == "PUBSCHED_SECRET"
+                       else "take it off PUBSCHED_SECRET_PREVIOUS: every key there must be")
+                raise SystemExit(
+                    f"refusing to serve {where} with {what} in {name}: {fix} a random value "
+                    f"of {MIN_SECRET_BYTES} bytes or more (make one with {MAKE_SECRET})")
     if not _loopback(host) and web.insecure_cookies:
         raise SystemExit(f"refusing to serve on {host} with PUBSCHED_INSECURE_COOKIES=1: "
                          "cookies would travel in clear text")

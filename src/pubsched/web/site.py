@@ -22,7 +22,7 @@ class Site:
         self.pub = pub
         self.settings = settings
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.sessions = Sessions(pub.config.secret, settings.password,
+        self.sessions = Sessions(pub.config.signing_keys, settings.password,
                                  max_age=settings.session_max_age)
         self.pages = Pages(pub.config, secure_cookies=not settings.insecure_cookies)
 
