@@ -12,7 +12,9 @@ Then, whatever engine runs the weeks, what is not the engine's: the cover reques
 shift has started end (:func:`pubsched.covers.expire_due`, the cover machine's own timed
 edge), and every email the notices outbox still owes is delivered
 (:func:`pubsched.notices.deliver` with :data:`COMPOSERS`): the ones a command or a page
-left behind (a crash after its commit, SMTP down) and the ones this tick just owed.
+left behind (a crash after its commit, SMTP down) and the ones this tick just owed. On a
+database at the legacy schema (before 0045: no cover requests, no outbox) the tick is the
+engine's alone, as it was.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from . import covers, notices
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import Pub, Verdict, utc
+from .schema import has_columns
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, notices.Composer] = {**covers.COMPOSERS}
@@ -38,8 +41,9 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
             out = engine.tick(pub, at)
     except FlagChanged as changed:  # a flip landed mid-tick: the next tick runs the new one
         out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
-    out += covers.expire_due(pub, at)
-    out += [_told(v) for v in notices.deliver(pub, COMPOSERS, at)]
+    if has_columns(pub, "pub_covers", "id"):
+        out += covers.expire_due(pub, at)
+        out += [_told(v) for v in notices.deliver(pub, COMPOSERS, at)]
     return out
 
 

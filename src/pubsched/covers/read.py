@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..mail.wording import shift_text
+from ..mail.wording import shift_in_zone, shift_text
 from ..pub import BadInput, Pub
 from ..weeks import instant, week_key
 
@@ -64,6 +64,10 @@ class Cover:
     def shift_text(self, tz: ZoneInfo | str) -> str:
         """``Thu 10 Dec, 18:00 - 02:00 (Friday night)``: the shift as emails say it."""
         return shift_text(self.label, self.starts_at, self.ends_at, tz)
+
+    def when(self, tz: ZoneInfo | str) -> str:
+        """The shift with its zone: ``Thu 10 Dec, 18:00 - 02:00, New York time (EST)``."""
+        return shift_in_zone(self.label, self.starts_at, self.ends_at, tz)
 
     def as_json(self) -> dict[str, Any]:
         """``cover list --json``'s shape (docs/cli.md): the people by email."""

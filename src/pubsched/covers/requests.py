@@ -39,7 +39,7 @@ from .. import notices, words
 from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..machine import SENT
-from ..mail.wording import shift_text
+from ..mail.wording import shift_in_zone
 from ..pub import BadInput, Pub, Verdict, utc
 from ..tenders import Tender
 from ..tenders import get as tender_named
@@ -96,8 +96,8 @@ def _next_id(pub: Pub, tx: Any) -> int:
 
 
 def _shift_words(pub: Pub, shift: Shift) -> str:
-    return shift_text(shift.label, instant(shift.starts_at), instant(shift.ends_at),
-                      pub.config.tz)
+    return shift_in_zone(shift.label, instant(shift.starts_at), instant(shift.ends_at),
+                         pub.config.tz)
 
 
 def ask(pub: Pub, week: str, shift_id: int, email: str, *, note: str | None = None,
@@ -160,7 +160,7 @@ def _already_asked(pub: Pub, tx: Any, shift_id: int, asker_id: int,
 
 
 def _closed(cover: Cover, pub: Pub, state: str, taker: str | None) -> Verdict:
-    return _refused(CLOSED_REASON[state], cover.id, shift=cover.shift_text(pub.config.tz),
+    return _refused(CLOSED_REASON[state], cover.id, shift=cover.when(pub.config.tz),
                     taker=taker or "someone else", asker=cover.asker_name)
 
 
@@ -170,7 +170,7 @@ def take(pub: Pub, cover_id: int, email: str, *, now: datetime | None = None) ->
     cover = existing(pub, cover_id)
     taker = tender_named(pub, email)
     at = utc(now)
-    shift = cover.shift_text(pub.config.tz)
+    shift = cover.when(pub.config.tz)
     said = {"who": taker.name, "shift": shift}
     try:
         with chosen(pub) as engine, pub.atomic() as tx:
@@ -244,7 +244,7 @@ def cancel(pub: Pub, cover_id: int, *, now: datetime | None = None) -> Verdict:
             notices.enqueue(tx, CANCELLED_NOTE, about, recipient, week_of=cover.week_of,
                             now=at)
     return Verdict(True, message=f"Request {cover.id} is called off: {cover.asker_name} "
-                                 f"still works {cover.shift_text(pub.config.tz)}.",
+                                 f"still works {cover.when(pub.config.tz)}.",
                    detail={"cover_id": cover.id})
 
 
@@ -269,7 +269,7 @@ def expire_due(pub: Pub, now: datetime) -> list[Verdict]:
         cover = existing(pub, cover_id)
         out.append(Verdict(True, message=f"tick: request {cover_id} ended, nobody took "
                                          f"{cover.asker_name}'s "
-                                         f"{cover.shift_text(pub.config.tz)}",
+                                         f"{cover.when(pub.config.tz)}",
                            detail={"cover_id": cover_id}))
     out += [Verdict(False, failed=f.error, message=f"tick: request {f.key[0]}: {f.error}")
             for f in report.errors]

@@ -17,7 +17,7 @@ from datetime import date
 
 from . import html as h
 from .values import ShiftLine, TenderLinks
-from .wording import shift_text, zone, zone_words
+from .wording import shift_in_zone, zone
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,7 @@ class CoverFacts:
     def when(self) -> str:
         """``Thu 10 Dec, 18:00 - 02:00, New York time (EST)``."""
         s = self.shift
-        return (f"{shift_text(s.label, s.starts_at, s.ends_at, s.tz)}, "
-                f"{zone_words(s.tz, [s.starts_at])}")
+        return shift_in_zone(s.label, s.starts_at, s.ends_at, s.tz)
 
     @property
     def day(self) -> str:
