@@ -188,6 +188,19 @@ def test_a_take_moves_the_assignment_once_and_owes_three_emails(pub: Pub) -> Non
     assert roster(pub)[ids[THU]] == ["Bob", "Dan"]
 
 
+def test_covers_work_the_same_under_the_legacy_engine(pub: Pub) -> None:
+    """A request is not the week's: ask, take and cancel hold the sent week through the
+    engine in charge, whichever it is."""
+    ids = sent_week(pub)
+    set_v2(pub, False)
+    cover = ask_ann(pub, ids)
+    assert covers.take(pub, cover, email("cat"), now=NOW)
+    assert roster(pub)[ids[THU]] == ["Bob", "Cat"]
+    eve = covers.ask(pub, WEEK, ids[SAT], email("eve"), now=NOW)
+    assert eve.applied and covers.cancel(pub, int(eve.detail["cover_id"]), now=NOW)
+    assert week_show(pub, WEEK)["state"] == "SENT"
+
+
 def test_the_take_judges_anew_and_a_stale_offer_is_dropped(pub: Pub,
                                                            smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
