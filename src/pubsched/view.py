@@ -111,8 +111,8 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
         if rostered else 0,
-        "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"]}
-                        for s in submitted],
+        "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"],
+                         "source": s["source"]} for s in submitted],
         "names": {email: names.get(email, email) for email in sorted(
             {s["email"] for s in submitted} | {e for a in assigned.values() for e in a})},
         "last_error": row.get("last_error"),
