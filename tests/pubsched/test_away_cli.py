@@ -40,6 +40,7 @@ def run(db_url: str, smtp: SmtpTestServer, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> Pub:
     use_env(monkeypatch, smtp)
     runner = Pub(db_url, capsys)
+    runner.ok("flag", "v2", "on")  # the legacy engine's own tests say "flag v2 off"
     for name, email in (("Ana", ANA), ("Ben", BEN), ("Cleo", CLEO)):
         runner.ok("tender", "add", name, email)
     return runner
@@ -134,8 +135,12 @@ def test_overlapping_time_off_is_refused_naming_the_span_there(run: Pub) -> None
     run.ok("tender", "away", BEN, "2026-12-20", "2026-12-24")  # another tender's own
 
 
-def test_a_sent_shift_is_refused_with_the_hint_to_ask_for_cover(run: Pub) -> None:
+@pytest.mark.parametrize("engine", ["v2", "legacy"])
+def test_a_sent_shift_is_refused_with_the_hint_to_ask_for_cover(run: Pub, engine: str) -> None:
+    """Sent as the engine in charge reads the week (the legacy engine: its status)."""
+    run.ok("flag", "v2", "on" if engine == "v2" else "off")
     rostered(run, send=True)
+    assert run.show()["engine"] == engine
     friday = next(s for s in run.show()["shifts"] if s["starts_at"].startswith("2026-12-18"))
     email = friday["assigned"][0]
     name = email.split("@")[0].title()

@@ -217,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     avail.add_argument("shift_ids", metavar="SHIFT_ID", type=whole, nargs="+")
     avail.add_argument("--max", metavar="N", type=whole, default=None,
                        help="at most N shifts this week")
+    avail.add_argument("--usual", action="store_true",
+                       help="also save this as the tender's usual (the form's \"save this "
+                            "as my usual\")")
 
     leaf(commands, "tick", cmd_tick,
          "the every-minute cron's work, once (legacy crons with the flag off)")
