@@ -52,6 +52,9 @@ from .weeks import instant
 MAX_DAYS = 366
 
 
+Day = date | str | None  # a date, or YYYY-MM-DD as typed (None: not given)
+
+
 def check_day(value: object, what: str) -> date:
     """A date given as a ``date`` or as ``YYYY-MM-DD`` text, else :class:`BadInput`."""
     if isinstance(value, datetime):
@@ -102,7 +105,7 @@ def _monday(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
 
-def _checked(pub: Pub, email: str, first: object, last: object,
+def _checked(pub: Pub, email: str, first: Day, last: Day,
              now: datetime | None) -> tuple[Tender, date, date]:
     starts_on, ends_on = check_day(first, "FROM"), check_day(last, "TO")
     if ends_on < starts_on:
@@ -148,7 +151,7 @@ def _warning(tender: Tender, week: str, state: str, clashes: list[Clash]) -> str
             f"{steps} so someone else is picked{hand}")
 
 
-def add(pub: Pub, email: str, first: object, last: object, *,
+def add(pub: Pub, email: str, first: Day, last: Day, *,
         now: datetime | None = None) -> Verdict:
     """Mark ``email`` away from ``first`` to ``last`` (module docstring). Applied:
     ``detail["warnings"]`` lists the weeks not yet sent that have them on an away night."""
@@ -180,8 +183,9 @@ def add(pub: Pub, email: str, first: object, last: object, *,
                 held = engine.hold_week(tx, week, STATES, exclusive=True)
                 if held is not None:
                     return Verdict(False, held.reason or "BUSY", message=(
-                        f"week {week} is busy right now (its schedule may be going out): "
-                        "try again in a minute. Nothing was saved."))
+                        f"week {week} is busy right now (its form being closed, its roster "
+                        "made or its schedule sent): try again in a minute. Nothing was "
+                        "saved."))
                 row = tx.execute("SELECT * FROM pub_schedule_runs WHERE week_of = %s",
                                  [week])[0]
                 state[week] = engine.state_of(pub, row)
@@ -213,7 +217,7 @@ def add(pub: Pub, email: str, first: object, last: object, *,
                            "to": ends_on.isoformat(), "warnings": warnings})
 
 
-def cancel(pub: Pub, email: str, first: object) -> Verdict:
+def cancel(pub: Pub, email: str, first: Day) -> Verdict:
     """Cancel the tender's time off that starts on ``first``; none: ``NO_TIME_OFF``,
     naming the spans they do have."""
     starts_on = check_day(first, "FROM")
@@ -234,5 +238,5 @@ def cancel(pub: Pub, email: str, first: object) -> Verdict:
                            "to": ends_on.isoformat()})
 
 
-__all__ = ["MAX_DAYS", "Clash", "add", "as_json", "cancel", "check_day", "span_words",
+__all__ = ["MAX_DAYS", "Clash", "Day", "add", "as_json", "cancel", "check_day", "span_words",
            "today", "upcoming"]

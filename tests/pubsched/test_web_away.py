@@ -179,8 +179,10 @@ def test_the_week_page_flags_an_away_tender_and_an_answer_from_a_usual(
                               save_usual=True)
     for step in (v2.close, v2.generate):
         assert step(pub, WEEK, now=NOW).applied, step
-    warned = away.add(pub, alice.email, "2026-12-10", "2026-12-10", now=NOW)
-    assert warned.applied and warned.detail["warnings"]
+    warned = client.post(alice.form(pub) + "/away", data={"from": "2026-12-10",
+                                                           "to": "2026-12-10"})
+    assert ("Your time off is saved. You were on the roster being planned for one of those "
+            "nights: the operator will see it and plan it again without you.") in warned.text
     assert login(client).status_code == 303
     page = client.get(f"/admin/weeks/{WEEK}").text
     assert 'class="warn away">away<' in page  # her Thursday cell
