@@ -148,6 +148,14 @@ def test_save_as_my_usual_then_the_next_form_starts_from_it(
     assert v2.close(pub, NEXT, now=NOW).applied
     page = client.get(alice.form(pub)).text
     assert "We used your usual: you had not answered before the form closed." in page
+    # reopened: the form shows that answer, and sending it makes it hers
+    assert v2.reopen(pub, NEXT, now=NOW).applied
+    page = client.get(alice.form(pub)).text
+    assert "We used your usual for this week, as you had not answered." in page
+    assert ticked(page) == {nthu, nfri} and "Filled in from your usual" not in page
+    client.post(alice.form(pub), data={"week": NEXT, "shift": [str(nthu)]})
+    page = client.get(alice.form(pub)).text
+    assert "We used your usual" not in page and ticked(page) == {nthu}
 
 
 def test_the_operator_marks_a_tenders_time_off_on_their_edit_page(
