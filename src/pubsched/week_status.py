@@ -107,7 +107,13 @@ def week_status(pub: Pub, shown: Mapping[str, Any]) -> Status:
         return Status("The roster is approved, not sent yet.",
                       f"Send it before {_at(pub, shown, 'send_window_at')}.", busy, "todo")
     if state == SENT:
-        return _sent(shown, busy)
+        sent = _sent(shown, busy)
+        if not away:
+            return sent
+        return Status(f"{sent.now} {away}",
+                      " ".join(p for p in (sent.next, "Ask for cover for those shifts "
+                                           "(their page, or `pubsched cover ask`).") if p),
+                      busy, "warn")
     return Status(f"The week is {state}.", "", busy, "warn")
 
 

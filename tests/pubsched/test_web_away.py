@@ -208,3 +208,19 @@ def test_the_week_page_flags_an_away_tender_and_an_answer_from_a_usual(
     assert v2.close(pub, NEXT, now=NOW).applied
     page = client.get(f"/admin/weeks/{NEXT}").text
     assert "usual (they did not answer: their usual was used)" in page
+
+
+def test_a_sent_week_with_an_away_tender_on_it_says_to_ask_for_cover(
+        client: TestClient, pub: Pub) -> None:
+    """Time off marked while the roster was approved (warned), then sent all the same."""
+    alice = people(pub)["Alice"]
+    assert v2.open_form(pub, WEEK, now=NOW).applied
+    assert submissions.submit(pub, WEEK, alice.email, ids(pub)[:1], now=NOW)
+    for step in (v2.close, v2.generate, v2.approve):
+        assert step(pub, WEEK, now=NOW).applied, step
+    assert away.add(pub, alice.email, "2026-12-10", "2026-12-10", now=NOW).detail["warnings"]
+    assert v2.send(pub, WEEK, now=NOW).applied
+    assert login(client).status_code == 303
+    said = text(client.get(f"/admin/weeks/{WEEK}").text)
+    assert "Alice is on the roster for a night of their time off" in said
+    assert "Ask for cover for those shifts" in said
