@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import away, links, tenders, view
+from .. import away, links, tenders
 from ..pub import BadInput, Verdict
 from .away_words import dates, in_words, tender_refusal
 from .pages import ADMIN_PATH
@@ -56,20 +56,15 @@ class AwayPages:
         tender = await run_in_threadpool(links.tender_for_link, pub, token, "form")
         if tender is None:
             return self.tender_pages.bad_link(request)
+        again = self.tender_pages.again
         try:
             outcome: Verdict = await run_in_threadpool(act, pub, tender.email)
         except BadInput as exc:
-            return await self._tender_again(request, tender, in_words(str(exc)), 400)
+            return await again(request, tender, error=in_words(str(exc)), status=400)
         if not outcome.applied:
-            return await self._tender_again(request, tender, tender_refusal(outcome), 409)
+            return await again(request, tender, error=tender_refusal(outcome), status=409)
         said = "away-warned" if outcome.detail.get("warnings") else what
         return RedirectResponse(f"/t/{token}?saved={said}#time-off", status_code=303)
-
-    async def _tender_again(self, request: Request, tender: tenders.Tender, error: str,
-                            status: int) -> Response:
-        shown = await run_in_threadpool(view.tender_form, self.site.pub, tender,
-                                        self.site.now())
-        return self.tender_pages.page(request, tender, shown, error=error, status=status)
 
     # -- the operator's edit page of a tender ---------------------------------------------
 

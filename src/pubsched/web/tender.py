@@ -42,9 +42,12 @@ class TenderPages:
         return self._page(request, tender, form,
                           notice="Saved." if saved == "1" else away_notice(saved))
 
-    def page(self, request: Request, tender: tenders.Tender, form: dict[str, Any], *,
-             error: str | None = None, status: int = 200) -> HTMLResponse:
-        """The tender's page drawn with ``error`` (the time-off forms' answer)."""
+    async def again(self, request: Request, tender: tenders.Tender, *, error: str,
+                    status: int) -> HTMLResponse:
+        """The tender's page as it is now, drawn with ``error``: the answer to a refused
+        form of theirs drawn elsewhere on the page (their time off, :mod:`.away`)."""
+        form = await run_in_threadpool(view.tender_form, self.site.pub, tender,
+                                       self.site.now())
         return self._page(request, tender, form, error=error, status=status)
 
     def bad_link(self, request: Request) -> HTMLResponse:
