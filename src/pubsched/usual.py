@@ -66,8 +66,8 @@ class Usual:
     saved_at: datetime
 
     def as_json(self) -> dict[str, Any]:
-        return {"shifts": [said(e) for e in sorted(self.shifts)], "max": self.max_shifts,
-                "saved_at": self.saved_at.isoformat()}
+        """``{"shifts": ["Thu 18:00", ...], "max"}`` (``tender show`` adds ``saved_at``)."""
+        return {"shifts": [said(e) for e in sorted(self.shifts)], "max": self.max_shifts}
 
 
 def of(pub: Pub, tender_id: int) -> Usual | None:

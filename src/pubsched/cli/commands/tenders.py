@@ -76,13 +76,15 @@ def cmd_tender_show(ctx: Context, args: argparse.Namespace) -> int:
     """One tender: their details, ``time_off`` to come, and ``usual`` (None: never saved;
     else ``{"shifts": ["Fri 18:00", ...], "max", "saved_at"}``)."""
     from ... import away, tenders, usual
+    from ...view import iso
 
     pub = ctx.pub()
     tender = tenders.get(pub, args.email)
     theirs = usual.of(pub, tender.id)
     shown = {**tender.as_json(),
              "time_off": [away.as_json(s) for s in away.upcoming(pub, tender.id, ctx.now)],
-             "usual": None if theirs is None else theirs.as_json()}
+             "usual": None if theirs is None else {**theirs.as_json(),
+                                                   "saved_at": iso(theirs.saved_at)}}
     if args.json:
         ctx.emit_json(shown)
         return EXIT_APPLIED
