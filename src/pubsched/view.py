@@ -91,7 +91,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     names = {t.email: t.name for t in all_tenders(pub)}
     submitted = of_week(pub, key)
     away = away_on(pub, [date.fromisoformat(s.night) for s in week_shifts])
-    ids = {t.email: t.id for t in all_tenders(pub)}
+    emails = {t.id: t.email for t in all_tenders(pub)}
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
                 "by": moved_by(e), "at": iso(e.at)} for e in pub.runs.history(key)]
     return {
@@ -113,9 +113,10 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
                     "assigned": assigned.get(s.id, []),
                     "pinned": pins.get(s.id, []), "excluded": taken_off.get(s.id, []),
                     "missing": unmet.get(s.id, []),
-                    # on the roster for a night they are away (time off marked after it)
-                    "away": [e for e in assigned.get(s.id, []) if ids.get(e) in
-                             away.get(date.fromisoformat(s.night), frozenset())]}
+                    # who is away that night (their time off): never picked for it; one
+                    # also in "assigned" was put there before the time off was marked
+                    "away": sorted(emails[t] for t in away.get(date.fromisoformat(s.night),
+                                                               frozenset()) if t in emails)}
                    for s in week_shifts],
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)

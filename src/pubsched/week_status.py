@@ -61,7 +61,7 @@ def _away(shown: Mapping[str, Any]) -> str:
     """Who is on the roster for a night they are away (time off marked after it was
     made), as a sentence; empty when nobody."""
     names = sorted({shown.get("names", {}).get(e, e) for s in shown["shifts"]
-                    for e in s.get("away", ())})
+                    for e in set(s.get("away", ())) & set(s["assigned"])})
     if not names:
         return ""
     who = ", ".join(names)

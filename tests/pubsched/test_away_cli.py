@@ -228,3 +228,4 @@ def test_generate_never_picks_a_tender_for_a_night_they_are_away(run: Pub) -> No
     got = {s["starts_at"][:10]: sorted(s["assigned"]) for s in shown["shifts"]}
     assert got == {"2026-12-17": [ANA, CLEO], "2026-12-18": [BEN, CLEO],
                    "2026-12-19": [BEN, CLEO]}
+    assert [s["away"] for s in shown["shifts"]] == [[BEN], [ANA], [ANA]]

@@ -200,6 +200,7 @@ def test_the_week_page_flags_an_away_tender_and_an_answer_from_a_usual(
     assert v2.generate(pub, WEEK, now=NOW).applied  # regenerate: she is not on Thursday
     page = client.get(f"/admin/weeks/{WEEK}").text
     assert 'class="warn away"' not in page and "night of their time off" not in page
+    assert f'<td class="avail away" data-away="{alice.email}">away</td>' in page  # her tick
     assert v2.reopen(pub, WEEK, now=NOW).applied
     assert v2.close(pub, WEEK, now=NOW).applied  # Bob never answered: he has no usual
     assert bob.email not in {s["email"] for s in submissions.of_week(pub, WEEK)}
