@@ -110,3 +110,37 @@ def test_the_operator_sees_and_adds_time_off_on_the_tenders_edit_page(
     assert page.locator("#time-off-list li").count() == 1
     shot(page, f"away-admin-{width}")
     assert fits(page) <= width
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_the_week_page_marks_an_away_tender_and_an_answer_from_a_usual(
+        site: Site, browser: Any, width: int) -> None:
+    """Alice's usual answered for her at the close; the roster made, then her time off on
+    Thursday: the page says so first, marks her away on the grid, and her answer "usual"."""
+    from pubsched import away, submissions
+
+    pub, alice = site.pub, site.alice
+    thu = weeks.shifts(pub, WEEK)[0].id
+    with pub.atomic() as tx:
+        usual.write(tx, alice.id, {usual.identity(s.starts_at, pub.config.tz)
+                                   for s in weeks.shifts(pub, WEEK)}, None, NOW)
+    assert submissions.submit(pub, WEEK, people(pub)["Bob"].email, [thu], now=NOW)
+    for step in (v2.close, v2.generate):
+        assert step(pub, WEEK, now=NOW).applied, step
+    assert away.add(pub, alice.email, "2026-12-10", "2026-12-10", now=NOW).detail["warnings"]
+    page = phone(browser) if width == 375 else desktop(browser)
+    page.goto(site.url + "/admin/login")
+    page.fill('input[name="email"]', "admin")
+    page.fill('input[name="password"]', PASSWORD)
+    page.locator('form button[type="submit"]').first.click()
+    page.goto(site.url + f"/admin/weeks/{WEEK}")
+    assert "Alice is on the roster for a night of their time off" in page.locator(
+        ".now").inner_text()
+    assert page.locator(".usual-note").inner_text() == "usual"
+    if width == 375:
+        assert "(away)" in page.locator(".roster-list").inner_text()
+    else:
+        assert page.locator(f'td[data-shift="{thu}"][data-email="{alice.email}"] .away'
+                            ).is_visible()
+    shot(page, f"away-week-page-{width}")
+    assert fits(page) <= width

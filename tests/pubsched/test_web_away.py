@@ -208,7 +208,8 @@ def test_the_week_page_flags_an_away_tender_and_an_answer_from_a_usual(
     assert v2.open_form(pub, NEXT, now=NOW).applied
     assert v2.close(pub, NEXT, now=NOW).applied
     page = client.get(f"/admin/weeks/{NEXT}").text
-    assert "usual (they did not answer: their usual was used)" in page
+    assert ('<span class="usual-note">usual</span> <span class="meta">(no answer: their '
+            'usual was used)</span>') in page
 
 
 def test_a_sent_week_with_an_away_tender_on_it_says_to_ask_for_cover(
