@@ -28,7 +28,7 @@ from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
-       "0041", "0042", "0043", "0044", "0045"]
+       "0041", "0042", "0043", "0044", "0045", "0046"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -175,6 +175,14 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "taken_by": ("INTEGER", False), "taken_at": ("TIME", False),
         "closed_at": ("TIME", False),
     },
+    "pub_usual": {  # 0046
+        "tender_id": ("INTEGER", True), "max_shifts": ("INTEGER", False),
+        "saved_at": ("TIME", True),
+    },
+    "pub_usual_shifts": {  # 0046
+        "tender_id": ("INTEGER", True), "weekday": ("INTEGER", True),
+        "start_time": ("TEXT", True),
+    },
     "pub_operators": {  # 0040
         "id": ("ID64", True), "email": ("TEXT", True), "email_key": ("TEXT", True),
         "password_hash": ("TEXT", True), "created_at": ("TIME", True),
@@ -183,7 +191,7 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
     "pub_availability": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),
         "max_shifts": ("INTEGER", False), "submitted_at": ("TIME", True),
-        "updated_at": ("TIME", True),
+        "updated_at": ("TIME", True), "source": ("TEXT", True),  # 0046
     },
     "pub_availability_shifts": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),

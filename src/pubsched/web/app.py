@@ -23,7 +23,9 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
                                          change your own password
     POST /admin/operators/add   POST /admin/operators/{id}/remove
     POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
+    POST /admin/tenders/{id}/away|back   a tender's time off, by the operator  away.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
+    POST /t/{token}/away   POST /t/{token}/back   their time off, by the tender  away.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
 Why the shape (Datasette's: an app that wires views kept one module per kind of page):
@@ -59,6 +61,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..pub import Pub
 from .admin import AdminPages
+from .away import AwayPages
 from .cutover import CutoverPages
 from .hours import HoursPages
 from .limits import BodyLimit
@@ -95,6 +98,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     accounts = OperatorPages(site)
     worked = HoursPages(site)
     by_hand = RosterPages(site)
+    time_off = AwayPages(site, tender)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -133,6 +137,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),
         Route("/weeks/{week}/roster/assign", by_hand.assign, methods=["POST"]),
         Route("/weeks/{week}/roster/unassign", by_hand.unassign, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/away", time_off.admin_away, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/back", time_off.admin_back, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
@@ -159,6 +165,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
                                            alive=site.still_valid)),
         Route("/t/{token}", tender.form, methods=["GET"]),
         Route("/t/{token}", tender.submit, methods=["POST"]),
+        Route("/t/{token}/away", time_off.tender_away, methods=["POST"]),
+        Route("/t/{token}/back", time_off.tender_back, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
