@@ -777,7 +777,7 @@ def test_serve_hands_host_port_and_config_to_the_web_app(
         run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     called: list[tuple[str, int, Config, bool]] = []
     fake = types.ModuleType("pubsched.web.serve")
-    fake.main = (lambda host, port, config, *, tick:  # type: ignore[attr-defined]
+    fake.main = (lambda host, port, config, *, tick, metrics_port:  # type: ignore[attr-defined]
                  called.append((host, port, config, tick)))
     monkeypatch.setitem(sys.modules, "pubsched.web", types.ModuleType("pubsched.web"))
     monkeypatch.setitem(sys.modules, "pubsched.web.serve", fake)

@@ -278,4 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-tick", action="store_true",
                        help="no ticker in this process: `pubsched tick` runs every minute "
                        "elsewhere (deploy/pubsched-tick.timer, cron)")
+    serve.add_argument("--metrics-port", type=whole, default=None, metavar="PORT",
+                       help="also serve /metrics on 127.0.0.1:PORT, without a login, for "
+                       "a Prometheus on this machine")
     return parser

@@ -19,6 +19,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /admin/template                 the pub's week; POST .../add, .../{id}/edit|remove
     POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
     GET  /admin/hours   GET /admin/hours.csv   the hours report; its CSV      hours.py
+    GET  /admin/metrics                  Prometheus' text format               metrics.py
     GET  /admin/operators                the operator accounts; add, remove;  operators.py
                                          change your own password
     POST /admin/operators/add   POST /admin/operators/{id}/remove
@@ -67,6 +68,7 @@ from .hours import HoursPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
+from .metrics import Metrics, RequestMetrics, route_templates
 from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
@@ -98,6 +100,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     accounts = OperatorPages(site)
     worked = HoursPages(site)
     by_hand = RosterPages(site)
+    metrics = Metrics(pub)
     time_off = AwayPages(site, tender)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
@@ -131,6 +134,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
               methods=["POST"]),
         Route("/hours", worked.page, methods=["GET"]),
         Route("/hours.csv", worked.download, methods=["GET"]),
+        Route("/metrics", metrics.page, methods=["GET"]),
         Route("/operators", accounts.page, methods=["GET"]),
         Route("/operators/add", accounts.add, methods=["POST"]),
         Route("/operators/password", accounts.password, methods=["POST"]),
@@ -172,7 +176,11 @@ def create_app(pub: Pub, settings: WebSettings, *,
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={Exception: _crash(site.pages)})
     app.state.web = site
-    app.add_middleware(BodyLimit)  # innermost of ours: its 413 gets the headers too
+    app.state.metrics = metrics
+    metrics.routes = route_templates(routes)
+    # innermost: it reads the route Starlette's router leaves in the scope it was handed
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(BodyLimit)  # innermost of the rest: its 413 gets the headers too
     app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,), config=pub.config)
     app.add_middleware(ForwardedClient, proxies=settings.trusted_proxies)  # outermost
     return app
