@@ -52,21 +52,27 @@ Slots no valid assignment can fill are reported in `Roster.unfilled`, never inve
 
 Why min-cost max-flow finds exactly that
 ========================================
-The network: source -> one unit-capacity arc per (tender, k) for k = 1..cap' -> tender
--> (tender, night) with capacity 1 -> (tender, shift) with capacity 1 for each shift of
-that night the tender is free for -> the shift's *need nodes* for the skills the tender
-has, and the shift's *general node* (capacity 1 each). A need node goes to the sink with
-capacity 1, the general node with capacity ``slots - len(needs)``. Here cap' is the cap
-less the tender's pins, and "free for" means available, not excluded, not pinned there
-and not on a night of one of their pins. Each pin is its own node: source -> pin (cost
-``-P``) -> the shift's need nodes for the pinned tender's skills and its general node,
-and, when ``needs.overrides`` is positive, into an *override* hub that passes at most that
-many units on to any need node. The (tender, shift) node carries one unit, so one tender
-fills one slot; integral flows that saturate every pin are exactly the valid assignments
-placed into slots. A flow that saturates the pins and is maximum exists: the pins fit
-(they are validated: at most ``slots`` per shift, one per night), and augmenting paths
-from the source never empty a source arc. Every other cost sums, over any flow, to less
-than ``P``, so the min-cost maximum flows saturate every pin.
+The network: source -> one unit-capacity arc per (tender, k) for k = 1..cap' (parallel
+arcs straight into the tender's node) -> tender -> (tender, night) with capacity 1 -> the
+shift's *need nodes* for the skills the tender has, and the shift's *general node*
+(capacity 1 each), for each shift of that night the tender is free for. The night node
+carries one unit, so it puts the tender on one shift of that night in one slot; when the
+tender is free for a single shift that night and none of its needs is theirs, the one arc
+from the tender node into its general node carries at most one unit already, and the
+night node is left out. A need node goes to the sink with capacity 1, the general node
+with capacity ``slots - len(needs)``. Here cap' is the cap less the tender's pins, and
+"free for" means available, not excluded, not pinned there and not on a night of one of
+their pins. Each pin is its own node: source -> pin (cost ``-P``) -> the shift's need
+nodes for the pinned tender's skills and its general node, and, when ``needs.overrides``
+is positive, into an *override* hub that passes at most that many units on to any need
+node. Integral flows that saturate every pin are exactly the valid assignments placed into
+slots. A flow that saturates the pins and is maximum exists: the pins fit (they are
+validated: at most ``slots`` per shift, one per night), and augmenting paths from the
+source never empty a source arc. Every other cost sums, over any flow, to less than ``P``,
+so the min-cost maximum flows saturate every pin. The min-cost maximum flow is found by
+one network simplex with a bypass arc source -> sink dearer than every other cost of a
+flow together (``network._max_flow_min_cost``): a unit left to the bypass always costs more
+than anything it could buy, so the cheapest flow is a maximum one.
 
 The general node's arc to the sink costs ``W`` per unit, ``W`` above every fairness and
 tiebreak cost a flow can sum to. With the slots filled fixed (a maximum flow) and the
