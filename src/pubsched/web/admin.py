@@ -70,6 +70,9 @@ class AdminPages:
             "people": people,
             "names": {e: by_email[e].name if e in by_email else e for e in people},
             "submitted": {s["email"] for s in shown["submissions"]},
+            # each tender's ticks, looked up per grid cell (a scan per cell is 200 x 30 x
+            # 200 steps for a big pub's week)
+            "offered_by": {s["email"]: set(s["shift_ids"]) for s in shown["submissions"]},
             "shift_labels": {s["id"]: s["label"] for s in shown["shifts"]},
             # the week's own shifts change only before its roster (week_shifts.py)
             "edit_shifts": shown["state"] in BEFORE_ROSTER,
