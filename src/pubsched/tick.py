@@ -6,6 +6,10 @@ stand down and the v2 tick (:mod:`pubsched.engines.v2_tick`: nudges and autopilo
 each due run exactly once through the one door, however many ticks run. The tick runs
 fenced by the flag it chose its engine by (:func:`pubsched.engines.choose.chosen`): a tick
 racing a flip lands before it, or is refused (FLAG_CHANGED) and writes nothing more.
+
+Then, whichever engine ran and outside the fence (they move no week), the reminders
+(:func:`pubsched.reminders.remind`): what the engine's tick just did (a roster made) is
+seen by the reminders of the same tick.
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ from datetime import datetime
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import Pub, Verdict, utc
+from .reminders import remind
 
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
-    """One tick as of ``now``: the legacy crons, or the v2 tick (nudges and autopilot)."""
+    """One tick as of ``now``: the legacy crons, or the v2 tick (nudges and autopilot);
+    then the reminders."""
     at = utc(now)
     try:
         with chosen(pub) as engine:
-            return engine.tick(pub, at)
+            out = engine.tick(pub, at)
     except FlagChanged as changed:  # a flip landed mid-tick: the next tick runs the new one
-        return [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
+        out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
+    return out + remind(pub, at)
