@@ -67,7 +67,7 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
     assert week_show(pub, WEEK)["state"] == ASSIGNED
     # autopilot never mails tenders, and a run on autopilot needs no "ready to close?"
     # nudge: the operator hears once that the roster waits (pubsched.reminders)
-    assert [(list(m.rcpt_tos), "ready for you to review" in str(m.message["Subject"]))
+    assert [(list(m.rcpt_tos), "a roster to review" in str(m.message["Subject"]))
             for m in smtp.accepted] == [([OPERATOR], True)]
 
 

@@ -94,8 +94,8 @@ def compose_unanswered(tender: Recipient, week_of: date, *, deadline: datetime, 
         "send it with nothing ticked, so the roster is made knowing that.",
     ], page_url, "Open your form", ["You get this reminder once, only while you have not "
                                     "answered."])
-    return addressed(message, tender, f"{pub}: which shifts can you work, week of {week}? "
-                     f"(form closes {by})", settings=settings, now=now,
+    return addressed(message, tender, f"{pub}: which shifts can you work? The form closes "
+                     f"{by}", settings=settings, now=now,
                      message_key=f"remind-form.{week_of.isoformat()}."
                                  f"{int(deadline.timestamp())}")
 
@@ -173,8 +173,8 @@ def compose_review(week_of: date, roster: RosterState, *, generated_at: datetime
         "It waits for you: check it (put a tender on or take one off by hand if needed), "
         f"then approve it and send it{send}. Autopilot never approves or sends.",
     ], admin_url, button="Review the roster")
-    return addressed(message, operator, f"{pub}, week of {week}: the roster is ready for "
-                     "you to review", settings=settings, now=now,
+    return addressed(message, operator, f"{pub}, week of {week}: a roster to review",
+                     settings=settings, now=now,
                      message_key=f"remind-review.{week_of.isoformat()}")
 
 
