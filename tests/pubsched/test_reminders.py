@@ -104,11 +104,12 @@ def test_the_shift_reminder_reads_as_a_phone_shows_it(pub: Pub, smtp: SmtpTestSe
                   "Thu 10 Dec, 18:00 - 02:00", f"With {other}.", "New York time (EST)",
                   "Where: The Crown, 1 High Street, Hadley.",
                   "You get this email 6 hours before each of your shifts",
-                  "Switch these reminders off on your page"):
+                  "Switch these reminders off"):
         assert words in text, words
         assert words.replace("'", "&#x27;") in html, words
     page = next(line.strip() for line in text.splitlines() if "/t/" in line)
     assert f'href="{page}"' in html  # the button is the same link
+    assert f"{page}#reminders" in text and f'href="{page}#reminders"' in html  # the switch
     tender = links.tender_for_link(pub, page.rsplit("/t/", 1)[1])
     assert tender is not None and tender.email == first  # their own working link
     for engine_word in ("COLLECTING", "SENT", "lease", "remind_shift", "tender:"):
@@ -331,8 +332,8 @@ def test_the_operator_is_told_a_day_before_a_short_shift_once(pub: Pub,
     assert note.rcpt_tos == (OPERATOR,)
     text, html = parts(note)
     assert str(note.message["Subject"]).strip() == "The pub: Sat 12 Dec 18:00 is short"
-    for words in ("Sat 12 Dec, 18:00 - 02:00 starts tomorrow at 18:00 (New York time (EST)) "
-                  "and is short.", "1 of 2 on the roster (ann): 1 more needed.",
+    for words in ("Sat 12 Dec, 18:00 - 02:00 starts tomorrow at 18:00 and is short. Times "
+                  "are New York time (EST).", "1 of 2 on the roster (ann): 1 more needed.",
                   f"/admin/weeks/{WEEK}"):
         assert words in text and words in html
 

@@ -61,18 +61,22 @@ Said = str | tuple[str, h.Html]
 HTML is more than a paragraph (a shift drawn as a card)."""
 
 
+def _plain(part: Said) -> str:
+    return part if isinstance(part, str) else part[0]
+
+
 def _tender_message(pub: str, title: str, parts: Sequence[Said], page_url: str,
-                    button: str, after: Sequence[str]) -> EmailMessage:
+                    button: str, after: Sequence[Said]) -> EmailMessage:
     """A tender's short message: the parts, their page as a button (and written out, for
     mail read as text), then the ``after`` lines in small print."""
-    text = [p if isinstance(p, str) else p[0] for p in parts]
     markup = [h.paragraph(p) if isinstance(p, str) else p[1] for p in parts]
     message = EmailMessage()
-    message.set_content("\n\n".join([pub, *text, f"{button}:\n  {page_url}", *after]) + "\n",
-                        cte="quoted-printable")
+    message.set_content("\n\n".join([pub, *map(_plain, parts), f"{button}:\n  {page_url}",
+                                      *map(_plain, after)]) + "\n", cte="quoted-printable")
     message.add_alternative(
         h.page(title, pub, [*markup, h.button(page_url, button)],
-               footer=[*after, h.join("Your page: ", h.link(page_url))]),
+               footer=[*(p if isinstance(p, str) else p[1] for p in after),
+                       h.join("Your page: ", h.link(page_url))]),
         subtype="html", cte="quoted-printable")
     return message
 
@@ -92,7 +96,7 @@ def compose_unanswered(tender: Recipient, week_of: date, *, deadline: datetime, 
         "not in yet. Which shifts can you work?",
         "Tick the shifts you can do and send the form. If you can work none of them, "
         "send it with nothing ticked, so the roster is made knowing that.",
-    ], page_url, "Open your form", ["You get this reminder once, only while you have not "
+    ], page_url, "Open your form", ["You get this reminder only while you have not "
                                     "answered."])
     return addressed(message, tender, f"{pub}: which shifts can you work? The form closes "
                      f"{by}", settings=settings, now=now,
@@ -125,8 +129,13 @@ def compose_shift_reminder(tender: Recipient, shift: ShiftLine, *, lead_hours: f
                  "has your shifts.")
     if settings.pub_address:
         parts.append(f"Where: {pub}, {settings.pub_address}.")
-    after = [f"You get this email {hours_words(lead_hours)} before each of your shifts. "
-             "Don't want it? Switch these reminders off on your page."]
+    every = f"You get this email {hours_words(lead_hours)} before each of your shifts."
+    switch = f"{page_url}#reminders"  # the section of their page with the switch
+    after: list[Said] = [(f"{every} Don't want it? Switch these reminders off on your page:"
+                          f"\n  {switch}",
+                          h.join(f"{every} Don't want it? ",
+                                 h.link(switch, "Switch these reminders off"),
+                                 " on your page."))]
     message = _tender_message(pub, f"{pub}: your shift {starts}", parts, page_url,
                               "Open your page", after)
     return addressed(message, tender, f"{pub}: your shift {starts}", settings=settings,
@@ -189,8 +198,8 @@ def compose_short(shift: ShiftLine, week_of: date, *, open_covers: Sequence[str]
     slots = shift.slots or 0
     on = len(shift.assigned)
     who = f" ({_names(list(shift.assigned))})" if shift.assigned else ""
-    paragraphs = [f"{said} starts {when_words(shift.starts_at, now, shift.tz)} "
-                  f"({zone_words(shift.tz, [shift.starts_at])}) and is short."]
+    paragraphs = [f"{said} starts {when_words(shift.starts_at, now, shift.tz)} and is "
+                  f"short. Times are {zone_words(shift.tz, [shift.starts_at])}."]
     if on < slots:
         paragraphs.append(f"{on} of {slots} on the roster{who}: "
                           f"{slots - on} more needed.")

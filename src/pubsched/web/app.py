@@ -23,6 +23,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/operators/add   POST /admin/operators/{id}/remove
     POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
+    POST /t/{token}/reminders            their switch of the shift reminders  reminders.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
 Why the shape (Datasette's: an app that wires views kept one module per kind of page):
@@ -66,6 +67,7 @@ from .logs import loggable_path
 from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
+from .reminders import ReminderSwitch
 from .roster import RosterPages
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
@@ -94,6 +96,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     accounts = OperatorPages(site)
     worked = HoursPages(site)
     by_hand = RosterPages(site)
+    reminders = ReminderSwitch(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -157,6 +160,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
                                            alive=site.still_valid)),
         Route("/t/{token}", tender.form, methods=["GET"]),
         Route("/t/{token}", tender.submit, methods=["POST"]),
+        Route("/t/{token}/reminders", reminders.switch, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

@@ -50,6 +50,7 @@ class TenderPages:
                                                      tender.link_version, "calendar") + ".ics",
             "webcal": links.webcal_url(config, tender.id, tender.link_version),
             "pub_name": config.mail.pub_name,
+            "shift_reminder_hours": config.remind_shift_hours,  # tender_reminders.html
         }, status=status, headers={"cache-control": "no-store"})
 
     def _bad_link(self, request: Request) -> HTMLResponse:
