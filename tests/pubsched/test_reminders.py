@@ -456,3 +456,50 @@ def test_in_the_weeks_the_clocks_change_reminders_come_at_the_wall_clock_moment(
     assert "starts tomorrow at 12:00" in parts(short)[0]
     form = next(m for m in reminders(smtp) if "remind-form" in str(m.message["Message-ID"]))
     assert f"closes {sunday:%a} {sunday.day} {sunday:%b} 20:00" in parts(form)[0]
+
+
+# -- the switch on the web, in-process -----------------------------------------------------------
+
+
+@pytest.mark.pub_setup("web")
+def test_the_tenders_switch_posts_and_refuses_what_it_must(pub: Pub) -> None:
+    from starlette.testclient import TestClient
+
+    from pubsched.web.app import create_app
+    from pubsched.web.logs import loggable_path
+    from support.pub_web import people, web_settings
+
+    alice = people(pub)["Alice"]
+    page = alice.form(pub)
+    with TestClient(create_app(pub, web_settings(), clock=lambda: NOW),
+                    base_url="https://testserver") as client:
+        shown = client.get(page).text
+        assert 'id="reminders"' in shown and "You get an email 6 hours before" in shown
+        off = client.post(page + "/reminders", data={"on": "0"}, follow_redirects=False)
+        assert off.status_code == 303
+        assert off.headers["location"] == f"{page}?reminders=off#reminders"
+        assert tenders.get(pub, alice.email).shift_reminders is False
+        after = client.get(off.headers["location"]).text
+        assert "Saved: reminders before your shifts are off." in after
+        assert "Turn reminders on" in after
+        for bad in ({"on": "yes"}, {}):
+            refused = client.post(page + "/reminders", data=bad, follow_redirects=False)
+            assert refused.status_code == 400 and "Nothing changed" in refused.text
+        assert tenders.get(pub, alice.email).shift_reminders is False
+        stranger = client.post("/t/not-a-link/reminders", data={"on": "1"},
+                               follow_redirects=False)
+        assert (stranger.status_code, stranger.headers["location"]) == (303, "/t/not-a-link")
+        assert client.get("/t/not-a-link").status_code == 404
+        assert tenders.get(pub, alice.email).shift_reminders is False
+        from_elsewhere = client.post(page + "/reminders", data={"on": "1"},
+                                     headers={"origin": "https://evil.example"},
+                                     follow_redirects=False)
+        assert from_elsewhere.status_code == 403
+        assert tenders.get(pub, alice.email).shift_reminders is False
+        assert client.post(page + "/reminders", data={"on": "1"},
+                           follow_redirects=False).status_code == 303
+        assert tenders.get(pub, alice.email).shift_reminders is True
+    # a log line names the tender, never the token, and keeps what the post did
+    assert loggable_path(page + "/reminders", pub.config) == (
+        f"/t/<tender {alice.id}>/reminders")
+    assert loggable_path("/t/not-a-link/reminders", pub.config) == "/t/<bad link>/reminders"
