@@ -1,6 +1,6 @@
 """Reminders, on the tick: each once per person per thing, through the notices outbox.
 
-Four kinds, each found by one rule (a *finder*) that is asked twice: by :func:`remind`,
+Four kinds, each found by one rule (a *finder*) that is asked twice: by :func:`owe`,
 every tick, to owe what is due (:func:`pubsched.notices.enqueue`: the outbox's UNIQUE
 makes a second owing of the same reminder, by this tick or a racing one, write nothing),
 and by the kind's composer at the notice's turn (:func:`pubsched.notices.deliver`), to
@@ -48,8 +48,9 @@ failed and retried (``NotSentYet``).
 
 Each notice row's ``about`` names the thing: ``form:WEEK:DEADLINE`` (an extension makes a
 new deadline, and those still not answering are reminded before it too), ``shift:ID``,
-``roster:WEEK``. The tick runs :func:`remind` after the engine's tick, outside the flag
-fence (it moves no week); on a database before migration 0044 it does nothing.
+``roster:WEEK``. The tick (:mod:`pubsched.tick`) runs :func:`owe` after the engine's
+tick, outside the flag fence (it moves no week), and delivers what is owed with the rest
+of the outbox.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from . import links, notices, time_off
+from . import covers, links, notices, time_off
+from .covers import Cover
 from .engines.base import Engine, parse_instant
 from .engines.choose import engine_for
 from .engines.v2_tick import TICK
@@ -73,8 +75,7 @@ from .mail.reminder import (
     compose_short,
     compose_unanswered,
 )
-from .pub import BadInput, Pub, Verdict
-from .schema import has_columns
+from .pub import BadInput, Pub
 from .tenders import COLUMNS, Tender, by_id
 from .view import iso, moved_by
 from .weeks import instant
@@ -153,18 +154,15 @@ def _names_on(pub: Pub, shift_ids: Iterable[int]) -> dict[int, list[str]]:
     return out
 
 
-def _open_covers(pub: Pub, shift_ids: Iterable[int]) -> dict[int, list[int]]:
-    """shift id -> the tenders who asked for cover that nobody has taken yet (the covers'
-    table, ``pub_covers``, once its migration is there; none before)."""
-    wanted = sorted(set(shift_ids))
-    if not wanted or not has_columns(pub, "pub_covers", "shift_id", "state", "tender_id"):
-        return {}
-    marks = ", ".join(["%s"] * len(wanted))
-    rows = pub.query("SELECT shift_id, tender_id FROM pub_covers WHERE state = 'OPEN' "
-                     f"AND shift_id IN ({marks}) ORDER BY id", wanted)
-    out: dict[int, list[int]] = {}
-    for r in rows:
-        out.setdefault(int(r["shift_id"]), []).append(int(r["tender_id"]))
+def _open_covers(pub: Pub, rows: Iterable[dict[str, Any]]) -> dict[int, list[Cover]]:
+    """shift id -> the cover requests of it nobody has taken yet (:mod:`pubsched.covers`),
+    for the shifts ``rows`` (each with its ``id`` and ``week_of``)."""
+    wanted = {int(r["id"]) for r in rows}
+    out: dict[int, list[Cover]] = {}
+    for week in sorted({str(r["week_of"]) for r in rows}):
+        for cover in covers.listed(pub, week):
+            if cover.state == covers.OPEN and cover.shift_id in wanted:
+                out.setdefault(cover.shift_id, []).append(cover)
     return out
 
 
@@ -235,13 +233,13 @@ def shifts(pub: Pub, engine: Engine, now: datetime, week: str | None = None) -> 
     rows = [r for r in pub.query(sql + " ORDER BY s.starts_at, s.id, a.tender_id", params)
             if _within(instant(r["starts_at"]), lead, pub, now)]
     names = _names_on(pub, (int(r["id"]) for r in rows))
-    covers = _open_covers(pub, (int(r["id"]) for r in rows))
+    asking = _open_covers(pub, rows)
     out: list[Due] = []
     for r in rows:
         tender = by_id(pub, int(r["tender_id"]))
         assert tender is not None  # the join found them
         line = _shift_line(pub, r, names[int(r["id"])])
-        asked = tender.id in covers.get(int(r["id"]), [])
+        asked = any(c.asked_by == tender.id for c in asking.get(int(r["id"]), []))
 
         def write(at: datetime, tender: Tender = tender, line: ShiftLine = line,
                   asked: bool = asked) -> Outgoing:
@@ -317,15 +315,15 @@ def shorts(pub: Pub, engine: Engine, now: datetime, week: str | None = None) -> 
     rows = [r for r in pub.query(sql + " ORDER BY s.starts_at, s.id", params)
             if _within(instant(r["starts_at"]), lead, pub, now)]
     names = _names_on(pub, (int(r["id"]) for r in rows))
-    covers = _open_covers(pub, (int(r["id"]) for r in rows))
+    open_covers = _open_covers(pub, rows)
     out: list[Due] = []
     for r in rows:
         shift_id = int(r["id"])
-        asking = covers.get(shift_id, [])
+        asking = open_covers.get(shift_id, [])
         if len(names[shift_id]) >= int(r["slots"]) and not asking:
             continue
         line = _shift_line(pub, r, names[shift_id])
-        askers = [t.name for t in (by_id(pub, i) for i in asking) if t is not None]
+        askers = [c.asker_name for c in asking]
         key = str(r["week_of"])
 
         def write(at: datetime, line: ShiftLine = line, key: str = key,
@@ -344,13 +342,6 @@ TO_OPERATOR = frozenset({REVIEW, SHORT})
 
 
 # -- owing, composing, delivering ------------------------------------------------------------
-
-
-def ready(pub: Pub) -> bool:
-    """Whether the database has the outbox and the tenders' switch (migration 0044): the
-    legacy engine still runs on older schemas, where there is nothing to remind with."""
-    return (has_columns(pub, "pub_notices", "kind", "about", "recipient")
-            and has_columns(pub, "pub_tenders", "shift_reminders"))
 
 
 def owed(pub: Pub, now: datetime, engine: Engine | None = None) -> list[Due]:
@@ -382,9 +373,11 @@ _WORDS = {UNANSWERED: "reminder to answer the form", SHIFT: "reminder before a s
           REVIEW: "note that the roster waits for review", SHORT: "note of a short shift"}
 
 
-def describe(pub: Pub, notice: notices.Notice) -> str:
-    """How the tick's output names a reminder: ``tick: reminder before a shift (Thu 10
-    Dec 18:00) to ann@pub.test``."""
+def describe(pub: Pub, notice: notices.Notice) -> str | None:
+    """How the tick's output names a reminder (``reminder before a shift (Thu 10 Dec
+    18:00) to ann@pub.test``); None for a notice of another feature."""
+    if notice.kind not in _WORDS:
+        return None
     who = "the operator"
     if notice.tender_id is not None:
         tender = by_id(pub, notice.tender_id)
@@ -397,23 +390,20 @@ def describe(pub: Pub, notice: notices.Notice) -> str:
                 if rows else "a removed shift")
     elif notice.week_of is not None:
         what = f"week of {notice.week_of}"
-    return f"tick: {_WORDS.get(notice.kind, notice.kind)} ({what}) to {who}"
+    return f"{_WORDS[notice.kind]} ({what}) to {who}"
 
 
-def remind(pub: Pub, now: datetime) -> list[Verdict]:
-    """One tick's reminders: owe what is due now (one unit of work; a second owing of one
-    writes nothing), then deliver every reminder waiting (this tick's, and those refused
-    before: retried). The verdicts are the deliveries' (a failed one makes ``pubsched
-    tick`` exit 1)."""
-    if not ready(pub):
-        return []
+def owe(pub: Pub, now: datetime) -> int:
+    """Owe every reminder due now, in one unit of work (a second owing of one, by this
+    tick or a racing one, writes nothing: the outbox's UNIQUE); how many were new. The
+    tick then delivers them with the rest of the outbox (:data:`COMPOSERS`)."""
     due = owed(pub, now)
-    if due:
-        with pub.atomic() as tx:
-            for d in due:
-                notices.enqueue(tx, d.kind, d.about, d.recipient, week_of=d.week_of, now=now)
-    return notices.deliver(pub, COMPOSERS, now, describe=lambda n: describe(pub, n))
+    if not due:
+        return 0
+    with pub.atomic() as tx:
+        return sum(notices.enqueue(tx, d.kind, d.about, d.recipient, week_of=d.week_of,
+                                   now=now) for d in due)
 
 
 __all__ = ["COMPOSERS", "FINDERS", "REVIEW", "SHIFT", "SHORT", "UNANSWERED", "Due", "describe",
-           "owed", "ready", "remind", "reviews", "shifts", "shorts", "unanswered"]
+           "owe", "owed", "reviews", "shifts", "shorts", "unanswered"]

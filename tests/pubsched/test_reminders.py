@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pubsched import links, template, tenders, weeks
+from pubsched import covers, links, template, tenders, weeks
 from pubsched.engines import v2
 from pubsched.engines.flags import set_v2
 from pubsched.pub import BadInput, Config, Pub, Verdict
@@ -76,7 +76,7 @@ def test_each_tender_on_a_shift_is_reminded_once_six_hours_before_it(
     assert said(tick(pub, start - timedelta(hours=6, minutes=1))) == []
     out = said(tick(pub, start - timedelta(hours=6)))  # 12:00 in New York
     assert reminded(smtp, "shift") == on_shift(pub, thursday.id)
-    assert sorted(out) == [f"tick: reminder before a shift (Thu 10 Dec 18:00) to {email}: "
+    assert sorted(out) == [f"tick: email reminder before a shift (Thu 10 Dec 18:00) to {email}: "
                            "sent" for email in on_shift(pub, thursday.id)]
     for later in (timedelta(hours=5), timedelta(minutes=1)):
         assert said(tick(pub, start - later)) == []  # once per person per shift
@@ -146,7 +146,7 @@ def test_a_refused_reminder_is_retried_by_a_later_tick_and_sent_once(
     out = tick(pub, moment)
     failed = [v for v in out if v.failed]
     assert [v.message.split(": not delivered")[0] for v in failed] == [
-        f"tick: reminder before a shift (Thu 10 Dec 18:00) to {first}"]
+        f"tick: email reminder before a shift (Thu 10 Dec 18:00) to {first}"]
     assert reminded(smtp, "shift") == [second]
     smtp.clear_faults()
     again = tick(pub, moment + timedelta(minutes=1))
@@ -172,7 +172,7 @@ def test_a_reminder_untrue_by_its_turn_is_dropped(pub: Pub, smtp: SmtpTestServer
     smtp.clear_faults()
     assert tenders.deactivate(pub, first)
     out = said(tick(pub, moment + timedelta(minutes=1)))
-    assert f"tick: reminder before a shift (Thu 10 Dec 18:00) to {first}: no longer " \
+    assert f"tick: email reminder before a shift (Thu 10 Dec 18:00) to {first}: no longer " \
            "needed" in out
     assert reminded(smtp, "shift") == [second]
     # a reminder refused until its shift began is not sent after it began
@@ -222,7 +222,7 @@ def test_who_has_not_answered_is_reminded_once_a_day_before_the_deadline(
     assert said(tick(pub, moment - timedelta(minutes=1))) == []
     out = said(tick(pub, moment))
     assert reminded(smtp, "form") == ["bob@pub.test", "dan@pub.test"]
-    assert sorted(out) == [f"tick: reminder to answer the form (week of {WEEK}) to "
+    assert sorted(out) == [f"tick: email reminder to answer the form (week of {WEEK}) to "
                            f"{t}@pub.test: sent" for t in ("bob", "dan")]
     assert said(tick(pub, moment + timedelta(hours=3))) == []  # once
     [bob] = [m for m in reminders(smtp) if m.rcpt_tos == ("bob@pub.test",)]
@@ -278,7 +278,7 @@ def test_the_operator_hears_once_that_an_autopilot_roster_waits(pub: Pub,
     times = times_of(pub, WEEK)
     assert not reminded(smtp, "review")
     out = said(tick(pub, times.generate_at))  # the close, then the generate, then the note
-    assert out == [f"tick: note that the roster waits for review (week of {WEEK}) to the "
+    assert out == [f"tick: email note that the roster waits for review (week of {WEEK}) to the "
                    "operator: sent"]
     tick(pub, times.generate_at + timedelta(hours=5))
     [note] = [m for m in reminders(smtp) if "remind-review" in str(m.message["Message-ID"])]
@@ -326,7 +326,7 @@ def test_the_operator_is_told_a_day_before_a_short_shift_once(pub: Pub,
     tick(pub, moment - timedelta(minutes=1))
     assert reminded(smtp, "short") == []  # Thursday and Friday are full
     assert [line for line in said(tick(pub, moment)) if "short" in line] == [
-        "tick: note of a short shift (Sat 12 Dec 18:00) to the operator: sent"]
+        "tick: email note of a short shift (Sat 12 Dec 18:00) to the operator: sent"]
     tick(pub, moment + timedelta(hours=1))
     [note] = [m for m in reminders(smtp) if "remind-short" in str(m.message["Message-ID"])]
     assert note.rcpt_tos == (OPERATOR,)
@@ -336,6 +336,39 @@ def test_the_operator_is_told_a_day_before_a_short_shift_once(pub: Pub,
                   "are New York time (EST).", "1 of 2 on the roster (ann): 1 more needed.",
                   f"/admin/weeks/{WEEK}"):
         assert words in text and words in html
+
+
+def test_an_open_cover_is_short_and_a_taken_one_moves_the_reminder(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """A cover asked and not taken: the shift, full on the roster, is short to the operator
+    a day before, and the asker (still on it) is told so in their reminder. A cover taken
+    in time: no note, and the reminder goes to the taker, not the asker."""
+    crew(pub, *CREW)
+    thursday, friday, _ = run_week(pub, WEEK, EVERYONE, at=NOW)
+    asker, stays = on_shift(pub, thursday.id)
+    asked = covers.ask(pub, WEEK, thursday.id, asker, now=NOW + timedelta(days=1))
+    assert asked
+    tick(pub, start_of(thursday) - timedelta(hours=24))
+    [note] = [m for m in reminders(smtp) if "remind-short" in str(m.message["Message-ID"])]
+    text = parts(note)[0]
+    assert "is short." in text and "on the roster" not in text  # full, but for the cover
+    assert f"{tenders.get(pub, asker).name} asked for cover and nobody has taken it yet." in text
+    tick(pub, start_of(thursday) - timedelta(hours=6))
+    assert reminded_of(smtp, thursday.id) == sorted([asker, stays])
+    [theirs] = [m for m in reminders(smtp) if m.rcpt_tos == (asker,)]
+    assert "You asked for cover and nobody has taken it yet" in parts(theirs)[0]
+    [other] = [m for m in reminders(smtp) if m.rcpt_tos == (stays,)]
+    assert "asked for cover" not in parts(other)[0]
+
+    f_asker, f_stays = on_shift(pub, friday.id)
+    taker = next(e for e in EMAILS if e not in (f_asker, f_stays))
+    made = covers.ask(pub, WEEK, friday.id, f_asker, now=NOW + timedelta(days=1))
+    assert covers.take(pub, int(made.detail["cover_id"]), taker,
+                       now=NOW + timedelta(days=2)).applied
+    tick(pub, start_of(friday) - timedelta(hours=24))
+    assert reminded(smtp, "short") == [OPERATOR]  # Thursday's only
+    tick(pub, start_of(friday) - timedelta(hours=6))
+    assert reminded_of(smtp, friday.id) == sorted([taker, f_stays])
 
 
 def test_no_operator_address_owes_no_operator_note(pub: Pub, smtp: SmtpTestServer) -> None:

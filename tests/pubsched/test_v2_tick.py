@@ -59,7 +59,7 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
     assert late is not None
     # a tick that runs hours late: the close and the generate both fire, in order, once
     fired = [v.message for v in tick(pub, late + timedelta(hours=5)) if v.applied]
-    assert fired == [f"tick: {WEEK} close", f"tick: {WEEK} generate", "tick: note that the "
+    assert fired == [f"tick: {WEEK} close", f"tick: {WEEK} generate", "tick: email note that the "
                      f"roster waits for review (week of {WEEK}) to the operator: sent"]
     shown = week_show(pub, WEEK)
     assert shown["state"] == ASSIGNED and shown["unfilled"] == 0
@@ -219,7 +219,7 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     # the deadline is now less than PUBSCHED_REMIND_UNANSWERED_HOURS away: the tenders
     # who have not answered are reminded (pubsched.reminders), once
     assert sorted(m for m in fired if m not in moves) == [
-        f"tick: reminder to answer the form (week of {WEEK}) to {t}@pub.test: sent"
+        f"tick: email reminder to answer the form (week of {WEEK}) to {t}@pub.test: sent"
         for t in ("ann", "bob")]
     assert week_show(pub, WEEK)["state"] == COLLECTING
     moved = deadline(pub)
@@ -238,7 +238,7 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
                                   now=moved - timedelta(hours=1))
     got = [v.message for v in tick(pub, moved + timedelta(hours=1)) if v.applied]
     assert got[:2] == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
-    assert got[2:] == [f"tick: note that the roster waits for review (week of {WEEK}) to "
+    assert got[2:] == [f"tick: email note that the roster waits for review (week of {WEEK}) to "
                        "the operator: sent"]
     assert week_show(pub, WEEK)["unfilled"] == 0
 

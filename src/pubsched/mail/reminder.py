@@ -125,8 +125,7 @@ def compose_shift_reminder(tender: Recipient, shift: ShiftLine, *, lead_hours: f
     if cover_asked:
         parts.append("You asked for cover and nobody has taken it yet, so you are still on "
                      "this shift.")
-    parts.append("Can't make it after all? Tell the operator as soon as you can; your page "
-                 "has your shifts.")
+    parts.append("Can't make it after all? Ask for cover on your page, as soon as you can.")
     if settings.pub_address:
         parts.append(f"Where: {pub}, {settings.pub_address}.")
     every = f"You get this email {hours_words(lead_hours)} before each of your shifts."
