@@ -154,7 +154,7 @@ def _names_on(pub: Pub, shift_ids: Iterable[int]) -> dict[int, list[str]]:
     return out
 
 
-def _open_covers(pub: Pub, rows: Iterable[dict[str, Any]]) -> dict[int, list[Cover]]:
+def _open_covers(pub: Pub, rows: list[dict[str, Any]]) -> dict[int, list[Cover]]:
     """shift id -> the cover requests of it nobody has taken yet (:mod:`pubsched.covers`),
     for the shifts ``rows`` (each with its ``id`` and ``week_of``)."""
     wanted = {int(r["id"]) for r in rows}
