@@ -27,7 +27,7 @@ SALTS: dict[str, str] = {"form": "pubsched.tender-form.v1",
 
 
 def _signer(config: Config, purpose: Purpose) -> URLSafeSerializer:
-    return URLSafeSerializer(config.secret, salt=SALTS[purpose])
+    return URLSafeSerializer(config.signing_keys, salt=SALTS[purpose])
 
 
 def tender_token(config: Config, tender_id: int, version: int = 1,

@@ -152,13 +152,9 @@ def _finish(pub: Pub, notice: Notice, token: int, status: str, now: datetime,
 
 
 def deliver(pub: Pub, composers: Mapping[str, Composer], now: datetime, *,
-            limit: int = 100, describe: Callable[[Notice], str | None] | None = None
-            ) -> list[Verdict]:
+            limit: int = 100) -> list[Verdict]:
     """Send every notice of the ``composers``' kinds that is waiting (module docstring);
-    one verdict per notice tried: applied (sent or dropped), or ``failed`` with why. Each
-    verdict's message names the notice as ``describe`` says it (e.g. in the operator's
-    words for the tick's output), or, where it says None, by its kind, what it is about and
-    its recipient."""
+    one verdict per notice tried: applied (sent or dropped), or ``failed`` with why."""
     out: list[Verdict] = []
     with contextlib.ExitStack() as opened:
         session: MailSession | None = None  # opened at the first message, if any
@@ -168,8 +164,6 @@ def deliver(pub: Pub, composers: Mapping[str, Composer], now: datetime, *,
                 continue
             what = f"{notice.kind} {notice.about} to {notice.recipient}"
             try:
-                if describe is not None:  # inside the try: its failure is the try's
-                    what = describe(notice) or what
                 outgoing = composers[notice.kind](pub, notice, now)
             except NotSentYet as exc:
                 _finish(pub, notice, token, FAILED, now, str(exc))

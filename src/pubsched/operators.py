@@ -15,6 +15,12 @@ Why this shape:
   a login body does not need more); anything else is :class:`BadInput`, nothing written.
 * **A wrong email costs what a wrong password costs**: :func:`verify` checks a dummy hash
   for an unknown address, so the login's timing does not tell which emails have accounts.
+* **A new password logs out every other session of the account**: a session names the
+  account's *stamp* (:func:`stamp`: a digest of the stored hash, which a new password
+  changes), and :func:`alive` accepts it only while it matches. So an operator who fears
+  a session was stolen changes their password and that session is out at its next click.
+  Changing one's own password asks for the current one (a session left open on a shared
+  computer must not be enough to lock its owner out); the CLI, the recovery path, does not.
 * **Removing the last account** is the caller's decision (``keep_one``): the web refuses
   it unless ``PUBSCHED_ADMIN_PASSWORD`` opens the admin anyway (the web cannot recover a
   lockout by itself); the CLI, the recovery path, allows it and says so.
@@ -22,6 +28,7 @@ Why this shape:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -39,16 +46,25 @@ ADMIN = "admin"  # the quick start's account (PUBSCHED_ADMIN_PASSWORD), never a 
 COLUMNS = "id, email, created_at, last_login_at"
 
 
+def stamp(password_hash: str) -> str:
+    """What a session remembers of the account's password: a digest of its hash (not the
+    hash: a cookie must not carry anything to guess a password from)."""
+    return hashlib.sha256(password_hash.encode()).hexdigest()[:24]
+
+
 @dataclass(frozen=True)
 class Operator:
     id: int
     email: str
     created_at: Any
     last_login_at: Any = None
+    stamp: str | None = None  # of the password it was read with (a session's, at login)
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Operator:
-        return cls(int(row["id"]), str(row["email"]), row["created_at"], row["last_login_at"])
+        hashed = row.get("password_hash")
+        return cls(int(row["id"]), str(row["email"]), row["created_at"], row["last_login_at"],
+                   None if hashed is None else stamp(str(hashed)))
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "email": self.email,
@@ -113,11 +129,50 @@ def by_id(pub: Pub, operator_id: int) -> Operator | None:
     return Operator.of(rows[0]) if rows else None
 
 
-def alive(pub: Pub, operator_id: int, email: str) -> bool:
-    """Whether the account a session was issued to still exists (removed, or removed and
-    added again under a new id: no)."""
-    found = by_id(pub, operator_id)
-    return found is not None and email_key(found.email) == email_key(email)
+def alive(pub: Pub, operator_id: int, email: str, password_stamp: str | None) -> bool:
+    """Whether the account a session was issued to still exists with the password it was
+    issued under (removed, removed and added again under a new id, or its password changed
+    since: no)."""
+    rows = pub.query(f"SELECT {COLUMNS}, password_hash FROM pub_operators WHERE id = %s",
+                     [operator_id])
+    if not rows:
+        return False
+    found = Operator.of(rows[0])
+    return email_key(found.email) == email_key(email) and found.stamp == password_stamp
+
+
+def _matches(stored: str, password: str) -> bool:
+    try:
+        return bool(PasswordHasher().verify(stored, password))
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def set_password(pub: Pub, email: str, password: str, *, current: str | None = None,
+                 hasher: PasswordHasher | None = None) -> Verdict:
+    """Give the account a new password (its other sessions end: module docstring).
+    ``current``: the password it has now, checked first (``WRONG_PASSWORD``, nothing
+    changed); None skips the check (the CLI). ``detail["stamp"]``: the new stamp, for the
+    caller's own fresh session."""
+    secret = check_password(password)
+    key = email_key(email)
+    rows = pub.query("SELECT password_hash FROM pub_operators WHERE email_key = %s", [key])
+    if not rows:
+        raise BadInput(f"no operator account with email {email!r}")
+    old = str(rows[0]["password_hash"])
+    if current is not None and not _matches(old, current):
+        return Verdict(False, "WRONG_PASSWORD",
+                       message="that is not your current password: nothing was changed")
+    digest = (hasher or PasswordHasher()).hash(secret)
+    with pub.atomic() as tx:  # only over the hash that was checked: a racing change wins
+        changed = tx.execute("UPDATE pub_operators SET password_hash = %s "
+                             "WHERE email_key = %s AND password_hash = %s RETURNING email",
+                             [digest, key, old])
+    if not changed:
+        return Verdict(False, "PASSWORD_CHANGED",
+                       message="the password was changed meanwhile: nothing was changed")
+    return Verdict(True, message=f"changed the password of {changed[0]['email']}: its other "
+                   "sessions are logged out", detail={"stamp": stamp(digest)})
 
 
 def remove(pub: Pub, email: str, *, keep_one: bool = False) -> Verdict:
@@ -156,10 +211,7 @@ def verify(pub: Pub, email: str, password: str, *,
     rows = pub.query(f"SELECT {COLUMNS}, password_hash FROM pub_operators "
                      "WHERE email_key = %s", [email_key(email)])
     stored = str(rows[0]["password_hash"]) if rows else _dummy_hash()
-    try:
-        ok = bool(PasswordHasher().verify(stored, password))
-    except (VerificationError, InvalidHashError):
-        ok = False
+    ok = _matches(stored, password)
     if not ok or not rows:
         return None
     at = utc(now)

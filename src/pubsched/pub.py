@@ -63,6 +63,8 @@ class Config:
     times: RunSettings = DEFAULT_SETTINGS
     mail: MailSettings = field(default_factory=lambda: load_mail_settings({}))
     secret: str = "pubsched-dev-secret"
+    # PUBSCHED_SECRET_PREVIOUS: older keys still accepted (links, sessions), never signed with
+    previous_secrets: tuple[str, ...] = ()
     base_url: str = "http://127.0.0.1:8000"
     min_collect_hours: float = 24.0  # PUBSCHED_MIN_COLLECT_HOURS: the late-open floor
     # the reminders' leads (:mod:`pubsched.reminders`), hours; 0 turns that reminder off
@@ -78,6 +80,7 @@ class Config:
             "tz": zone_from_env(env),
             "mail": load_mail_settings(env),
             "secret": env.get("PUBSCHED_SECRET") or "pubsched-dev-secret",
+            "previous_secrets": tuple((env.get("PUBSCHED_SECRET_PREVIOUS") or "").split()),
             "base_url": env.get("PUBSCHED_BASE_URL") or "http://127.0.0.1:8000",
             "min_collect_hours": min_collect_hours(env),
             "remind_unanswered_hours": hours_setting(env, "PUBSCHED_REMIND_UNANSWERED_HOURS",
@@ -87,6 +90,14 @@ class Config:
         }
         values.update(overrides)
         return cls(**values)
+
+    @property
+    def signing_keys(self) -> list[str]:
+        """The keys for itsdangerous' rotation: every one verifies, the last (the current
+        ``PUBSCHED_SECRET``) signs. So after a rotation the links and sessions signed with a
+        key moved to ``PUBSCHED_SECRET_PREVIOUS`` keep working, new ones carry the new key,
+        and a key taken off the list stops opening anything."""
+        return [*self.previous_secrets, self.secret]
 
 
 def min_collect_hours(environ: Mapping[str, str]) -> float:

@@ -369,30 +369,6 @@ def _composer(kind: str) -> notices.Composer:
 
 COMPOSERS: dict[str, notices.Composer] = {kind: _composer(kind) for kind in FINDERS}
 
-_WORDS = {UNANSWERED: "reminder to answer the form", SHIFT: "reminder before a shift",
-          REVIEW: "note that the roster waits for review", SHORT: "note of a short shift"}
-
-
-def describe(pub: Pub, notice: notices.Notice) -> str | None:
-    """How the tick's output names a reminder (``reminder before a shift (Thu 10 Dec
-    18:00) to ann@pub.test``); None for a notice of another feature."""
-    if notice.kind not in _WORDS:
-        return None
-    who = "the operator"
-    if notice.tender_id is not None:
-        tender = by_id(pub, notice.tender_id)
-        who = tender.email if tender is not None else f"tender {notice.tender_id}"
-    what = notice.about
-    if notice.about.startswith("shift:"):
-        rows = pub.query("SELECT starts_at FROM pub_shifts WHERE id = %s",
-                         [int(notice.about.removeprefix("shift:"))])
-        what = (f"{instant(rows[0]['starts_at']).astimezone(pub.config.tz):%a %d %b %H:%M}"
-                if rows else "a removed shift")
-    elif notice.week_of is not None:
-        what = f"week of {notice.week_of}"
-    return f"{_WORDS[notice.kind]} ({what}) to {who}"
-
-
 def owe(pub: Pub, now: datetime) -> int:
     """Owe every reminder due now, in one unit of work (a second owing of one, by this
     tick or a racing one, writes nothing: the outbox's UNIQUE); how many were new. The
@@ -405,5 +381,5 @@ def owe(pub: Pub, now: datetime) -> int:
                                    now=now) for d in due)
 
 
-__all__ = ["COMPOSERS", "FINDERS", "REVIEW", "SHIFT", "SHORT", "UNANSWERED", "Due", "describe",
-           "owe", "owed", "reviews", "shifts", "shorts", "unanswered"]
+__all__ = ["COMPOSERS", "FINDERS", "REVIEW", "SHIFT", "SHORT", "UNANSWERED", "Due", "owe",
+           "owed", "reviews", "shifts", "shorts", "unanswered"]

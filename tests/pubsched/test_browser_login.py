@@ -1,6 +1,7 @@
 """Operator accounts in headless Chromium (Playwright, sync) against uvicorn on loopback and
 a SQLite database: the login by email, the operators page (add with the password twice,
-remove), who moved the week in its history, at 1280 px and on a 375 px phone.
+remove), changing one's own password (another browser's session is out at its next
+click), who moved the week in its history, at 1280 px and on a 375 px phone.
 
 Screenshots go to ``PUBSCHED_ARTIFACTS`` (default ``test-artifacts/``)/screenshots, named
 ``operators-*`` (support.browser; skipped loudly without Chromium)."""
@@ -22,6 +23,7 @@ from support.browser import desktop, fits, phone, served, shot
 from support.pub_web import FAST_HASH, NOW, PASSWORD, WEEK, make_pub, web_settings
 
 ANN, GOOD = "ann@pub.example", "correct horse battery"
+NEW = "a brand new passphrase"
 
 
 @dataclass
@@ -94,6 +96,33 @@ def test_login_by_email_the_operators_page_and_who_moved_the_week(
         page.wait_for_selector(".flash-ok")
         assert "removed operator bob@pub.example" in page.inner_text(".flash-ok")
         assert [o.email for o in operators.all_operators(site.pub)] == [ANN]
+
+        # a new password: typed wrong first, then right; a second browser logged in as
+        # Ann is out at its next click, this one stays in
+        elsewhere = new_page(browser, on_phone)
+        try:
+            log_in(elsewhere, site, ANN, GOOD)
+            elsewhere.wait_for_url(f"{site.url}/admin/")
+            page.fill("#current-password", "not my password")
+            page.fill("#changed-password", NEW)
+            page.fill("#changed-password-again", NEW)
+            page.click("text=Change my password")
+            page.wait_for_selector(".flash-refused")
+            assert "not your current password" in page.inner_text(".flash-refused")
+            page.fill("#current-password", GOOD)
+            page.fill("#changed-password", NEW)
+            page.fill("#changed-password-again", NEW)
+            page.click("text=Change my password")
+            page.wait_for_selector(".flash-ok")
+            assert "Your password is changed" in page.inner_text(".flash-ok")
+            assert fits(page) <= width, "the operators page scrolls sideways"
+            site.shot(page, f"password-changed-{size}")
+            elsewhere.goto(f"{site.url}/admin/operators")
+            assert "/admin/login" in elsewhere.url
+        finally:
+            elsewhere.context.close()
+        page.goto(f"{site.url}/admin/operators")
+        assert "/admin/operators" in page.url
 
         # a move made here names the operator in the week's history
         page.goto(f"{site.url}/admin/")

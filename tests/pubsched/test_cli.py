@@ -776,14 +776,17 @@ def test_serve_says_clearly_when_the_web_admin_is_not_installed(
 
 def test_serve_hands_host_port_and_config_to_the_web_app(
         run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    called: list[tuple[str, int, Config]] = []
+    called: list[tuple[str, int, Config, bool]] = []
     fake = types.ModuleType("pubsched.web.serve")
-    fake.main = lambda host, port, config: called.append((host, port, config))  # type: ignore[attr-defined]
+    fake.main = (lambda host, port, config, *, tick:  # type: ignore[attr-defined]
+                 called.append((host, port, config, tick)))
     monkeypatch.setitem(sys.modules, "pubsched.web", types.ModuleType("pubsched.web"))
     monkeypatch.setitem(sys.modules, "pubsched.web.serve", fake)
     run.ok("serve", "--host", "0.0.0.0", "--port", "8123")
-    [(host, port, config)] = called
-    assert (host, port, config.db_url) == ("0.0.0.0", 8123, run.url)
+    run.ok("serve", "--no-tick")
+    [(host, port, config, tick), (_, default_port, _, no_tick)] = called
+    assert (host, port, config.db_url, tick) == ("0.0.0.0", 8123, run.url, True)
+    assert (default_port, no_tick) == (8000, False)
 
 
 def test_demo_runs_a_whole_week_and_exits_0(tmp_path: Path, env: SmtpTestServer,

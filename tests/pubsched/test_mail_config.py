@@ -28,7 +28,7 @@ def test_every_variable_is_read_from_the_mapping_given() -> None:
         smtp_port=587,
         smtp_user="pub",
         smtp_password="s3cret",
-        smtp_starttls=True,
+        smtp_tls="starttls",
         smtp_timeout=2.5,
         mail_from="pub@example.com",
         operator_email="ops@example.com",

@@ -202,9 +202,11 @@ def test_verify_stamps_the_login_and_tells_nothing_apart(pub: Pub) -> None:
     assert operators.verify(pub, "ann@pub.example", "wrong password!!", now=T0) is None
     assert operators.verify(pub, "nobody@pub.example", GOOD, now=T0) is None
     assert operators.verify(pub, "ann@pub.example", "x" * 5000, now=T0) is None
-    assert operators.alive(pub, found.id, "ann@pub.example")
-    assert not operators.alive(pub, found.id, "bob@pub.example")
-    assert not operators.alive(pub, found.id + 1, "ann@pub.example")
+    assert operators.alive(pub, found.id, "ann@pub.example", found.stamp)
+    assert not operators.alive(pub, found.id, "bob@pub.example", found.stamp)
+    assert not operators.alive(pub, found.id + 1, "ann@pub.example", found.stamp)
+    assert not operators.alive(pub, found.id, "ann@pub.example", None)  # no stamp: out
+    assert not operators.alive(pub, found.id, "ann@pub.example", "0" * 24)
 
 
 def test_bad_input_is_refused_before_any_write(pub: Pub) -> None:
@@ -276,3 +278,51 @@ def test_two_removals_racing_never_leave_none_when_one_must_stay(db_url: str,
     assert sorted(bool(v) for v in verdicts) == [False, True]
     assert [v.reason for v in verdicts if not v] == ["LAST_OPERATOR"]
     assert len(operators.all_operators(pub)) == 1
+
+
+# -- a new password -------------------------------------------------------------------------
+
+NEW = "a brand new passphrase"
+
+
+def test_operator_password_sets_a_new_password_from_stdin(db_url: str, pub: Pub) -> None:
+    assert cli(db_url, "operator", "add", "ann@pub.example", "--password-stdin",
+               stdin=GOOD + "\n").code == 0
+    before = operators.verify(pub, "ann@pub.example", GOOD)
+    assert before is not None and before.stamp
+    ran = cli(db_url, "operator", "password", "ANN@pub.example", "--password-stdin",
+              stdin=NEW + "\n")
+    assert ran.code == 0, ran
+    assert "changed the password of ann@pub.example" in ran.out
+    assert operators.verify(pub, "ann@pub.example", GOOD) is None
+    after = operators.verify(pub, "ann@pub.example", NEW)
+    assert after is not None and after.stamp != before.stamp
+    # a session issued under the old password is no longer alive, one under the new is
+    assert not operators.alive(pub, before.id, before.email, before.stamp)
+    assert operators.alive(pub, after.id, after.email, after.stamp)
+
+
+@pytest.mark.parametrize(("email", "stdin", "said"), [
+    ("nobody@pub.example", NEW + "\n", "no operator account"),
+    ("ann@pub.example", "short\n", "at least 12 characters"),
+    ("ann@pub.example", "", "standard input was empty"),
+])
+def test_operator_password_bad_input_exits_2_with_nothing_written(
+        db_url: str, email: str, stdin: str, said: str) -> None:
+    assert cli(db_url, "operator", "add", "ann@pub.example", "--password-stdin",
+               stdin=GOOD + "\n").code == 0
+    before = snapshot(db_url)
+    ran = cli(db_url, "operator", "password", email, "--password-stdin", stdin=stdin)
+    assert ran.code == 2, ran
+    assert said in ran.err and "Traceback" not in ran.err
+    assert snapshot(db_url) == before
+
+
+def test_set_password_checks_the_current_one_when_asked(pub: Pub) -> None:
+    assert operators.add(pub, "ann@pub.example", GOOD, hasher=FAST, now=T0)
+    wrong = operators.set_password(pub, "ann@pub.example", NEW, current="not it at all",
+                                   hasher=FAST)
+    assert (wrong.applied, wrong.reason) == (False, "WRONG_PASSWORD")
+    assert operators.verify(pub, "ann@pub.example", GOOD) is not None
+    right = operators.set_password(pub, "ann@pub.example", NEW, current=GOOD, hasher=FAST)
+    assert right.applied and operators.verify(pub, "ann@pub.example", NEW) is not None

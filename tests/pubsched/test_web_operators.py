@@ -124,10 +124,13 @@ def test_a_session_cookie_cannot_be_bent_to_another_account(pub: Pub) -> None:
     app = create_app(pub, web_settings(), clock=lambda: NOW)
     sessions = app.state.web.sessions
     ann = add(pub)
-    assert sessions.session(sessions.issue(ANN, ann)).who == ANN
+    assert sessions.session(sessions.issue(ANN, ann, "stamp")).who == ANN
     signer = sessions._signer
     for data in ({"sid": "s", "who": "admin", "op": ann}, {"sid": "s", "who": ANN},
-                 {"sid": "s", "who": ANN, "op": True}, {"sid": "s", "who": 3, "op": None}):
+                 {"sid": "s", "who": ANN, "op": True}, {"sid": "s", "who": 3, "op": None},
+                 {"sid": "s", "who": ANN, "op": ann},  # no password stamp
+                 {"sid": "s", "who": ANN, "op": ann, "pw": 7},
+                 {"sid": "s", "who": "admin", "op": None, "pw": "stamp"}):
         assert sessions.session(signer.dumps(data)) is None, data
 
 
@@ -206,3 +209,54 @@ def test_the_page_needs_a_login(client: TestClient, pub: Pub) -> None:
         reply = client.request(method, path, follow_redirects=False)
         assert reply.status_code == 303 and "/admin/login" in reply.headers["location"]
     assert accounts(pub) == []
+
+
+# -- changing one's own password ------------------------------------------------------------
+
+NEW = "a brand new passphrase"
+
+
+def change(client: TestClient, current: str, new: str, again: str | None = None) -> Any:
+    return client.post("/admin/operators/password", follow_redirects=True, data={
+        "current": current, "password": new, "password_again": new if again is None else again})
+
+
+def test_a_new_password_logs_out_every_other_session_and_keeps_this_one(
+        pub: Pub, client: TestClient) -> None:
+    add(pub)
+    app = client.app
+    with TestClient(app, base_url="https://testserver") as elsewhere:
+        assert login(elsewhere, GOOD, ANN).status_code == 303
+        assert login(client, GOOD, ANN).status_code == 303
+        assert elsewhere.get("/admin/", follow_redirects=False).status_code == 200
+        said = flash_of(change(client, GOOD, NEW))
+        assert "Your password is changed" in said
+        assert client.get("/admin/", follow_redirects=False).status_code == 200  # still in
+        assert elsewhere.get("/admin/", follow_redirects=False).status_code == 303  # out
+    client.post("/admin/logout")
+    assert login(client, GOOD, ANN).status_code == 401
+    assert login(client, NEW, ANN).status_code == 303
+
+
+@pytest.mark.parametrize(("current", "new", "again", "said"), [
+    ("not my password", NEW, None, "not your current password"),
+    (GOOD, NEW, NEW + "!", "differ"),
+    (GOOD, "short", None, "at least 12 characters"),
+])
+def test_a_refused_change_says_why_and_keeps_the_password(
+        pub: Pub, client: TestClient, current: str, new: str, again: str | None,
+        said: str) -> None:
+    add(pub)
+    assert login(client, GOOD, ANN).status_code == 303
+    before = pub.query("SELECT password_hash FROM pub_operators")
+    assert said in flash_of(change(client, current, new, again))
+    assert pub.query("SELECT password_hash FROM pub_operators") == before
+    assert client.get("/admin/", follow_redirects=False).status_code == 200
+
+
+def test_the_admin_account_cannot_change_its_password_here(
+        pub: Pub, client: TestClient) -> None:
+    assert login(client).status_code == 303
+    page = client.get("/admin/operators")
+    assert "Change your password" not in page.text
+    assert "PUBSCHED_ADMIN_PASSWORD" in flash_of(change(client, "whatever", NEW))

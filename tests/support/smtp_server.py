@@ -34,6 +34,11 @@ messages whose envelope holds that address; None: every message):
 ``SmtpTestServer(credentials=("user", "password"))`` offers AUTH (PLAIN, LOGIN; no TLS on
 loopback) and answers MAIL FROM with 530 until the client has logged in with exactly those.
 
+``SmtpTestServer(tls="tls", certificate=cert)`` speaks TLS from the first byte (port 465's
+way); ``tls="starttls"`` offers STARTTLS and refuses everything else until the client has
+used it (587's way). ``cert`` is a :class:`support.tls.Certificate` (a self-signed one made
+with openssl); each :class:`ReceivedMail` says whether it came ``secure``.
+
 The port is chosen by the OS when first started (bound to 0, then kept), so parallel test
 runs never collide.
 """
@@ -41,16 +46,19 @@ runs never collide.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from support.tls import Certificate
 
 HOST = "127.0.0.1"
 
@@ -64,6 +72,7 @@ class ReceivedMail:
     message: EmailMessage  # parsed with email.policy.default, line ends as LF
     raw: bytes  # as it came over the wire (CRLF), dot-unstuffed
     reply: str  # "250 OK", "451 ...", "dropped" or "no reply"
+    secure: bool = False  # it came over TLS (implicit or after STARTTLS)
 
     @property
     def accepted(self) -> bool:
@@ -121,7 +130,10 @@ class _RecordingHandler:
         rcpt_tos = tuple(envelope.rcpt_tos)
         action = self._owner._data_action(rcpt_tos)
         reply = {"drop": "dropped", "hang": "no reply"}.get(action, action)
-        self._owner._record(envelope, rcpt_tos, reply)
+        secure = session.ssl is not None or (
+            server.transport is not None
+            and server.transport.get_extra_info("sslcontext") is not None)
+        self._owner._record(envelope, rcpt_tos, reply, secure)
         if action == "drop":
             assert isinstance(server.transport, asyncio.Transport)
             server.transport.abort()  # connection_lost() then cancels this coroutine
@@ -150,8 +162,17 @@ class SmtpTestServer:
 
     host = HOST
 
-    def __init__(self, *, credentials: tuple[str, str] | None = None) -> None:
+    def __init__(self, *, credentials: tuple[str, str] | None = None,
+                 tls: Literal["starttls", "tls"] | None = None,
+                 certificate: Certificate | None = None) -> None:
+        if (tls is None) != (certificate is None):
+            raise ValueError("tls= and certificate= go together")
         self.credentials = credentials
+        self.tls = tls
+        self._context: ssl.SSLContext | None = None
+        if certificate is not None:
+            self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            self._context.load_cert_chain(certificate.cert, certificate.key)
         self._lock = threading.Lock()
         self._received: list[ReceivedMail] = []
         self._faults = _Faults()
@@ -163,6 +184,11 @@ class SmtpTestServer:
     def start(self) -> None:
         """Listen (again). A stopped Controller's loop is closed, so each start makes one."""
         if self._controller is None:
+            secured: dict[str, Any] = {}
+            if self.tls == "tls":
+                secured = {"ssl_context": self._context}
+            elif self.tls == "starttls":
+                secured = {"tls_context": self._context, "require_starttls": True}
             controller = _EphemeralPortController(
                 _RecordingHandler(self),
                 hostname=HOST,
@@ -172,6 +198,7 @@ class SmtpTestServer:
                 # AUTH without TLS on loopback; AUTH is offered, not required by aiosmtpd
                 # (requiring it without TLS warns), so handle_MAIL enforces it instead.
                 auth_require_tls=False,
+                **secured,
             )
             controller.start()
             self._controller, self._port = controller, controller.port
@@ -299,13 +326,15 @@ class SmtpTestServer:
                     return faults.data_reply[k]
         return "250 OK"
 
-    def _record(self, envelope: Envelope, rcpt_tos: tuple[str, ...], reply: str) -> None:
+    def _record(self, envelope: Envelope, rcpt_tos: tuple[str, ...], reply: str,
+                secure: bool = False) -> None:
         raw: Any = envelope.original_content or envelope.content or b""
         raw_bytes = raw if isinstance(raw, bytes) else str(raw).encode()
         # parsed as a mail store would hold it: line ends as LF, not the wire's CRLF
         parsed = message_from_bytes(raw_bytes.replace(b"\r\n", b"\n"), policy=policy.default)
         assert isinstance(parsed, EmailMessage)
-        mail = ReceivedMail(str(envelope.mail_from), rcpt_tos, parsed, raw_bytes, reply)
+        mail = ReceivedMail(str(envelope.mail_from), rcpt_tos, parsed, raw_bytes, reply,
+                            secure)
         with self._lock:
             self._received.append(mail)
 

@@ -20,11 +20,18 @@ from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
 from .arguments import day, instant, week, whole, whole_or_none
+from .commands.backup import cmd_backup
 from .commands.covers import cmd_cover_ask, cmd_cover_cancel, cmd_cover_list, cmd_cover_take
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
-from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
+from .commands.operators import (
+    cmd_operator_add,
+    cmd_operator_list,
+    cmd_operator_password,
+    cmd_operator_remove,
+)
 from .commands.report import cmd_report_hours
 from .commands.roster import cmd_week_assign, cmd_week_unassign
+from .commands.secret import cmd_secret_new
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
 from .commands.shifts import add_shift_commands
 from .commands.tenders import (
@@ -80,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="print JSON (the shape in docs/cli.md)")
 
     leaf(commands, "init", cmd_init, "create or upgrade the database (migrations)")
+    leaf(commands, "backup", cmd_backup, "a consistent copy of the database, also while it "
+         "serves (SQLite: a file; PostgreSQL: a pg_dump custom-format archive)"
+         ).add_argument("path", metavar="PATH", help="the new backup's file (never "
+                        "overwritten)")
 
     tender = commands.add_parser("tender",
                                  help="add, edit, (de)activate, list tenders; their links")
@@ -124,8 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     invite.add_argument("--base-url", metavar="URL", default=None,
                         help="the site's address (default $PUBSCHED_BASE_URL)")
 
-    operator = commands.add_parser("operator", help="add, list, remove operator accounts "
-                                   "(the web admin's logins)")
+    operator = commands.add_parser("operator", help="add, list, remove operator accounts, "
+                                   "set a password (the web admin's logins)")
     operators = operator.add_subparsers(dest="operator_command", metavar="ACTION",
                                         required=True)
     op_add = leaf(operators, "add", cmd_operator_add,
@@ -134,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     op_add.add_argument("email", metavar="EMAIL")
     op_add.add_argument("--password-stdin", action="store_true",
                         help="read the password from the first line of standard input")
+    op_password = leaf(operators, "password", cmd_operator_password,
+                       "give an account a new password (its sessions end; the password "
+                       "from stdin, or asked twice on a terminal)")
+    op_password.add_argument("email", metavar="EMAIL")
+    op_password.add_argument("--password-stdin", action="store_true",
+                             help="read the password from the first line of standard input")
     json_flag(leaf(operators, "list", cmd_operator_list, "every operator account"))
     leaf(operators, "remove", cmd_operator_remove, "remove an operator account (their "
          "sessions end at their next request)").add_argument("email", metavar="EMAIL")
@@ -230,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     leaf(commands, "tick", cmd_tick,
          "the every-minute cron's work, once (legacy crons with the flag off)")
+    secret = commands.add_parser("secret", help="make a key for PUBSCHED_SECRET")
+    leaf(secret.add_subparsers(dest="secret_command", metavar="ACTION", required=True), "new",
+         cmd_secret_new, "print a new random key for PUBSCHED_SECRET (rotation: the old one "
+         "goes to PUBSCHED_SECRET_PREVIOUS)", checks_db_url=False)
     leaf(commands, "demo", cmd_demo,
          "a whole week's lifecycle on a temporary SQLite database, narrated",
          checks_db_url=False)
@@ -237,4 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
                  checks_db_url=False, acts_as_cli=False)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=whole, default=8000)
+    serve.add_argument("--no-tick", action="store_true",
+                       help="no ticker in this process: `pubsched tick` runs every minute "
+                       "elsewhere (deploy/pubsched-tick.timer, cron)")
     return parser

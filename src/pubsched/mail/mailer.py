@@ -254,15 +254,18 @@ class SmtpSession:
         assert settings.smtp_host is not None  # SmtpMailer refuses a settings without one
         smtp: smtplib.SMTP | None = None
         try:
-            smtp = smtplib.SMTP(
-                settings.smtp_host,
-                settings.smtp_port,
-                local_hostname=self._local_hostname,
-                timeout=settings.smtp_timeout,
-            )
+            trusted = ssl.create_default_context(cafile=settings.smtp_ca_file)
+            if settings.smtp_tls == "tls":
+                smtp = smtplib.SMTP_SSL(settings.smtp_host, settings.smtp_port,
+                                        local_hostname=self._local_hostname,
+                                        timeout=settings.smtp_timeout, context=trusted)
+            else:
+                smtp = smtplib.SMTP(settings.smtp_host, settings.smtp_port,
+                                    local_hostname=self._local_hostname,
+                                    timeout=settings.smtp_timeout)
             smtp.ehlo_or_helo_if_needed()
-            if settings.smtp_starttls:
-                smtp.starttls(context=ssl.create_default_context())
+            if settings.smtp_tls == "starttls":
+                smtp.starttls(context=trusted)
                 smtp.ehlo()
             if settings.smtp_user is not None and settings.smtp_password is not None:
                 smtp.login(settings.smtp_user, settings.smtp_password)
@@ -323,8 +326,18 @@ def _describe(exc: BaseException) -> str:
         return "the mail server did not answer in time (timed out)"
     if isinstance(exc, socket.gaierror):
         return "the mail server's host name is not known"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"the mail server's certificate was not accepted ({exc.verify_message}): "
+                "if it is the pub's own, name its authority in PUBSCHED_SMTP_CA_FILE")
     if isinstance(exc, ssl.SSLError):
-        return f"the secure (TLS) connection failed: {exc.reason or exc}"
+        hint = (" (is PUBSCHED_SMTP_TLS right for that port? tls is for 465, starttls for "
+                "587)" if exc.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE",
+                                          "PACKET_LENGTH_TOO_LONG") else "")
+        return f"the secure (TLS) connection failed: {exc.reason or exc}{hint}"
+    if isinstance(exc, smtplib.SMTPNotSupportedError) and "STARTTLS" in str(exc):
+        return ("the mail server does not offer STARTTLS (STARTTLS extension not supported "
+                "by server): if it listens for TLS from the start (port 465), set "
+                "PUBSCHED_SMTP_TLS=tls")
     if isinstance(exc, smtplib.SMTPResponseException):
         return f"the mail server said {exc.smtp_code} {_text(exc.smtp_error)}"
     if isinstance(exc, OSError) and exc.strerror:

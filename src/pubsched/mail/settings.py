@@ -10,9 +10,18 @@ rather than at the first send.
 Variables (empty counts as unset):
 
 ``PUBSCHED_SMTP_HOST``      SMTP server; unset: mail is written to the log, not sent
-``PUBSCHED_SMTP_PORT``      default 25
+``PUBSCHED_SMTP_PORT``      default 25 (465 with ``PUBSCHED_SMTP_TLS=tls``)
 ``PUBSCHED_SMTP_USER``      with ``PUBSCHED_SMTP_PASSWORD``: log in after EHLO (and STARTTLS)
-``PUBSCHED_SMTP_STARTTLS``  1/true/yes/on or 0/false/no/off; default off
+``PUBSCHED_SMTP_TLS``       ``starttls`` (upgrade the connection, usually port 587), ``tls``
+                            (TLS from the first byte, port 465) or ``none`` (plain: only to
+                            a server on this machine's loopback); default ``none`` to a
+                            loopback host, ``tls`` on port 465, ``starttls`` otherwise. The
+                            server's certificate is always verified
+``PUBSCHED_SMTP_CA_FILE``   a PEM file of the certificate authorities to trust instead of the
+                            system's (a pub's own mail server with its own certificate)
+``PUBSCHED_SMTP_STARTTLS``  the older switch: 1 is ``PUBSCHED_SMTP_TLS=starttls``, 0 leaves
+                            the choice to ``PUBSCHED_SMTP_TLS``; both set and disagreeing is an
+                            error
 ``PUBSCHED_SMTP_TIMEOUT``   seconds for connecting and for each reply; default 30
 ``PUBSCHED_MAIL_FROM``      sender: an address, or a name and address (``The Crown
                             <rota@pub.example>``: the name is shown in From:); default
@@ -32,15 +41,21 @@ is one reading of each.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, get_args
 
 from .addresses import address_problem, name_problem
 
 DEFAULT_SMTP_PORT = 25
+IMPLICIT_TLS_PORT = 465
+Tls = Literal["starttls", "tls", "none"]
+TLS_MODES: tuple[Tls, ...] = get_args(Tls)
 DEFAULT_SMTP_TIMEOUT = 30.0
 DEFAULT_MAIL_FROM = "pubsched@localhost"
 DEFAULT_PUB_NAME = "The pub"
@@ -67,7 +82,8 @@ class MailSettings:
     smtp_port: int = DEFAULT_SMTP_PORT
     smtp_user: str | None = None
     smtp_password: str | None = field(default=None, repr=False)
-    smtp_starttls: bool = False
+    smtp_tls: Tls = "none"
+    smtp_ca_file: str | None = None
     smtp_timeout: float = DEFAULT_SMTP_TIMEOUT
     mail_from: str = DEFAULT_MAIL_FROM
     mail_from_name: str | None = None
@@ -81,6 +97,15 @@ class MailSettings:
             raise MailConfigError(
                 "PUBSCHED_SMTP_USER and PUBSCHED_SMTP_PASSWORD go together: set both or neither"
             )
+        if self.smtp_tls not in TLS_MODES:
+            raise MailConfigError(f"PUBSCHED_SMTP_TLS is one of {', '.join(TLS_MODES)}, "
+                                  f"not {self.smtp_tls!r}")
+        if self.smtp_tls == "none" and self.smtp_host is not None \
+                and not is_loopback(self.smtp_host):
+            raise MailConfigError(
+                f"PUBSCHED_SMTP_TLS=none would send mail (and the SMTP password) in the clear "
+                f"to {self.smtp_host}: plain SMTP is only for a server on this machine; set "
+                "PUBSCHED_SMTP_TLS=starttls (port 587) or tls (port 465)")
         if self.rehearsal and self.operator_email is None:
             raise MailConfigError(
                 "PUBSCHED_REHEARSAL=1 sends everything to the operator: "
@@ -102,12 +127,17 @@ def load_mail_settings(env: Mapping[str, str] | None = None) -> MailSettings:
 
     sender = get("PUBSCHED_MAIL_FROM")
     from_name, from_address = _sender(sender) if sender is not None else (None, None)
+    host = get("PUBSCHED_SMTP_HOST")
+    tls = _tls(host, get("PUBSCHED_SMTP_TLS"), get("PUBSCHED_SMTP_PORT"),
+               _flag("PUBSCHED_SMTP_STARTTLS", get("PUBSCHED_SMTP_STARTTLS")))
+    port = get("PUBSCHED_SMTP_PORT")
     return MailSettings(
-        smtp_host=get("PUBSCHED_SMTP_HOST"),
-        smtp_port=_port(get("PUBSCHED_SMTP_PORT")),
+        smtp_host=host,
+        smtp_port=(IMPLICIT_TLS_PORT if tls == "tls" and port is None else _port(port)),
         smtp_user=get("PUBSCHED_SMTP_USER"),
         smtp_password=get("PUBSCHED_SMTP_PASSWORD"),
-        smtp_starttls=_flag("PUBSCHED_SMTP_STARTTLS", get("PUBSCHED_SMTP_STARTTLS")),
+        smtp_tls=tls,
+        smtp_ca_file=_ca_file(get("PUBSCHED_SMTP_CA_FILE")),
         smtp_timeout=_timeout(get("PUBSCHED_SMTP_TIMEOUT")),
         mail_from=from_address or DEFAULT_MAIL_FROM,
         mail_from_name=from_name,
@@ -116,6 +146,41 @@ def load_mail_settings(env: Mapping[str, str] | None = None) -> MailSettings:
         pub_name=_pub_name(get("PUBSCHED_PUB_NAME")),
         pub_address=_pub_address(get("PUBSCHED_PUB_ADDRESS")),
     )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (``localhost``, 127.0.0.0/8, ``::1``): the only
+    place plain SMTP may go, since nothing on the way can read it."""
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _tls(host: str | None, raw: str | None, port: str | None, starttls: bool) -> Tls:
+    """``PUBSCHED_SMTP_TLS``, or its default (module docstring)."""
+    if raw is not None:
+        mode = raw.lower()
+        if mode not in TLS_MODES:
+            raise MailConfigError(f"PUBSCHED_SMTP_TLS is one of {', '.join(TLS_MODES)}, "
+                                  f"not {raw!r}")
+        if starttls and mode != "starttls":
+            raise MailConfigError(f"PUBSCHED_SMTP_STARTTLS=1 and PUBSCHED_SMTP_TLS={mode} "
+                                  "disagree: keep PUBSCHED_SMTP_TLS only")
+        return mode
+    if starttls:
+        return "starttls"
+    if host is None or is_loopback(host):
+        return "none"
+    return "tls" if port == str(IMPLICIT_TLS_PORT) else "starttls"
+
+
+def _ca_file(raw: str | None) -> str | None:
+    if raw is not None and not Path(raw).is_file():
+        raise MailConfigError(f"PUBSCHED_SMTP_CA_FILE: there is no file {raw!r}")
+    return raw
 
 
 def _port(raw: str | None) -> int:

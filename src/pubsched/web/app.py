@@ -19,7 +19,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /admin/template                 the pub's week; POST .../add, .../{id}/edit|remove
     POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
     GET  /admin/hours   GET /admin/hours.csv   the hours report; its CSV      hours.py
-    GET  /admin/operators                the operator accounts; add, remove   operators.py
+    GET  /admin/operators                the operator accounts; add, remove;  operators.py
+                                         change your own password
     POST /admin/operators/add   POST /admin/operators/{id}/remove
     POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
@@ -131,6 +132,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/hours.csv", worked.download, methods=["GET"]),
         Route("/operators", accounts.page, methods=["GET"]),
         Route("/operators/add", accounts.add, methods=["POST"]),
+        Route("/operators/password", accounts.password, methods=["POST"]),
         Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),
         Route("/weeks/{week}/roster/assign", by_hand.assign, methods=["POST"]),
         Route("/weeks/{week}/roster/unassign", by_hand.unassign, methods=["POST"]),

@@ -87,12 +87,13 @@ class Session:
     sid: str
     who: str = ADMIN
     operator_id: int | None = None
+    stamp: str | None = None  # the account's password stamp when it was issued
 
 
 class Sessions:
     """Signed operator sessions (see the module docstring)."""
 
-    def __init__(self, secret: str, password: AdminPassword, *,
+    def __init__(self, secret: str | list[str], password: AdminPassword, *,
                  max_age: int = SESSION_MAX_AGE,
                  clock: Callable[[], float] = time.time) -> None:
         self.max_age = max_age
@@ -102,11 +103,13 @@ class Sessions:
         self._ended: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def issue(self, who: str = ADMIN, operator_id: int | None = None) -> str:
+    def issue(self, who: str = ADMIN, operator_id: int | None = None,
+              stamp: str | None = None) -> str:
         """A fresh session's cookie value for ``who``: a new id at every login, whatever
-        came before."""
+        came before; an operator's names their password's ``stamp``
+        (:func:`pubsched.operators.stamp`), so a new password ends it."""
         return str(self._signer.dumps({"sid": secrets.token_urlsafe(18), "who": who,
-                                       "op": operator_id}))
+                                       "op": operator_id, "pw": stamp}))
 
     def valid(self, cookie: str | None) -> str | None:
         """The session id of a good, unexpired, not-ended cookie; else None."""
@@ -125,15 +128,17 @@ class Sessions:
         if not isinstance(data, dict):
             return None
         sid, who, op = data.get("sid"), data.get("who", ADMIN), data.get("op")
+        stamp = data.get("pw")
         if not isinstance(sid, str) or not isinstance(who, str) \
-                or not (op is None or (isinstance(op, int) and not isinstance(op, bool))):
+                or not (op is None or (isinstance(op, int) and not isinstance(op, bool))) \
+                or not (stamp is None or isinstance(stamp, str)):
             return None
-        if (op is None) != (who == ADMIN):
+        if (op is None) != (who == ADMIN) or (op is None) != (stamp is None):
             return None
         with self._lock:
             if sid in self._ended:
                 return None
-        return Session(sid, who, op)
+        return Session(sid, who, op, stamp)
 
     def end(self, sid: str) -> None:
         now = self._clock()

@@ -35,6 +35,16 @@ def safe_next(value: str | None) -> str:
     return ADMIN_PATH + "/"
 
 
+def signed_in(site: Site, response: Response, who: str, operator_id: int | None,
+              stamp: str | None) -> Response:
+    """``response`` carrying a fresh session cookie for the account: a login's, or the
+    changer's own after a new password ended the account's old sessions."""
+    response.set_cookie(SESSION_COOKIE, site.sessions.issue(who, operator_id, stamp),
+                        max_age=site.settings.session_max_age, path=ADMIN_PATH,
+                        httponly=True, samesite="lax", secure=site.pages.secure_cookies)
+    return response
+
+
 class Login:
     """``GET``/``POST /admin/login`` and ``POST /admin/logout``."""
 
@@ -62,23 +72,21 @@ class Login:
         as_admin = email == "" or email.lower() == ADMIN
         if as_admin:
             ok = await run_in_threadpool(settings.password.check, attempt)
-            who, operator_id = ADMIN, None
+            who, operator_id, stamp = ADMIN, None, None
         else:
             found = await run_in_threadpool(
                 lambda: operators.verify(self.site.pub, email, attempt, now=self.site.now()))
             ok = found is not None
-            who, operator_id = (found.email, found.id) if found else (email, None)
+            who, operator_id, stamp = ((found.email, found.id, found.stamp) if found
+                                       else (email, None, None))
         if not ok:
             log.warning("failed admin login from %s", client)
             return pages.page(request, "login.html", {
                 "configured": await run_in_threadpool(self.site.login_open), "next": target,
                 "email": email, "error": self._refusal(as_admin)}, status=401)
         settings.throttle.succeeded(client)
-        response = RedirectResponse(target, status_code=303)
-        response.set_cookie(SESSION_COOKIE, self.site.sessions.issue(who, operator_id),
-                            max_age=settings.session_max_age, path=ADMIN_PATH,
-                            httponly=True, samesite="lax", secure=pages.secure_cookies)
-        return response
+        return signed_in(self.site, RedirectResponse(target, status_code=303), who,
+                         operator_id, stamp)
 
     def _refusal(self, as_admin: bool) -> str:
         if not as_admin:

@@ -6,7 +6,9 @@ with the app's hasher. Removing the last account is refused unless
 ``PUBSCHED_ADMIN_PASSWORD`` opens the admin anyway: the web cannot recover from locking
 everyone out (the CLI can, and allows it). A removed operator's sessions stop at their
 next request (the gate asks :meth:`pubsched.web.site.Site.still_valid`), the operator's
-own included.
+own included. An operator changes their own password here (the current one first, the
+new one twice); their other sessions end (:mod:`pubsched.operators`), this one goes on
+with a fresh cookie. ``admin``'s password is ``PUBSCHED_ADMIN_PASSWORD``, not changed here.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from starlette.responses import RedirectResponse, Response
 
 from .. import operators
 from ..pub import BadInput, Verdict
+from .auth import ADMIN
 from .forms import text
+from .login import signed_in
 from .pages import ADMIN_PATH
 from .site import Site
 
@@ -70,6 +74,37 @@ class OperatorPages:
                                     keep_one=not self.site.settings.password.configured)
 
         return await self._answer(go)
+
+    async def password(self, request: Request) -> Response:
+        form = await request.form()
+        current = text(form, "current") or ""
+        password, again = text(form, "password") or "", text(form, "password_again") or ""
+        who = request.scope.get("state", {}).get("operator") or ADMIN
+        back = RedirectResponse(BACK, status_code=303)
+        if who == ADMIN:
+            return self.pages.flash(back, "refused", "the admin account's password is "
+                                    "PUBSCHED_ADMIN_PASSWORD: change it where the server is "
+                                    "set up")
+
+        def go() -> Verdict:
+            if password != again:
+                raise BadInput("the two new passwords differ: nothing was changed")
+            return operators.set_password(self.site.pub, who, password, current=current,
+                                          hasher=self.site.settings.password.hasher)
+
+        try:
+            outcome: Verdict = await run_in_threadpool(go)
+        except BadInput as exc:
+            return self.pages.flash(back, "refused", str(exc))
+        if not outcome.applied:
+            return self.pages.told(BACK, outcome)
+        found = await run_in_threadpool(operators.find, self.site.pub, who)
+        if found is None:  # removed meanwhile: the gate logs them out at the next click
+            return self.pages.told(BACK, outcome)
+        done = self.pages.flash(back, "ok", "Your password is changed; you are still logged "
+                                "in here, and logged out everywhere else.")
+        return signed_in(self.site, done, found.email, found.id,
+                         str(outcome.detail["stamp"]))
 
     async def _answer(self, go: Any) -> Response:
         back = RedirectResponse(BACK, status_code=303)

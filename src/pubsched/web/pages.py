@@ -56,7 +56,8 @@ class Pages:
     def __init__(self, config: Config, *, secure_cookies: bool) -> None:
         self.config = config
         self.secure_cookies = secure_cookies
-        self.flashes = URLSafeTimedSerializer(config.secret, salt="pubsched.flash.v1")
+        self.flashes = URLSafeTimedSerializer(config.signing_keys,
+                                              salt="pubsched.flash.v1")
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(["html"]))
         self.env.filters["local"] = self.local

@@ -36,7 +36,8 @@ DEV_SECRET = "pubsched-dev-secret"
 
 
 MIN_SECRET_BYTES = 32
-MAKE_SECRET = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+MAKE_SECRET = ('`pubsched secret new` (or python -c "import secrets; '
+               'print(secrets.token_urlsafe(32))")')
 
 
 def _loopback(host: str) -> bool:
@@ -59,13 +60,17 @@ def check_exposure(host: str, config: Config, web: WebSettings) -> None:
     where = (f"on {host}" if not _loopback(host)
              else None if _loopback(base_host) else config.base_url)
     if where is not None:
-        size = len(config.secret.encode())
-        what = ("the development secret" if config.secret == DEV_SECRET
-                else f"a PUBSCHED_SECRET of {size} bytes" if size < MIN_SECRET_BYTES else "")
-        if what:
-            raise SystemExit(
-                f"refusing to serve {where} with {what}: set PUBSCHED_SECRET to a random "
-                f"value of {MIN_SECRET_BYTES} bytes or more (make one with {MAKE_SECRET})")
+        for name, key in (("PUBSCHED_SECRET", config.secret),
+                          *(("PUBSCHED_SECRET_PREVIOUS", k) for k in config.previous_secrets)):
+            size = len(key.encode())
+            what = ("the development secret" if key == DEV_SECRET
+                    else f"a {name} key of {size} bytes" if size < MIN_SECRET_BYTES else "")
+            if what:  # an old key still verifies: a weak one forges as well as a new one
+                fix = ("set PUBSCHED_SECRET to" if name == "PUBSCHED_SECRET"
+                       else "take it off PUBSCHED_SECRET_PREVIOUS: every key there must be")
+                raise SystemExit(
+                    f"refusing to serve {where} with {what} in {name}: {fix} a random value "
+                    f"of {MIN_SECRET_BYTES} bytes or more (make one with {MAKE_SECRET})")
     if not _loopback(host) and web.insecure_cookies:
         raise SystemExit(f"refusing to serve on {host} with PUBSCHED_INSECURE_COOKIES=1: "
                          "cookies would travel in clear text")
@@ -122,10 +127,12 @@ def open_pub(config: Config) -> Pub:
 
 
 def main(host: str, port: int, config: Config,
-         environ: Mapping[str, str] | None = None) -> None:
+         environ: Mapping[str, str] | None = None, *, tick: bool = True) -> None:
     """Serve the admin and the tender pages on ``host:port`` with the tick, until stopped
     (Ctrl-C or SIGTERM: uvicorn stops taking requests, the app's lifespan ends, which stops
-    the ticker (waiting for a tick in progress) and closes the database)."""
+    the ticker (waiting for a tick in progress) and closes the database). ``tick=False``
+    (``--no-tick``): no ticker here, because something else runs ``pubsched tick`` every
+    minute (deploy/pubsched-tick.timer, cron)."""
     import uvicorn
 
     env = os.environ if environ is None else environ
@@ -146,18 +153,22 @@ def main(host: str, port: int, config: Config,
 
     @contextlib.contextmanager
     def ticking() -> Iterator[None]:
-        scheduler = scheduler_for(pub)
-        scheduler.start()
+        scheduler = scheduler_for(pub) if tick else None
+        if scheduler is not None:
+            scheduler.start()
         try:
             yield
         finally:
-            scheduler.shutdown(wait=True)
+            if scheduler is not None:
+                scheduler.shutdown(wait=True)
             pub.close()
-            print("pubsched: stopped (ticker and database closed)", flush=True)
+            print("pubsched: stopped (ticker and database closed)" if tick
+                  else "pubsched: stopped (database closed)", flush=True)
 
     app = create_app(pub, web, around=ticking)
-    print(f"pubsched: serving http://{host}:{port}/admin/ (tick every {TICK_SECONDS} s)",
-          flush=True)
+    said = (f"tick every {TICK_SECONDS} s" if tick
+            else "no tick here: `pubsched tick` must run every minute elsewhere")
+    print(f"pubsched: serving http://{host}:{port}/admin/ ({said})", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
                                            proxy_headers=False))  # ours: .proxy
     # after uvicorn's Config has set up its loggers: the access line never shows a link

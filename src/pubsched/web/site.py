@@ -22,7 +22,7 @@ class Site:
         self.pub = pub
         self.settings = settings
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.sessions = Sessions(pub.config.secret, settings.password,
+        self.sessions = Sessions(pub.config.signing_keys, settings.password,
                                  max_age=settings.session_max_age)
         self.pages = Pages(pub.config, secure_cookies=not settings.insecure_cookies)
 
@@ -32,11 +32,12 @@ class Site:
 
     def still_valid(self, session: Session) -> bool:
         """Whether a signed session's account still opens the admin: ``admin`` while the
-        admin password is set, an operator while their account exists (a removed one's
-        session stops at its next request)."""
+        admin password is set, an operator while their account exists with the password
+        the session was issued under (a removed one's session, or one from before a new
+        password, stops at its next request)."""
         if session.operator_id is None:
             return self.settings.password.configured
-        return operators.alive(self.pub, session.operator_id, session.who)
+        return operators.alive(self.pub, session.operator_id, session.who, session.stamp)
 
     def login_open(self) -> bool:
         """Whether anyone can log in at all: the admin password, or an operator account."""

@@ -1,10 +1,16 @@
-"""``pubsched operator add|list|remove``: the accounts that log in to the web admin.
+"""``pubsched operator add|list|password|remove``: the accounts that log in to the web
+admin.
 
-``add`` never takes the password as an argument (it would sit in the shell's history and
-in every process listing): ``--password-stdin`` reads one line from standard input (for
-scripts: ``printf '%s\\n' "$PW" | pubsched operator add ann@pub.example --password-stdin``),
-and on a terminal it is asked twice, unechoed. A password that is too short, two answers
+``add`` and ``password`` never take the password as an argument (it would sit in the
+shell's history and in every process listing): ``--password-stdin`` reads one line from
+standard input (for scripts:
+``printf '%s\\n' "$PW" | pubsched operator add ann@pub.example --password-stdin``), and on
+a terminal it is asked twice, unechoed. A password that is too short, two answers
 that differ or no password at all is bad input (exit 2) with nothing written.
+
+``password`` sets an account's password without asking for the old one: this is where a
+forgotten one is replaced (whoever can run this can read the database anyway). Every
+session of the account ends.
 
 ``remove`` of the last account is allowed here, and said: the CLI is where a locked-out
 web admin is recovered (``operator add``), so refusing would protect nothing."""
@@ -22,7 +28,7 @@ from ..output import listing
 
 
 def _password(ctx: Context, from_stdin: bool) -> str:
-    """The new account's password: a line of stdin, or asked twice on a terminal."""
+    """The new password: a line of stdin, or asked twice on a terminal."""
     stdin = ctx.stdin if ctx.stdin is not None else sys.stdin
     if from_stdin:
         line = stdin.readline()
@@ -46,6 +52,16 @@ def cmd_operator_add(ctx: Context, args: argparse.Namespace) -> int:
     address = operators.check_operator_email(args.email)  # before asking for a password
     password = operators.check_password(_password(ctx, args.password_stdin))
     return report(ctx, operators.add(ctx.pub(), address, password, now=ctx.now))
+
+
+def cmd_operator_password(ctx: Context, args: argparse.Namespace) -> int:
+    from ... import operators
+
+    pub = ctx.pub()
+    if operators.find(pub, args.email) is None:  # before asking for a password
+        raise BadInput(f"no operator account with email {args.email!r}")
+    password = operators.check_password(_password(ctx, args.password_stdin))
+    return report(ctx, operators.set_password(pub, args.email, password))
 
 
 def cmd_operator_list(ctx: Context, args: argparse.Namespace) -> int:

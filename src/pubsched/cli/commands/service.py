@@ -90,5 +90,5 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise Usage("the web admin is not installed in this environment "
                     f"(pubsched.web.serve: {exc}); the CLI works without it") from None
-    serve_main(args.host, args.port, ctx.config())
+    serve_main(args.host, args.port, ctx.config(), tick=not args.no_tick)
     return EXIT_APPLIED

@@ -1,0 +1,195 @@
+"""``pubsched backup PATH`` and the documented restore (issue 20), on SQLite and PostgreSQL.
+
+The database is backed up mid-week while ``pubsched serve`` serves it and a writer keeps
+changing tenders' answers; the backup is restored, exactly as docs/pubsched.md says
+(``cp`` for SQLite; ``pg_restore --no-owner`` into a new database for PostgreSQL, then
+``pubsched init``), and the restored database has the sent week, its deliveries and the
+open week's submissions, and passes the migrations' check. A backup never overwrites a
+file; without ``pg_dump`` on PATH it is refused, naming what to install."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from pubsched.db import open_store
+from pubsched.db.backup import BackupRefused, backup
+from pubsched.db.migrate import status
+from pubsched.engines import actions
+from pubsched.engines.flags import set_v2
+from pubsched.pub import Pub
+from pubsched.submissions import submit
+from pubsched.view import week_show
+from pubsched.weeks import shifts
+from support.databases import database_dsn, make_database
+from support.pub_engines import EMAILS, NEXT, WEEK, moment
+from support.services import free_port
+from support.smtp_server import SmtpTestServer
+
+pytestmark = pytest.mark.pub_setup("engines")
+PUBSCHED = Path(sys.executable).parent / "pubsched"
+
+
+def sent_and_open(pub: Pub) -> None:
+    """WEEK sent (every tender offered everything, so everyone has a delivery); NEXT open
+    with two answers."""
+    set_v2(pub, True)
+    at = moment(pub, WEEK, "opens_at")
+    assert actions.perform(pub, "open", WEEK, now=at)
+    ids = [s.id for s in shifts(pub, WEEK)]
+    for email in EMAILS:
+        assert submit(pub, WEEK, email, ids, now=at)
+    for step in ("close", "generate", "approve", "send"):
+        assert actions.perform(pub, step, WEEK, now=at + timedelta(days=3)), step
+    opens = moment(pub, NEXT, "opens_at")
+    assert actions.perform(pub, "open", NEXT, now=opens)
+    first = [s.id for s in shifts(pub, NEXT)][:1]
+    for email in EMAILS[:2]:
+        assert submit(pub, NEXT, email, first, now=opens)
+
+
+def serving(url: str, tmp_path: Path) -> subprocess.Popen[str]:
+    port = free_port()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")},
+           "PUBSCHED_DB": url, "PUBSCHED_ADMIN_PASSWORD": "a long password",
+           "PUBSCHED_INSECURE_COOKIES": "1"}
+    server = subprocess.Popen([str(PUBSCHED), "serve", "--port", str(port)], cwd=tmp_path,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                return server
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "serve never answered"
+            time.sleep(0.2)
+
+
+def restored(url: str, backup_path: Path, tmp_path: Path, request: pytest.FixtureRequest,
+             ) -> str:
+    """The backup restored as docs/pubsched.md's "Backups" says; the new database's URL."""
+    if url.startswith("sqlite:"):
+        target = tmp_path / "restored.db"
+        subprocess.run(["cp", str(backup_path), str(target)], check=True)
+        new_url = f"sqlite:///{target}"
+    else:
+        admin: str = request.getfixturevalue("pg_admin_dsn")
+        name = make_database(admin, prefix="rs_restored_")
+        request.addfinalizer(lambda: request.getfixturevalue("pub_pg_dropper").drop(name))
+        new_url = database_dsn(admin, name)
+        done = subprocess.run(["pg_restore", "--no-owner", f"--dbname={new_url}",
+                               str(backup_path)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    init = subprocess.run([str(PUBSCHED), "--db", new_url, "init"], capture_output=True,
+                          text=True, timeout=120)
+    assert init.returncode == 0 and "up to date" in init.stdout, init.stdout + init.stderr
+    return new_url
+
+
+def test_a_served_database_backed_up_mid_week_restores_whole(
+        pub: Pub, db_url: str, smtp: SmtpTestServer, tmp_path: Path,
+        request: pytest.FixtureRequest) -> None:
+    sent_and_open(pub)
+    ids = [s.id for s in shifts(pub, NEXT)]
+    stop = threading.Event()
+    writes: list[int] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:  # a tender changing their answer again and again meanwhile
+        at = moment(pub, NEXT, "opens_at", 60)
+        try:
+            while not stop.is_set():
+                chosen = ids[: 1 + len(writes) % len(ids)]
+                assert submit(pub, NEXT, EMAILS[2], chosen, now=at)
+                writes.append(len(chosen))
+        except BaseException as exc:
+            errors.append(exc)
+
+    server = serving(db_url, tmp_path)
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while len(writes) < 3 and not errors:
+            time.sleep(0.01)
+        path = tmp_path / "pub-backup"
+        done = subprocess.run([str(PUBSCHED), "--db", db_url, "backup", str(path)],
+                              capture_output=True, text=True, timeout=300)
+        while len(writes) < 6 and not errors:  # the writer went on during and after it
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        thread.join()
+        server.send_signal(signal.SIGTERM)
+        served, _ = server.communicate(timeout=30)
+    assert errors == [] and "Traceback" not in served, served
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("backed up ") and str(path) in done.stdout
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it holds everything the pub knows
+    assert [p.name for p in tmp_path.iterdir() if ".partial-" in p.name] == []
+
+    new_url = restored(db_url, path, tmp_path, request)
+    assert all(applied for _, applied in status(new_url))
+    back = Pub(open_store(new_url), pub.config)
+    try:
+        original = week_show(pub, WEEK)
+        copy = week_show(back, WEEK)
+        assert copy["state"] == "SENT"
+        assert copy["shifts"] == original["shifts"]
+        assert sorted(d["email"] for d in copy["deliveries"]) == sorted(
+            d["email"] for d in original["deliveries"]) and len(copy["deliveries"]) >= 1
+        assert all(d["status"] == "sent" for d in copy["deliveries"])
+        answers = {s["email"] for s in week_show(back, NEXT)["submissions"]}
+        assert week_show(back, NEXT)["state"] == "COLLECTING"
+        assert set(EMAILS[:2]) <= answers  # the answers from before the backup
+        assert len(back.query("SELECT * FROM rowstate_events")) >= len(original["history"])
+    finally:
+        back.close()
+
+
+def test_a_backup_never_overwrites_a_file(db_url: str, tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.write_text("an older backup", encoding="utf-8")
+    done = subprocess.run([str(PUBSCHED), "--db", db_url, "backup", str(target)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3 and "exists already" in done.stderr, done
+    assert target.read_text(encoding="utf-8") == "an older backup"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_without_pg_dump_the_backup_is_refused_naming_it(
+        pg_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # a machine with no PostgreSQL client tools
+    assert shutil.which("pg_dump") is None
+    with pytest.raises(BackupRefused, match="pg_dump is not installed: install PostgreSQL"):
+        backup(pg_db_url, tmp_path / "pub.dump")
+    assert list(tmp_path.iterdir()) == [empty]
+
+
+def test_an_in_memory_or_missing_database_has_nothing_to_back_up(tmp_path: Path) -> None:
+    with pytest.raises(BackupRefused, match="in-memory"):
+        backup("sqlite://", tmp_path / "a")
+    with pytest.raises(BackupRefused, match="no database at"):
+        backup(f"sqlite:///{tmp_path}/none.db", tmp_path / "b")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_password_stays_out_of_pg_dumps_arguments() -> None:
+    from pubsched.db.backup import _without_password
+
+    url, password = _without_password("postgresql://pub:s%40cret@[::1]:5433/pub?sslmode=off")
+    assert (url, password) == ("postgresql://pub@[::1]:5433/pub?sslmode=off", "s@cret")
+    assert _without_password("postgresql://pub@db/pub") == ("postgresql://pub@db/pub", None)

@@ -1,0 +1,178 @@
+"""The deployment files (issue 20), checked as far as this machine allows.
+
+``deploy/*.service`` and ``deploy/pubsched-tick.timer`` go through ``systemd-analyze
+verify`` (no warning allowed: systemd only warns about an unknown or misspelt key and
+starts the unit anyway) and the services through ``systemd-analyze security --offline``
+(the exposure score must stay "OK"). verify insists that every program a unit starts
+exists, so the paths a deployed machine has (the venv in /opt/pubsched, /etc/pubsched/env,
+/var/lib/pubsched) are rewritten to ones that exist here, and nothing else is. The units
+must run the script of the venv docs/pubsched.md installs, as the ``pubsched`` user.
+
+No Docker daemon can run here, so the Dockerfile and compose.yaml are read, not built:
+a slim base, a user that is not root, the same two commands the wheel test runs
+(test_wheel.py runs the very CMD and HEALTHCHECK against the wheel), PostgreSQL with a
+health check, the app published on loopback only. docs/pubsched.md's ```console blocks
+(the root steps no test may run) are at least valid shell."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support.doc_blocks import fenced_blocks
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+UNITS = ("pubsched.service", "pubsched-tick.service", "pubsched-tick.timer")
+PAGE = ROOT / "docs" / "pubsched.md"
+VENV_BIN = Path(sys.executable).parent
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+needs_systemd = pytest.mark.skipif(SYSTEMD_ANALYZE is None,
+                                   reason="systemd-analyze is not installed here")
+
+
+def documented_venv() -> str:
+    for block in fenced_blocks(PAGE):
+        found = re.search(r"python3 -m venv (\S+)", block.text)
+        if block.lang == "console" and found:
+            return found.group(1)
+    raise AssertionError("docs/pubsched.md never says where the venv goes")
+
+
+def unit(name: str) -> str:
+    return (DEPLOY / name).read_text(encoding="utf-8")
+
+
+def settings(text: str) -> dict[str, list[str]]:
+    """``Key=value`` lines of a unit (keys may repeat), comments left out."""
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith(("#", ";", "[")) and "=" in line:
+            key, value = line.split("=", 1)
+            found.setdefault(key.strip(), []).append(value.strip())
+    return found
+
+
+def on_this_machine(text: str, where: Path) -> str:
+    """The unit with a deployed machine's paths moved to ones that exist here."""
+    venv = documented_venv()
+    return (text.replace(f"{venv}/bin/pubsched", str(VENV_BIN / "pubsched"))
+                .replace("/etc/pubsched/env", str(where / "env"))
+                .replace("/var/lib/pubsched", str(where / "state")))
+
+
+@pytest.fixture
+def rewritten(tmp_path: Path) -> Path:
+    (tmp_path / "env").write_text("PUBSCHED_DB=sqlite:///pub.db\n", encoding="utf-8")
+    (tmp_path / "state").mkdir()
+    for name in UNITS:
+        (tmp_path / name).write_text(on_this_machine(unit(name), tmp_path), encoding="utf-8")
+    return tmp_path
+
+
+@needs_systemd
+def test_systemd_analyze_verify_accepts_every_unit_without_a_warning(rewritten: Path) -> None:
+    assert SYSTEMD_ANALYZE is not None
+    done = subprocess.run([SYSTEMD_ANALYZE, "verify", *(str(rewritten / n) for n in UNITS)],
+                          capture_output=True, text=True, timeout=60)
+    ours = [line for line in (done.stdout + done.stderr).splitlines()
+            if str(rewritten) in line or "pubsched" in line]
+    assert done.returncode == 0 and ours == [], done.stdout + done.stderr
+
+
+@needs_systemd
+@pytest.mark.parametrize("name", ["pubsched.service", "pubsched-tick.service"])
+def test_the_services_are_hardened(rewritten: Path, name: str) -> None:
+    assert SYSTEMD_ANALYZE is not None
+    done = subprocess.run([SYSTEMD_ANALYZE, "security", "--offline=true", "--no-pager",
+                           str(rewritten / name)], capture_output=True, text=True, timeout=60)
+    found = re.search(r"Overall exposure level for \S+: ([\d.]+) (\w+)", done.stdout)
+    assert found, done.stdout[-2000:] + done.stderr
+    assert float(found.group(1)) <= 2.0 and found.group(2) == "OK", found.group(0)
+
+
+def test_the_units_run_the_documented_venv_as_the_pubsched_user() -> None:
+    venv = documented_venv()
+    serve, tick = settings(unit("pubsched.service")), settings(unit("pubsched-tick.service"))
+    for service in (serve, tick):
+        assert service["User"] == ["pubsched"] and service["Group"] == ["pubsched"]
+        assert service["WorkingDirectory"] == ["/var/lib/pubsched"]
+        assert service["EnvironmentFile"] == ["/etc/pubsched/env"]
+        assert service["ProtectSystem"] == ["strict"]
+        assert service["ReadWritePaths"] == ["/var/lib/pubsched"]
+        assert service["NoNewPrivileges"] == ["yes"]
+        for value in (v for vs in service.values() for v in vs):
+            assert not re.search(r"\s[#;]", value), f"an inline comment systemd keeps: {value}"
+    assert serve["ExecStartPre"] == [f"{venv}/bin/pubsched init"]
+    assert serve["ExecStart"] == [f"{venv}/bin/pubsched serve --host 127.0.0.1 --port 8000"]
+    assert tick["ExecStart"] == [f"{venv}/bin/pubsched tick"]
+    assert tick["Type"] == ["oneshot"]
+    timer = settings(unit("pubsched-tick.timer"))
+    assert timer["OnCalendar"] == ["*-*-* *:*:00"]  # every minute, on the minute
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions, continuation lines joined."""
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1].strip())
+            for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def container_command() -> list[str]:
+    """The container's CMD (exec form), as test_wheel.py runs it."""
+    (cmd,) = [arg for op, arg in dockerfile() if op == "CMD"]
+    parsed: list[str] = json.loads(cmd)
+    return parsed
+
+
+def test_the_image_is_slim_and_runs_as_a_user_that_is_not_root() -> None:
+    steps = dockerfile()
+    bases = [arg.split()[0] for op, arg in steps if op == "FROM"]
+    assert bases and all(re.fullmatch(r"python:3\.1[1-9]-slim", b) for b in bases), bases
+    ops = [op for op, _ in steps]
+    users = [arg for op, arg in steps if op == "USER"]
+    assert users and users[-1] not in ("root", "0") and ops.index("USER") < ops.index("CMD")
+    installs = [arg for op, arg in steps if op == "RUN" and "pip install" in arg]
+    assert installs and all(".whl" in arg for arg in installs)  # the wheel, not the source
+    assert container_command() == [
+        "sh", "-c", "pubsched init && exec pubsched serve --host 0.0.0.0 --port 8000"]
+    assert any(op == "HEALTHCHECK" and "/healthz" in arg for op, arg in steps)
+
+
+def test_compose_runs_it_beside_postgresql_on_loopback_only() -> None:
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    services = compose["services"]
+    db, app = services["db"], services["pubsched"]
+    assert str(db["image"]).startswith("postgres:")
+    assert "pg_isready" in db["healthcheck"]["test"]
+    assert any(str(v).endswith(":/var/lib/postgresql/data") for v in db["volumes"])
+    assert app["build"] == "."
+    assert app["depends_on"]["db"]["condition"] == "service_healthy"
+    url = app["environment"]["PUBSCHED_DB"]
+    assert url.startswith("postgresql://pubsched:") and "@db:5432/pubsched" in url
+    assert all(str(port).startswith("127.0.0.1:") for port in app["ports"])
+    assert "pgdata" in compose["volumes"]
+
+
+def test_the_documented_root_steps_are_valid_shell() -> None:
+    """The ```console blocks are the steps no test may run (root, /opt, /etc): each command
+    (a ``# `` or ``$ `` prompt line) must at least parse."""
+    commands = 0
+    for block in fenced_blocks(PAGE):
+        if block.lang != "console":
+            continue
+        for line in block.text.splitlines():
+            if line.startswith(("# ", "$ ")):
+                command = line[2:]
+                done = subprocess.run(["bash", "-n", "-c", command], capture_output=True,
+                                      text=True)
+                assert done.returncode == 0, f"{block.where(PAGE)}: {command}: {done.stderr}"
+                commands += 1
+    assert commands >= 8
