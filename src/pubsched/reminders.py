@@ -341,7 +341,7 @@ FINDERS: dict[str, Finder] = {UNANSWERED: unanswered, SHIFT: shifts, REVIEW: rev
 TO_OPERATOR = frozenset({REVIEW, SHORT})
 
 
-# -- owing, composing, delivering ------------------------------------------------------------
+# -- owing and composing --------------------------------------------------------------------
 
 
 def owed(pub: Pub, now: datetime, engine: Engine | None = None) -> list[Due]:
@@ -368,6 +368,7 @@ def _composer(kind: str) -> notices.Composer:
 
 
 COMPOSERS: dict[str, notices.Composer] = {kind: _composer(kind) for kind in FINDERS}
+
 
 def owe(pub: Pub, now: datetime) -> int:
     """Owe every reminder due now, in one unit of work (a second owing of one, by this
