@@ -12,11 +12,16 @@ It also sees the operator's hand edits (``pub_roster_edits``, written by
 theirs, and the picker fills around them; the skills a shift needs and a tender has
 (``pub_shifts.needs``, ``pub_tenders.skills``) are the picker's too. The edits of a
 tender no longer active are not passed (they left the roster), and a reopen keeps them.
+
+Time off (:mod:`pubsched.time_off`): a tender's ticks for a shift on a night they are
+away are not passed to the picker (:func:`without_away`), so it never picks them for it,
+whatever they ticked before the time off was marked. A pin is the operator's own choice
+and stands (``tender away`` warns about it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
@@ -24,6 +29,7 @@ from typing import Any
 from . import picker, skills
 from .pub import Pub
 from .schema import has_columns
+from .time_off import away_on
 from .weeks import shifts
 
 HISTORY_SQL = (
@@ -52,6 +58,23 @@ def edits(pub: Pub, week: str) -> dict[str, set[tuple[str, str]]]:
     return out
 
 
+def without_away(availability: Mapping[str, list[str]], nights: Mapping[str, date],
+                 away: Mapping[date, frozenset[int]]) -> dict[str, list[str]]:
+    """``availability`` (tender id -> shift ids, the picker's strings) less each tick of a
+    shift whose night (``nights``: shift id -> its night) the tender is away on (``away``:
+    night -> the ids of the tenders away, :func:`pubsched.time_off.away_on`)."""
+    def is_away(tender: str, shift: str) -> bool:
+        night = nights.get(shift)
+        return night is not None and int(tender) in away.get(night, frozenset())
+
+    out: dict[str, list[str]] = {}
+    for tender, picked in availability.items():
+        kept = [s for s in picked if not is_away(tender, s)]
+        if kept:
+            out[tender] = kept
+    return out
+
+
 def roster_for(pub: Pub, week: str) -> picker.Roster:
     """The picker's roster for the week, from what is stored now (reads only)."""
     week_shifts = shifts(pub, week)
@@ -72,6 +95,8 @@ def roster_for(pub: Pub, week: str) -> picker.Roster:
     for p in picks:
         if int(p["tender_id"]) in active:
             availability.setdefault(str(p["tender_id"]), []).append(str(p["shift_id"]))
+    nights = {str(s.id): date.fromisoformat(s.night) for s in week_shifts}
+    availability = without_away(availability, nights, away_on(pub, nights.values()))
     hand = edits(pub, week)
     return picker.pick(
         date.fromisoformat(week),

@@ -14,7 +14,12 @@ A shift is offered to a tender unless
   (``pub_shifts.needs`` against ``pub_tenders.skills``, both JSON lists of free words,
   compared without case): shown, but not theirs to tick, and a tick of it is refused. A
   Saturday of two slots that needs a key-holder is open to everyone (one of the two will
-  be a key-holder); a one-slot cellar shift only to those who know the cellar.
+  be a key-holder); a one-slot cellar shift only to those who know the cellar;
+* it is on a night the tender is away (their time off, :mod:`pubsched.time_off`: a shift
+  is on the night it starts): shown as "away", with the dates of the time off, not
+  tickable, and a tick of it is refused. The form's refusal is for the tender's sake; the
+  rule itself is generate's, which ignores a tick of an away night however it got there
+  (one made before the time off was marked).
 
 On a database without the columns yet (the legacy engine's schema) nothing needs a skill.
 A list that cannot be read (not JSON, not a list of words) counts as empty: a shift whose
@@ -25,12 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from . import skills
+from .mail.wording import days
 from .pub import Pub
 from .schema import has_columns
+from .time_off import Span, spans
 from .weektime import as_utc
 
 
@@ -43,22 +50,26 @@ def words(raw: Any) -> frozenset[str]:
 class Offer:
     """One shift as offered to one tender: ``started`` (left out of the form);
     ``missing``, the skills it needs that the tender lacks, and ``closed``, whether that
-    leaves them no slot on it (shown, not tickable)."""
+    leaves them no slot on it (shown, not tickable); ``away``, the tender's time off that
+    covers its night (shown as away, not tickable)."""
 
     shift_id: int
     started: bool
     needs: frozenset[str]
     missing: frozenset[str]
     closed: bool = False
+    away: Span | None = None
 
     @property
     def tickable(self) -> bool:
-        return not self.started and not self.closed
+        return not self.started and not self.closed and self.away is None
 
     @property
     def why_not(self) -> str | None:
         if self.started:
             return "already started"
+        if self.away is not None:
+            return "away: your time off " + days(self.away.starts_on, self.away.ends_on)
         if self.closed:
             return "needs " + " and ".join(sorted(self.missing))
         return None
@@ -79,11 +90,29 @@ def skills_of(pub: Pub, tender_id: int) -> frozenset[str]:
     return words(rows[0]["skills"]) if rows else frozenset()
 
 
+def away_of(pub: Pub, week: str, tender_id: int) -> dict[int, Span]:
+    """The week's shifts on a night the tender is away, each with the span covering it."""
+    rows = pub.query("SELECT id, night FROM pub_shifts WHERE week_of = %s", [week])
+    nights = {int(r["id"]): str(r["night"]) for r in rows}
+    if not nights:
+        return {}
+    found = spans(pub, tender_id, since=date.fromisoformat(min(nights.values())),
+                  until=date.fromisoformat(max(nights.values())))
+    out = {}
+    for shift_id, night in nights.items():
+        span = next((s for s in found if s.covers(date.fromisoformat(night))), None)
+        if span is not None:
+            out[shift_id] = span
+    return out
+
+
 def offers(shifts: Iterable[tuple[int, datetime]],
            needs: Mapping[int, tuple[frozenset[str], int]],
-           skills: frozenset[str], now: datetime) -> dict[int, Offer]:
+           skills: frozenset[str], now: datetime,
+           away: Mapping[int, Span] | None = None) -> dict[int, Offer]:
     """Each shift (id, starts_at) as offered to a tender with ``skills`` at ``now``;
-    ``needs`` maps a shift to its needed skills and its slots."""
+    ``needs`` maps a shift to its needed skills and its slots, ``away`` the shifts on a
+    night of the tender's time off to the span (:func:`away_of`)."""
     at = as_utc(now)
     out = {}
     for shift_id, starts_at in shifts:
@@ -91,11 +120,13 @@ def offers(shifts: Iterable[tuple[int, datetime]],
         anyones = slots > len(wanted)  # a slot no need reserves
         closed = bool(wanted) and not anyones and not (wanted & skills)
         out[shift_id] = Offer(shift_id, as_utc(starts_at) <= at, wanted, wanted - skills,
-                              closed)
+                              closed, (away or {}).get(shift_id))
     return out
 
 
 def week_offers(pub: Pub, week: str, tender_id: int, shifts: Iterable[tuple[int, datetime]],
                 now: datetime) -> dict[int, Offer]:
-    """:func:`offers` with the week's needs and the tender's skills read from the pub."""
-    return offers(shifts, needs_of(pub, week), skills_of(pub, tender_id), now)
+    """:func:`offers` with the week's needs, the tender's skills and time off read from
+    the pub."""
+    return offers(shifts, needs_of(pub, week), skills_of(pub, tender_id), now,
+                  away_of(pub, week, tender_id))

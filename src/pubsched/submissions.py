@@ -9,6 +9,10 @@ UPDATE waits for it) or is refused; with the legacy engine, the same row lock, a
 legacy "open" rule (``opened_at`` set, ``closed_at`` not). Past the deadline it is still
 accepted while the form is open: the deadline drives nudges and autopilot; the close is
 what ends submissions.
+
+A submission is the tender's own answer (``pub_availability.source = 'form'``, 0046): it
+replaces one the close took from their usual (:mod:`pubsched.usual`) after a reopen. With
+``save_usual`` it also becomes their usual, in the same unit.
 """
 
 from __future__ import annotations
@@ -21,13 +25,18 @@ from .engines.choose import engine_for
 from .mail.wording import shift_when
 from .offer import week_offers
 from .pub import BadInput, Pub, Verdict, utc
+from .schema import has_columns
 from .tenders import check_max, get
+from .usual import identity
+from .usual import write as write_usual
 from .weeks import shifts, week_key
 
 
 def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
-           max_shifts: int | None = None, now: datetime | None = None) -> Verdict:
-    """Store (or replace) a tender's availability for ``week``."""
+           max_shifts: int | None = None, now: datetime | None = None,
+           save_usual: bool = False) -> Verdict:
+    """Store (or replace) a tender's availability for ``week``; with ``save_usual``, make it
+    their usual too (:func:`pubsched.usual.write`)."""
     key = week_key(week)
     tender = get(pub, email)
     if not tender.active:
@@ -56,6 +65,10 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
                        + (": a shift's skills are the operator's to give"
                           if any(offered[s].missing for s in refused) else "."))
     started = {s for s, offer in offered.items() if offer.started}
+    sourced = has_columns(pub, "pub_availability", "source")  # 0046; not on the legacy schema
+    if save_usual and not sourced:
+        raise BadInput("this database has no usual yet: run `pubsched init`")
+    source = ("source, ", "'form', ", ", source = excluded.source") if sourced else ("", "", "")
     with pub.atomic() as tx:
         refused_by_engine = engine_for(pub).hold_form(tx, key)
         if refused_by_engine is not None:
@@ -63,22 +76,31 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
         kept = [int(r["shift_id"]) for r in tx.execute(  # answers about started shifts stay
             "SELECT shift_id FROM pub_availability_shifts WHERE week_of = %s AND "
             "tender_id = %s", [key, tender.id]) if int(r["shift_id"]) in started]
-        tx.execute("INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
-                   "submitted_at, updated_at) VALUES (%s, %s, %s, %s, %s) "
-                   "ON CONFLICT (week_of, tender_id) DO UPDATE SET "
-                   "max_shifts = excluded.max_shifts, updated_at = excluded.updated_at",
-                   [key, tender.id, limit, at, at])
+        tx.execute(f"INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
+                   f"{source[0]}submitted_at, updated_at) VALUES (%s, %s, %s, {source[1]}%s, "
+                   f"%s) ON CONFLICT (week_of, tender_id) DO UPDATE SET "
+                   f"max_shifts = excluded.max_shifts, updated_at = excluded.updated_at"
+                   f"{source[2]}", [key, tender.id, limit, at, at])
         tx.execute("DELETE FROM pub_availability_shifts WHERE week_of = %s AND tender_id = %s",
                    [key, tender.id])
         for shift_id in sorted({*wanted, *kept}):
             tx.execute("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
                        "VALUES (%s, %s, %s)", [key, tender.id, shift_id])
+        if save_usual:
+            tz = pub.config.tz
+            write_usual(tx, tender.id,
+                        {identity(week_shifts[s].starts_at, tz) for s in {*wanted, *kept}},
+                        limit, at, not_offered={
+                            identity(week_shifts[s].starts_at, tz)
+                            for s, offer in offered.items() if not offer.tickable})
         run = pub.runs.get(key)
     deadline = run.get("deadline_at") if run else None
     late = deadline is not None and at >= _aware(deadline)
     note = " (the deadline has passed; the form is still open)" if late else ""
-    return Verdict(True, message=f"saved {len(wanted)} shift(s) for {tender.email}{note}",
-                   detail={"deadline_passed": late, "shift_ids": wanted})
+    usual = "; saved as their usual" if save_usual else ""
+    return Verdict(True, message=f"saved {len(wanted)} shift(s) for {tender.email}{usual}"
+                   f"{note}", detail={"deadline_passed": late, "shift_ids": wanted,
+                                      "usual": save_usual})
 
 
 def _aware(value: Any) -> datetime:
@@ -90,15 +112,19 @@ def _aware(value: Any) -> datetime:
 
 
 def of_week(pub: Pub, week: str) -> list[dict[str, Any]]:
-    """Every submission of the week: email, shift ids, maximum."""
+    """Every submission of the week: email, shift ids, maximum, and ``source``: ``form``
+    (their own answer) or ``usual`` (the close used their usual for them)."""
+    source = ("a.source" if has_columns(pub, "pub_availability", "source")
+              else "'form' AS source")
     rows = pub.query(
-        "SELECT t.email, a.tender_id, a.max_shifts, a.updated_at FROM pub_availability a "
-        "JOIN pub_tenders t ON t.id = a.tender_id WHERE a.week_of = %s ORDER BY t.email",
-        [week])
+        f"SELECT t.email, a.tender_id, a.max_shifts, a.updated_at, {source} "
+        "FROM pub_availability a JOIN pub_tenders t ON t.id = a.tender_id "
+        "WHERE a.week_of = %s ORDER BY t.email", [week])
     picks = pub.query("SELECT tender_id, shift_id FROM pub_availability_shifts "
                       "WHERE week_of = %s ORDER BY shift_id", [week])
     by_tender: dict[int, list[int]] = {}
     for p in picks:
         by_tender.setdefault(int(p["tender_id"]), []).append(int(p["shift_id"]))
     return [{"email": r["email"], "shift_ids": by_tender.get(int(r["tender_id"]), []),
-             "max": r["max_shifts"], "updated_at": r["updated_at"]} for r in rows]
+             "max": r["max_shifts"], "updated_at": r["updated_at"],
+             "source": str(r["source"])} for r in rows]

@@ -1,6 +1,7 @@
 """What a tender's own page shows besides the form's state (:func:`pubsched.view.tender_form`
 builds the page's dict and calls these): their shifts still to come, and the open week's
-shifts as the form offers them.
+shifts as the form offers them (a shift on a night of their time off marked ``away``, with
+its dates).
 
 Their shifts come from SENT weeks only, as the calendar feed's do: before a week is sent a
 regenerate may still move them, and a tender shown a shift they then lose would turn up for
@@ -15,10 +16,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .mail.wording import shift_text, zone_words
+from .mail.wording import days, shift_text, zone_words
 from .offer import week_offers
 from .pub import Pub
 from .tenders import Tender
+from .time_off import Span
 from .weeks import shifts
 from .weektime import as_utc
 
@@ -50,8 +52,14 @@ def form_shifts(pub: Pub, tender: Tender, week: str, now: datetime) -> list[dict
     return [{"id": s.id, "label": s.label, "night": s.night, "starts_at": s.starts_at,
              "ends_at": s.ends_at, "text": shift_text(s.label, s.starts_at, s.ends_at, tz),
              "tickable": offered[s.id].tickable, "why_not": offered[s.id].why_not,
-             "needs": sorted(offered[s.id].needs), "started": offered[s.id].started}
+             "needs": sorted(offered[s.id].needs), "started": offered[s.id].started,
+             "away": _away_text(offered[s.id].away)}
             for s in week_shifts]
+
+
+def _away_text(span: Span | None) -> str | None:
+    """The time off that makes a shift "away" on the form, in words; None: not away."""
+    return None if span is None else days(span.starts_on, span.ends_on)
 
 
 def zone_of(pub: Pub, moments: list[datetime]) -> str:

@@ -13,12 +13,14 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from . import covers
+from . import covers, usual
+from .away import as_json as away_json
+from .away import upcoming as away_upcoming
 from .engines.base import Engine
 from .engines.choose import engine_for
 from .generate import assignments, missing, pinned
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
-from .mail.wording import calendar_summary, zone_words
+from .mail.wording import calendar_summary, days, zone_words
 from .pub import BadInput, Pub, utc
 from .schema import has_columns
 from .send import deliveries
@@ -26,6 +28,7 @@ from .shiftcal import feed_calendar
 from .submissions import of_week
 from .tender_page import form_shifts, upcoming
 from .tenders import Tender, all_tenders
+from .time_off import away_on
 from .week_shifts import removed_for
 from .weeks import Shift, instant, shifts, week_key
 
@@ -89,6 +92,8 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     names = {t.email: t.name for t in all_tenders(pub)}
     submitted = of_week(pub, key)
     asked = covers.listed(pub, key) if has_columns(pub, "pub_covers", "id") else []
+    away = away_on(pub, [date.fromisoformat(s.night) for s in week_shifts])
+    emails = {t.id: t.email for t in all_tenders(pub)}
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
                 "by": moved_by(e), "at": iso(e.at)} for e in pub.runs.history(key)]
     return {
@@ -109,13 +114,17 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
                     "slots": s.slots, "needs": list(s.needs),
                     "assigned": assigned.get(s.id, []),
                     "pinned": pins.get(s.id, []), "excluded": taken_off.get(s.id, []),
-                    "missing": unmet.get(s.id, [])}
+                    "missing": unmet.get(s.id, []),
+                    # who is away that night (their time off): never picked for it; one
+                    # also in "assigned" was put there before the time off was marked
+                    "away": sorted(emails[t] for t in away.get(date.fromisoformat(s.night),
+                                                               frozenset()) if t in emails)}
                    for s in week_shifts],
         "rostered": rostered,
         "unfilled": sum(max(0, s.slots - len(assigned.get(s.id, []))) for s in week_shifts)
         if rostered else 0,
-        "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"]}
-                        for s in submitted],
+        "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"],
+                         "source": s["source"]} for s in submitted],
         "names": {email: names.get(email, email) for email in sorted(
             {s["email"] for s in submitted} | {e for a in assigned.values() for e in a}
             | {e for c in asked for e in (c.asker_email, c.taker_email) if e})},
@@ -155,6 +164,7 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
     is open (H3 with v2; the legacy rule otherwise)."""
     at = utc(now)
     mine_to_come = upcoming(pub, tender, at)
+    away = time_off_shown(pub, tender, at)
     engine = engine_for(pub)
     rows = pub.runs.find(order_by="week_of", limit=10_000)
     states = [(r, engine.state_of(pub, r)) for r in rows]
@@ -166,24 +176,48 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
                      None)
     if shown is None:
         return {"status": "none", "tender": tender.as_json(), "upcoming": mine_to_come,
-                "zone": zone_words(pub.config.tz, [at])}
+                "zone": zone_words(pub.config.tz, [at]), "time_off": away}
     key = str(shown["week_of"])
     mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
     times = engine.times(pub, shown)
+    offered = form_shifts(pub, tender, key, at)
     return {
         "status": status,
         "tender": tender.as_json(),
         "week_of": key,
         "deadline_at": times["deadline_at"],
         "schedule_by": times["send_window_at"],
-        "shifts": form_shifts(pub, tender, key, at),
+        "shifts": offered,
         "upcoming": mine_to_come,
         "zone": zone_words(pub.config.tz, [s.starts_at for s in shifts(pub, key)] or [at]),
         "submitted": None if mine is None else {
-            "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"]},
+            "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"],
+            "source": mine["source"]},
+        # no answer yet: the form starts from their usual (pubsched.usual), unsaved
+        "prefill": None if mine is not None else usual_prefill(pub, tender, offered),
+        "time_off": away,
         # the nights the operator closed that this tender had ticked (their form says so)
         "removed": removed_for(pub, key, tender.id),
     }
+
+
+def time_off_shown(pub: Pub, tender: Tender, now: datetime) -> list[dict[str, str]]:
+    """The tender's time off to come as the pages list it: ``from``, ``to`` (ISO) and
+    ``words`` (``Fri 18 Dec - Sat 19 Dec 2026``)."""
+    return [{**away_json(s), "words": days(s.starts_on, s.ends_on)}
+            for s in away_upcoming(pub, tender.id, now)]
+
+
+def usual_prefill(pub: Pub, tender: Tender, offered: list[dict[str, Any]]
+                  ) -> dict[str, Any] | None:
+    """The form's starting answer from the tender's usual: the shifts of the week it names
+    that the form offers them, and its maximum; None without a usual."""
+    theirs = usual.of(pub, tender.id)
+    if theirs is None:
+        return None
+    open_ones = [(int(s["id"]), s["starts_at"]) for s in offered if s["tickable"]]
+    return {"shift_ids": usual.matching(theirs, open_ones, pub.config.tz),
+            "max": theirs.max_shifts}
 
 
 def tender_calendar(pub: Pub, tender: Tender) -> bytes:

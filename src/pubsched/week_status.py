@@ -57,6 +57,18 @@ def _roster(shown: Mapping[str, Any]) -> tuple[str, bool]:
     return said, bool(unfilled or missing)
 
 
+def _away(shown: Mapping[str, Any]) -> str:
+    """Who is on the roster for a night they are away (time off marked after it was
+    made), as a sentence; empty when nobody."""
+    names = sorted({shown.get("names", {}).get(e, e) for s in shown["shifts"]
+                    for e in set(s.get("away", ())) & set(s["assigned"])})
+    if not names:
+        return ""
+    who = ", ".join(names)
+    return (f"{who} {'is' if len(names) == 1 else 'are'} on the roster for a night of "
+            "their time off (marked away below).")
+
+
 def week_status(pub: Pub, shown: Mapping[str, Any]) -> Status:
     """The opening sentences of the week ``shown`` (``week show --json``)."""
     state = shown["state"]
@@ -77,17 +89,31 @@ def week_status(pub: Pub, shown: Mapping[str, Any]) -> Status:
     if state == CLOSED:
         return Status(f"The form is closed: {_answers(pub, shown)}.",
                       "Make the roster.", busy, "todo")
+    away = _away(shown)
     if state == ASSIGNED:
         said, short = _roster(shown)
-        return Status(f"The roster is made: {said}.",
-                      "Check it below (put a tender on or take one off by hand if needed), "
-                      f"then approve it. Send it before {_at(pub, shown, 'send_window_at')}.",
-                      busy, "warn" if short else "todo")
+        first = ("Regenerate it so someone else is picked (a tender put on by hand stays: "
+                 "take them off), then check it" if away else
+                 "Check it below (put a tender on or take one off by hand if needed), then "
+                 "approve it")
+        return Status(f"The roster is made: {said}.{' ' + away if away else ''}",
+                      f"{first}. Send it before {_at(pub, shown, 'send_window_at')}.",
+                      busy, "warn" if short or away else "todo")
     if state == APPROVED:
+        if away:
+            return Status(f"The roster is approved, not sent yet. {away}",
+                          "Un-approve it and regenerate it so someone else is picked, then "
+                          f"send it before {_at(pub, shown, 'send_window_at')}.", busy, "warn")
         return Status("The roster is approved, not sent yet.",
                       f"Send it before {_at(pub, shown, 'send_window_at')}.", busy, "todo")
     if state == SENT:
-        return _sent(shown, busy)
+        sent = _sent(shown, busy)
+        if not away:
+            return sent
+        return Status(f"{sent.now} {away}",
+                      " ".join(p for p in (sent.next, "Ask for cover for those shifts "
+                                           "(their page, or `pubsched cover ask`).") if p),
+                      busy, "warn")
     return Status(f"The week is {state}.", "", busy, "warn")
 
 

@@ -287,7 +287,7 @@ def test_tender_add_list_and_json(run: Cli) -> None:
         {"name": "Ben", "email": "ben@pub.example", "active": True, "max_shifts": None}]
     assert all(isinstance(t["id"], int) for t in listed)
     assert {frozenset(t) for t in listed} == {  # the documented shape, exactly
-        frozenset({"id", "name", "email", "active", "max_shifts", "skills",
+        frozenset({"id", "name", "email", "active", "max_shifts", "skills", "time_off",
                    "shift_reminders"})}
     text = run.ok("tender", "list").out
     assert "Ana Alvarez" in text and "ben@pub.example" in text
@@ -778,7 +778,7 @@ def test_serve_hands_host_port_and_config_to_the_web_app(
         run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     called: list[tuple[str, int, Config, bool]] = []
     fake = types.ModuleType("pubsched.web.serve")
-    fake.main = (lambda host, port, config, *, tick:  # type: ignore[attr-defined]
+    fake.main = (lambda host, port, config, *, tick, metrics_port:  # type: ignore[attr-defined]
                  called.append((host, port, config, tick)))
     monkeypatch.setitem(sys.modules, "pubsched.web", types.ModuleType("pubsched.web"))
     monkeypatch.setitem(sys.modules, "pubsched.web.serve", fake)

@@ -28,7 +28,8 @@ from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
-       "0041", "0042", "0043", "0044", "0045"]
+       "0041", "0042", "0043", "0044", "0045", "0046",
+       "0047"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -108,8 +109,10 @@ def tables(url: str, stores: list[pubdb.Store]) -> set[str]:
 TIME = {"sqlite": "TEXT", "postgresql": "timestamp with time zone"}
 JSON = {"sqlite": "TEXT", "postgresql": "jsonb"}
 TYPES = {
-    "sqlite": {"TEXT": "TEXT", "INTEGER": "INTEGER", "BIGINT": "BIGINT", "ID64": "INTEGER"},
-    "postgresql": {"TEXT": "text", "INTEGER": "integer", "BIGINT": "bigint", "ID64": "bigint"},
+    "sqlite": {"TEXT": "TEXT", "INTEGER": "INTEGER", "BIGINT": "BIGINT", "ID64": "INTEGER",
+               "REAL": "REAL"},
+    "postgresql": {"TEXT": "text", "INTEGER": "integer", "BIGINT": "bigint", "ID64": "bigint",
+                   "REAL": "double precision"},
 }
 
 # table -> column -> (type: TEXT/INTEGER/BIGINT/TIME/JSON, or ID64: a 64-bit id, which
@@ -175,6 +178,19 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "taken_by": ("INTEGER", False), "taken_at": ("TIME", False),
         "closed_at": ("TIME", False),
     },
+    "pub_usual": {  # 0046
+        "tender_id": ("INTEGER", True), "max_shifts": ("INTEGER", False),
+        "saved_at": ("TIME", True),
+    },
+    "pub_usual_shifts": {  # 0046
+        "tender_id": ("INTEGER", True), "weekday": ("INTEGER", True),
+        "start_time": ("TEXT", True),
+    },
+    "pub_tick_status": {  # 0047
+        "name": ("TEXT", True), "last_started_at": ("TIME", False),
+        "last_success_at": ("TIME", False), "last_duration_seconds": ("REAL", False),
+        "last_failure_at": ("TIME", False), "last_error": ("TEXT", False),
+    },
     "pub_operators": {  # 0040
         "id": ("ID64", True), "email": ("TEXT", True), "email_key": ("TEXT", True),
         "password_hash": ("TEXT", True), "created_at": ("TIME", True),
@@ -183,7 +199,7 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
     "pub_availability": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),
         "max_shifts": ("INTEGER", False), "submitted_at": ("TIME", True),
-        "updated_at": ("TIME", True),
+        "updated_at": ("TIME", True), "source": ("TEXT", True),  # 0046
     },
     "pub_availability_shifts": {
         "week_of": ("TEXT", True), "tender_id": ("INTEGER", True),

@@ -435,7 +435,8 @@ def test_the_tender_form_saves_changes_and_shows_them(client: TestClient, pub: P
                                        "max": "1"})
     client.post(alice.form(pub), data={"week": WEEK, "shift": [str(ids[2])], "max": ""})
     mine = [s for s in week_show(pub, WEEK)["submissions"] if s["email"] == alice.email]
-    assert mine == [{"email": alice.email, "shift_ids": [ids[2]], "max": None}]
+    assert mine == [{"email": alice.email, "shift_ids": [ids[2]], "max": None,
+                     "source": "form"}]
     page = client.get(alice.form(pub)).text
     assert "What you submitted" in page and "no limit" in page
     assert f'value="{ids[2]}" checked' in page and f'value="{ids[0]}" checked' not in page

@@ -90,10 +90,11 @@ def print_week(console: Any, shown: Mapping[str, Any], said: Sequence[str] = ())
                           known.get(c["taken_by"], c["taken_by"] or ""))
         console.print(asked)
     if shown["submissions"]:
-        subs = Table("submitted by", "shift ids", "max", box=None)
-        for s in shown["submissions"]:
+        subs = Table("submitted by", "shift ids", "max", "from", box=None)
+        for s in shown["submissions"]:  # "usual": the close answered from their usual
             subs.add_row(s["email"], " ".join(str(i) for i in s["shift_ids"]),
-                         "" if s["max"] is None else str(s["max"]))
+                         "" if s["max"] is None else str(s["max"]),
+                         "usual" if s.get("source") == "usual" else "form")
         console.print(subs)
     if shown["deliveries"]:
         sent = Table("delivery to", "status", "error", box=None)

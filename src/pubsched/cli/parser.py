@@ -20,6 +20,7 @@ from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
 from .arguments import day, instant, week, whole, whole_or_none
+from .commands.away import cmd_tender_away, cmd_tender_back
 from .commands.backup import cmd_backup
 from .commands.covers import cmd_cover_ask, cmd_cover_cancel, cmd_cover_list, cmd_cover_take
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
@@ -42,6 +43,7 @@ from .commands.tenders import (
     cmd_tender_invite,
     cmd_tender_link,
     cmd_tender_list,
+    cmd_tender_show,
 )
 from .commands.weeks import cmd_avail, cmd_week_action, cmd_week_show, cmd_weeks
 from .context import Context
@@ -92,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
          ).add_argument("path", metavar="PATH", help="the new backup's file (never "
                         "overwritten)")
 
-    tender = commands.add_parser("tender",
-                                 help="add, edit, (de)activate, list tenders; their links")
+    tender = commands.add_parser("tender", help="add, edit, (de)activate, list tenders; "
+                                 "their links; their time off")
     tenders = tender.add_subparsers(dest="tender_command", metavar="ACTION", required=True)
     add = leaf(tenders, "add", cmd_tender_add, "add a tender (an email once, in any case)")
     add.add_argument("name", metavar="NAME")
@@ -123,7 +125,22 @@ def build_parser() -> argparse.ArgumentParser:
     leaf(tenders, "deactivate", cmd_tender_deactivate,
          "deactivate a tender (kept for history; their link stops working)"
          ).add_argument("email", metavar="EMAIL")
-    json_flag(leaf(tenders, "list", cmd_tender_list, "every tender"))
+    json_flag(leaf(tenders, "list", cmd_tender_list,
+                   "every tender (with their time off to come)"))
+    show_one = leaf(tenders, "show", cmd_tender_show,
+                    "one tender: details, time off to come, their usual")
+    show_one.add_argument("email", metavar="EMAIL")
+    json_flag(show_one)
+    away = leaf(tenders, "away", cmd_tender_away,
+                "time off: the tender is away from FROM to TO (both days included)")
+    away.add_argument("email", metavar="EMAIL")
+    away.add_argument("start", metavar="FROM", type=day, help="the first day away, YYYY-MM-DD")
+    away.add_argument("end", metavar="TO", type=day, help="the last day away, YYYY-MM-DD")
+    back = leaf(tenders, "back", cmd_tender_back,
+                "cancel the tender's time off that starts on FROM")
+    back.add_argument("email", metavar="EMAIL")
+    back.add_argument("start", metavar="FROM", type=day,
+                      help="the first day of the time off, YYYY-MM-DD")
     link = leaf(tenders, "link", cmd_tender_link, "the tender's signed personal link")
     link.add_argument("email", metavar="EMAIL")
     link.add_argument("--base-url", metavar="URL", default=None,
@@ -244,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     avail.add_argument("shift_ids", metavar="SHIFT_ID", type=whole, nargs="+")
     avail.add_argument("--max", metavar="N", type=whole, default=None,
                        help="at most N shifts this week")
+    avail.add_argument("--usual", action="store_true",
+                       help="also save this as the tender's usual (the form's \"save this "
+                            "as my usual\")")
 
     leaf(commands, "tick", cmd_tick,
          "the every-minute cron's work, once (legacy crons with the flag off)")
@@ -261,4 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-tick", action="store_true",
                        help="no ticker in this process: `pubsched tick` runs every minute "
                        "elsewhere (deploy/pubsched-tick.timer, cron)")
+    serve.add_argument("--metrics-port", type=whole, default=None, metavar="PORT",
+                       help="also serve /metrics on 127.0.0.1:PORT, without a login, for "
+                       "a Prometheus on this machine")
     return parser

@@ -69,6 +69,7 @@ from typing import Any
 from ..generate import generate_body
 from ..machine import RUN, SEND_LEASE_TTL
 from ..pub import BadInput, Pub, Verdict, utc
+from ..usual import fill_unanswered
 from ..weeks import (
     create_week,
     plan_week,
@@ -153,12 +154,16 @@ def _open_refusal(pub: Pub, key: str, what: str, expected: str) -> Verdict:
 def close(pub: Pub, week: str, *, now: datetime | None = None,
           holder: str | None = None) -> Verdict:
     """Close the open survey: ``closed_at``. A submission holding the row commits first
-    (the UPDATE waits for it) or is refused after. ``holder`` is accepted for v2's
+    (the UPDATE waits for it) or is refused after. In the same unit, every tender who did
+    not answer is answered from their usual (:func:`pubsched.usual.fill_unanswered`;
+    nothing on the legacy schema, which has none). ``holder`` is accepted for v2's
     signature; the legacy close has no lease."""
     key = week_key(week)
     at = utc(now)
     with pub.atomic() as tx:
         done = update_run(tx, "closed_at = %s", f"week_of = %s AND {OPEN}", [at, key])
+        if done:
+            fill_unanswered(pub, tx, key, at)
     if done:
         return applied(pub, key, "close", "COLLECTING")
     return refused(pub, key, "close", STATE_MISMATCH)

@@ -31,6 +31,7 @@ from ..generate import generate_body
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
 from ..pub import BadInput, Pub, Verdict, utc
 from ..send import failure_text, send_body
+from ..usual import fill_unanswered
 from ..weeks import (
     create_week,
     plan_week,
@@ -157,10 +158,18 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
 def close(pub: Pub, week: str, *, now: datetime | None = None,
           holder: str | None = None) -> Verdict:
     """COLLECTING -> CLOSED under ACT.CLOSE: the survey closes (no submission lands after
-    the close applies: they hold the run in COLLECTING)."""
+    the close applies: they hold the run in COLLECTING). Its act answers, in one unit
+    fenced by its lease, for every tender who did not answer, from their usual
+    (:func:`pubsched.usual.fill_unanswered`): a crash before the finalize leaves the week
+    COLLECTING with all of those answers or none, and the retried close writes them again."""
     key = week_key(week)
     at = utc(now)
-    result = pub.runs.run(key, "close", lambda lease: None, holder=holder,
+
+    def act(lease: rowstate.ActiveLease) -> None:
+        with lease.atomic() as tx:
+            fill_unanswered(pub, tx, key, at)
+
+    result = pub.runs.run(key, "close", act, holder=holder,
                           payload={"closed_at": at}, data=pub.event_data())
     return verdict(result, f"{key} close")
 

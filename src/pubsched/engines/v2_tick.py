@@ -42,6 +42,7 @@ from ..mail.compose import Nudge, Outgoing, compose_late_open, compose_nudge
 from ..mail.mailer import Delivery, Outcome
 from ..mail_log import log_mail
 from ..pub import Pub, Verdict, utc
+from ..usual import fill_unanswered
 from ..weeks import settings_override
 from .base import parse_instant
 
@@ -60,9 +61,10 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
 
 def _tick(pub: Pub, now: datetime) -> list[Verdict]:
     def close_act(lease: rowstate.ActiveLease) -> None:
-        with lease.atomic() as tx:
+        with lease.atomic() as tx:  # the stamp and the answers from the usual: one unit
             tx.execute("UPDATE pub_schedule_runs SET closed_at = %s WHERE week_of = %s",
                        [now, lease.key[0]])
+            fill_unanswered(pub, tx, str(lease.key[0]), now)
 
     def generate_act(lease: rowstate.ActiveLease) -> None:
         week = str(lease.key[0])

@@ -30,6 +30,18 @@ def day(value: date) -> str:
     return f"{value:%a} {value.day} {value:%b %Y}"
 
 
+def days(first: date, last: date) -> str:
+    """``Fri 11 Dec - Sun 13 Dec 2026`` (both included; one day: ``Fri 11 Dec 2026``): a
+    stretch of days, such as a tender's time off."""
+
+    def one(d: date, year: bool) -> str:
+        return f"{d:%a} {d.day} {d:%b}" + (f" {d.year}" if year else "")
+
+    if first == last:
+        return one(first, True)
+    return f"{one(first, first.year != last.year)} - {one(last, True)}"
+
+
 def moment(value: datetime, tz: ZoneInfo | str) -> str:
     """``Thu 3 Dec 18:00 EST``: a single instant (a deadline) names its zone itself."""
     local = value.astimezone(zone(tz))

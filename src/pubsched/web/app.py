@@ -19,11 +19,14 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     GET  /admin/template                 the pub's week; POST .../add, .../{id}/edit|remove
     POST /admin/weeks/{week}/shifts/add  a one-off shift; .../shifts/{id}/remove  template.py
     GET  /admin/hours   GET /admin/hours.csv   the hours report; its CSV      hours.py
+    GET  /admin/metrics                  Prometheus' text format               metrics.py
     GET  /admin/operators                the operator accounts; add, remove;  operators.py
                                          change your own password
     POST /admin/operators/add   POST /admin/operators/{id}/remove
     POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
+    POST /admin/tenders/{id}/away|back   a tender's time off, by the operator  away.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
+    POST /t/{token}/away   POST /t/{token}/back   their time off, by the tender  away.py
     POST /t/{token}/reminders            their switch of the shift reminders  reminders.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
@@ -60,11 +63,13 @@ from starlette.staticfiles import StaticFiles
 
 from ..pub import Pub
 from .admin import AdminPages
+from .away import AwayPages
 from .cutover import CutoverPages
 from .hours import HoursPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
+from .metrics import Metrics, RequestMetrics, route_templates
 from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
@@ -97,6 +102,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
     accounts = OperatorPages(site)
     worked = HoursPages(site)
     by_hand = RosterPages(site)
+    metrics = Metrics(pub)
+    time_off = AwayPages(site, tender)
     reminders = ReminderSwitch(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
@@ -130,12 +137,15 @@ def create_app(pub: Pub, settings: WebSettings, *,
               methods=["POST"]),
         Route("/hours", worked.page, methods=["GET"]),
         Route("/hours.csv", worked.download, methods=["GET"]),
+        Route("/metrics", metrics.page, methods=["GET"]),
         Route("/operators", accounts.page, methods=["GET"]),
         Route("/operators/add", accounts.add, methods=["POST"]),
         Route("/operators/password", accounts.password, methods=["POST"]),
         Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),
         Route("/weeks/{week}/roster/assign", by_hand.assign, methods=["POST"]),
         Route("/weeks/{week}/roster/unassign", by_hand.unassign, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/away", time_off.admin_away, methods=["POST"]),
+        Route("/tenders/{tender_id:int}/back", time_off.admin_back, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
@@ -162,13 +172,19 @@ def create_app(pub: Pub, settings: WebSettings, *,
                                            alive=site.still_valid)),
         Route("/t/{token}", tender.form, methods=["GET"]),
         Route("/t/{token}", tender.submit, methods=["POST"]),
+        Route("/t/{token}/away", time_off.tender_away, methods=["POST"]),
+        Route("/t/{token}/back", time_off.tender_back, methods=["POST"]),
         Route("/t/{token}/reminders", reminders.switch, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={Exception: _crash(site.pages)})
     app.state.web = site
-    app.add_middleware(BodyLimit)  # innermost of ours: its 413 gets the headers too
+    app.state.metrics = metrics
+    metrics.routes = route_templates(routes)
+    # innermost: it reads the route Starlette's router leaves in the scope it was handed
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(BodyLimit)  # innermost of the rest: its 413 gets the headers too
     app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,), config=pub.config)
     app.add_middleware(ForwardedClient, proxies=settings.trusted_proxies)  # outermost
     return app

@@ -25,6 +25,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from ..pub import Config, Pub
 from .app import create_app
+from .log_format import configure as configure_logging
+from .log_format import log_format
 from .logs import AccessLinks
 from .settings import WebSettings
 
@@ -89,12 +91,13 @@ def proxy_warning(host: str, config: Config, web: WebSettings) -> str | None:
 
 
 def tick_job(pub: Pub, clock: Callable[[], datetime] | None = None) -> None:
-    """One tick at the real time; an error is logged and the next minute tries again."""
-    from ..tick import tick
+    """One tick at the real time, recorded (:mod:`pubsched.tick_status`); an error is
+    logged and the next minute tries again."""
+    from ..tick_status import run_tick
 
     now = (clock or (lambda: datetime.now(UTC)))()
     try:
-        for verdict in tick(pub, now):
+        for verdict in run_tick(pub, now):
             log.info("tick: %s", verdict.message)
     except Exception:
         log.exception("tick failed at %s", now.isoformat())
@@ -127,18 +130,26 @@ def open_pub(config: Config) -> Pub:
 
 
 def main(host: str, port: int, config: Config,
-         environ: Mapping[str, str] | None = None, *, tick: bool = True) -> None:
+         environ: Mapping[str, str] | None = None, *, tick: bool = True,
+         metrics_port: int | None = None) -> None:
     """Serve the admin and the tender pages on ``host:port`` with the tick, until stopped
     (Ctrl-C or SIGTERM: uvicorn stops taking requests, the app's lifespan ends, which stops
     the ticker (waiting for a tick in progress) and closes the database). ``tick=False``
     (``--no-tick``): no ticker here, because something else runs ``pubsched tick`` every
-    minute (deploy/pubsched-tick.timer, cron)."""
+    minute (deploy/pubsched-tick.timer, cron). ``metrics_port``: ``/metrics`` also on a
+    listener of its own on 127.0.0.1 (:mod:`pubsched.web.metrics`)."""
     import uvicorn
 
     env = os.environ if environ is None else environ
-    if not logging.getLogger().handlers:  # the tick's and the app's lines beside uvicorn's
-        logging.basicConfig(level=logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fmt = log_format(env)
+    configure_logging(fmt)  # the tick's and the app's lines beside uvicorn's
+
+    def say(line: str) -> None:  # serve's own lines: a record too when the log is JSON
+        if fmt == "json":
+            log.info("%s", line)
+        else:
+            print(f"pubsched: {line}", flush=True)
+
     web = WebSettings.from_env(env)
     check_exposure(host, config, web)
     if (warning := proxy_warning(host, config, web)) is not None:
@@ -162,17 +173,33 @@ def main(host: str, port: int, config: Config,
             if scheduler is not None:
                 scheduler.shutdown(wait=True)
             pub.close()
-            print("pubsched: stopped (ticker and database closed)" if tick
-                  else "pubsched: stopped (database closed)", flush=True)
+            say("stopped (ticker and database closed)" if tick
+                else "stopped (database closed)")
 
     app = create_app(pub, web, around=ticking)
     said = (f"tick every {TICK_SECONDS} s" if tick
             else "no tick here: `pubsched tick` must run every minute elsewhere")
-    print(f"pubsched: serving http://{host}:{port}/admin/ ({said})", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
-                                           proxy_headers=False))  # ours: .proxy
+    scraped = None
+    if metrics_port is not None:
+        try:
+            scraped = app.state.metrics.serve_on(metrics_port)
+        except OSError as exc:
+            pub.close()
+            raise SystemExit(f"--metrics-port {metrics_port}: {exc.strerror or exc}") from None
+        said += f"; metrics on http://127.0.0.1:{scraped.server_port}/metrics"
+    say(f"serving http://{host}:{port}/admin/ ({said})")
+    # JSON: no uvicorn log config of its own, so its lines reach the root's JSON handler
+    from uvicorn.config import LOGGING_CONFIG
+
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level="info", proxy_headers=False,  # ours: .proxy
+        log_config=None if fmt == "json" else LOGGING_CONFIG))
     # after uvicorn's Config has set up its loggers: the access line never shows a link
     logging.getLogger("uvicorn.access").addFilter(AccessLinks(config))
-    server.run()
+    try:
+        server.run()
+    finally:
+        if scraped is not None:
+            scraped.shutdown()
     if not server.started:  # as uvicorn.run: the port was taken, or the app did not start
         raise SystemExit(3)

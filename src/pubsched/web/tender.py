@@ -6,7 +6,8 @@ what to do; a submission refused because the form closed is a 409 with the form 
 now, never a silent loss; one that ticks a shift not offered to the tender (started, or
 needing a skill they lack: :mod:`pubsched.offer`) is a 400 saying which, nothing saved.
 The page shows the tender's shifts still to come above the form. These pages are never
-cached (they show the tender's own choices).
+cached (they show the tender's own choices). The page also lists the tender's time off
+with its forms (:mod:`.away` handles them) and offers "save this as my usual".
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .. import links, tenders, view
 from ..pub import BadInput
+from .away_words import notice as away_notice
 from .forms import text
 from .site import Site
 
@@ -36,8 +38,20 @@ class TenderPages:
         if tender is None:
             return self._bad_link(request)
         form = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
-        saved = request.query_params.get("saved") == "1"
-        return self._page(request, tender, form, notice="Saved." if saved else None)
+        saved = request.query_params.get("saved")
+        return self._page(request, tender, form,
+                          notice="Saved." if saved == "1" else away_notice(saved))
+
+    async def again(self, request: Request, tender: tenders.Tender, *, error: str,
+                    status: int) -> HTMLResponse:
+        """The tender's page as it is now, drawn with ``error``: the answer to a refused
+        form of theirs drawn elsewhere on the page (their time off, :mod:`.away`)."""
+        form = await run_in_threadpool(view.tender_form, self.site.pub, tender,
+                                       self.site.now())
+        return self._page(request, tender, form, error=error, status=status)
+
+    def bad_link(self, request: Request) -> HTMLResponse:
+        return self._bad_link(request)
 
     def _page(self, request: Request, tender: tenders.Tender, form: dict[str, Any], *,
               notice: str | None = None, error: str | None = None,
@@ -50,6 +64,8 @@ class TenderPages:
                                                      tender.link_version, "calendar") + ".ics",
             "webcal": links.webcal_url(config, tender.id, tender.link_version),
             "pub_name": config.mail.pub_name,
+            # the time-off part (_time_off.html): its forms post to /t/{token}/away|back
+            "time_off": form.get("time_off", []), "away_to": f"/t/{token}", "away_who": "you",
             "shift_reminder_hours": config.remind_shift_hours,  # tender_reminders.html
         }, status=status, headers={"cache-control": "no-store"})
 
@@ -71,6 +87,7 @@ class TenderPages:
         form = await request.form()
         week = text(form, "week") or ""
         raw_max = (text(form, "max") or "").strip()
+        save_usual = text(form, "save_usual") == "1"
         try:
             picked = [int(v) for v in form.getlist("shift") if isinstance(v, str)]
             limit = int(raw_max) if raw_max else None
@@ -81,7 +98,7 @@ class TenderPages:
                 raise BadInput("the maximum is a whole number (or empty for no maximum)")
             outcome = await run_in_threadpool(
                 lambda: submit(pub, week, tender.email, picked, max_shifts=limit,
-                               now=self.site.now()))
+                               now=self.site.now(), save_usual=save_usual))
         except BadInput as exc:
             shown = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
             return self._page(request, tender, shown, error=str(exc), status=400)

@@ -20,7 +20,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import invite, links, tenders
+from .. import invite, links, tenders, view
 from ..pub import BadInput, Verdict
 from ..tenders import Tender
 from .forms import text
@@ -101,12 +101,17 @@ class TenderAdmin:
         tender = await self._tender(request)
         if tender is None:
             return self._missing(request)
-        return self._edit(request, tender, shown(tender))
+        return await self._edit(request, tender, shown(tender))
 
-    def _edit(self, request: Request, tender: Tender, values: Mapping[str, str], *,
-              problem: str | None = None, status: int = 200) -> Response:
+    async def _edit(self, request: Request, tender: Tender, values: Mapping[str, str], *,
+                    problem: str | None = None, status: int = 200) -> Response:
+        away = await run_in_threadpool(view.time_off_shown, self.site.pub, tender,
+                                       self.site.now())
         return self.pages.admin_page(request, "tender_edit.html", {
-            "t": tender, "values": values, "problem": problem}, status=status)
+            "t": tender, "values": values, "problem": problem,
+            # their time off (_time_off.html, its forms handled by away.py)
+            "time_off": away, "away_to": f"{LIST}/{tender.id}", "away_who": tender.name},
+            status=status)
 
     # -- the forms ------------------------------------------------------------------------
 
@@ -149,9 +154,10 @@ class TenderAdmin:
         try:
             outcome = await run_in_threadpool(go)
         except BadInput as exc:
-            return self._edit(request, tender, values, problem=str(exc), status=400)
+            return await self._edit(request, tender, values, problem=str(exc), status=400)
         if not outcome.applied:
-            return self._edit(request, tender, values, problem=outcome.message, status=409)
+            return await self._edit(request, tender, values, problem=outcome.message,
+                                    status=409)
         return self._back(LIST, "ok", outcome.message)
 
     # -- the buttons ----------------------------------------------------------------------

@@ -61,9 +61,9 @@ def first_engine(pub: Pub, now: datetime | None) -> str:
 def cmd_tick(ctx: Context, args: argparse.Namespace) -> int:
     """The every-minute cron's work, once. A refusal inside a tick is normal (another
     instance got there first) and is not an error; a failure (a nudge SMTP refused) is."""
-    from ...tick import tick
+    from ...tick_status import run_tick
 
-    verdicts = tick(ctx.pub(), ctx.now)
+    verdicts = run_tick(ctx.pub(), ctx.now)
     if not verdicts:
         ctx.say("tick: nothing due")
     failed = False
@@ -90,5 +90,6 @@ def cmd_serve(ctx: Context, args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise Usage("the web admin is not installed in this environment "
                     f"(pubsched.web.serve: {exc}); the CLI works without it") from None
-    serve_main(args.host, args.port, ctx.config(), tick=not args.no_tick)
+    serve_main(args.host, args.port, ctx.config(), tick=not args.no_tick,
+               metrics_port=args.metrics_port)
     return EXIT_APPLIED

@@ -1,5 +1,6 @@
-"""``pubsched tender add|edit|activate|deactivate|list|link|invite``: the people on the
-roster, their details and skills, and their personal links."""
+"""``pubsched tender add|edit|activate|deactivate|list|show|link|invite``: the people on
+the roster, their details and skills, their time off to come, their usual, and their
+personal links (``tender away|back`` are :mod:`.away`'s)."""
 
 from __future__ import annotations
 
@@ -43,16 +44,62 @@ def cmd_tender_deactivate(ctx: Context, args: argparse.Namespace) -> int:
     return report(ctx, tenders.deactivate(ctx.pub(), args.email))
 
 
-def cmd_tender_list(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import tenders
+def _away_words(spans: list[dict[str, str]]) -> str:
+    from datetime import date
 
-    found = [t.as_json() for t in tenders.all_tenders(ctx.pub())]
+    from ...mail.wording import days
+
+    return "; ".join(days(date.fromisoformat(s["from"]), date.fromisoformat(s["to"]))
+                     for s in spans)
+
+
+def cmd_tender_list(ctx: Context, args: argparse.Namespace) -> int:
+    """Each tender with ``time_off``: their spans that have not ended (``{"from", "to"}``)."""
+    from ... import away, tenders
+    from ...time_off import spans
+
+    pub = ctx.pub()
+    mine: dict[int, list[dict[str, str]]] = {}
+    for span in spans(pub, since=away.today(pub, ctx.now)):
+        mine.setdefault(span.tender_id, []).append(away.as_json(span))
+    found = [{**t.as_json(), "time_off": mine.get(t.id, [])}
+             for t in tenders.all_tenders(pub)]
     return listing(ctx, args.json, found, "no tenders yet: add one with `pubsched tender add "
-                   "NAME EMAIL`", ("id", "name", "email", "active", "max shifts", "skills"),
+                   "NAME EMAIL`",
+                   ("id", "name", "email", "active", "max shifts", "skills", "away"),
                    lambda t: (str(t["id"]), t["name"], t["email"],
                               "yes" if t["active"] else "no",
                               "" if t["max_shifts"] is None else str(t["max_shifts"]),
-                              " ".join(t["skills"])))
+                              " ".join(t["skills"]),
+                              ", ".join(f"{s['from']} to {s['to']}" for s in t["time_off"])))
+
+
+def cmd_tender_show(ctx: Context, args: argparse.Namespace) -> int:
+    """One tender: their details, ``time_off`` to come, and ``usual`` (None: never saved;
+    else ``{"shifts": ["Fri 18:00", ...], "max", "saved_at"}``)."""
+    from ... import away, tenders, usual
+    from ...view import iso
+
+    pub = ctx.pub()
+    tender = tenders.get(pub, args.email)
+    theirs = usual.of(pub, tender.id)
+    shown = {**tender.as_json(),
+             "time_off": [away.as_json(s) for s in away.upcoming(pub, tender.id, ctx.now)],
+             "usual": None if theirs is None else {**theirs.as_json(),
+                                                   "saved_at": iso(theirs.saved_at)}}
+    if args.json:
+        ctx.emit_json(shown)
+        return EXIT_APPLIED
+    ctx.say(f"{tender.name} <{tender.email}>{'' if tender.active else ' (inactive)'}")
+    ctx.say(f"  max shifts: {'no maximum' if tender.max_shifts is None else tender.max_shifts}"
+            f"; skills: {' '.join(tender.skills) or 'none'}")
+    ctx.say(f"  time off: {_away_words(shown['time_off']) or 'none to come'}")
+    if theirs is None:
+        ctx.say("  usual: none saved")
+    else:
+        limit = "no maximum" if theirs.max_shifts is None else f"at most {theirs.max_shifts}"
+        ctx.say(f"  usual: {', '.join(shown['usual']['shifts']) or 'no shifts'} ({limit})")
+    return EXIT_APPLIED
 
 
 def cmd_tender_link(ctx: Context, args: argparse.Namespace) -> int:

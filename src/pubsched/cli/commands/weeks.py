@@ -72,4 +72,4 @@ def cmd_avail(ctx: Context, args: argparse.Namespace) -> int:
     from ...submissions import submit
 
     return report(ctx, submit(ctx.pub(), args.week, args.email, args.shift_ids,
-                              max_shifts=args.max, now=ctx.now))
+                              max_shifts=args.max, now=ctx.now, save_usual=args.usual))

@@ -1,0 +1,155 @@
+"""``/metrics`` (issue 20), parsed with prometheus-client's own parser: behind the operator
+login in-process on both databases (weeks by state, deliveries and notices by status, the
+mail log's failures, the tick's record, request latency by route template, never a
+tender's token), and ``serve --metrics-port`` as a real process with
+``PUBSCHED_LOG_FORMAT=json`` (every line it writes is a JSON record)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from pubsched import notices
+from pubsched.engines import actions
+from pubsched.pub import Pub
+from pubsched.submissions import submit
+from pubsched.tick_status import run_tick
+from pubsched.web.app import create_app
+from support.pub_web import NOW, WEEK, login, people, web_settings
+from support.services import free_port
+
+pytestmark = pytest.mark.pub_setup("web")
+PUBSCHED = Path(sys.executable).parent / "pubsched"
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample by (name, sorted labels)."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.fixture
+def client(pub: Pub) -> Iterator[TestClient]:
+    with TestClient(create_app(pub, web_settings(), clock=lambda: NOW),
+                    base_url="https://testserver") as c:
+        yield c
+
+
+def test_metrics_need_the_operator(client: TestClient) -> None:
+    reply = client.get("/admin/metrics", follow_redirects=False)
+    assert reply.status_code == 303 and "/admin/login" in reply.headers["location"]
+
+
+def test_the_database_figures_and_the_requests(pub: Pub, client: TestClient) -> None:
+    assert actions.perform(pub, "open", WEEK, now=NOW)
+    alice = people(pub)["Alice"]
+    submit(pub, WEEK, alice.email, [], now=NOW)
+    with pub.atomic() as tx:
+        notices.enqueue(tx, "remind_shift", "shift:1", notices.to_tender(alice.id),
+                        week_of=WEEK, now=NOW)
+        tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) VALUES "
+                   "(%s, 'nudge:ready_to_close:refused', 'ops@pub.example', 's', %s)",
+                   [WEEK, NOW])
+    run_tick(pub, NOW)
+    assert login(client).status_code == 303
+    assert client.get(f"/admin/weeks/{WEEK}").status_code == 200
+    client.get(alice.form(pub))  # a tender's page: counted without its token
+
+    reply = client.get("/admin/metrics")
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("text/plain")
+    found = samples(reply.text)
+    assert found[("pubsched_database_up", ())] == 1
+    assert found[("pubsched_weeks", (("state", "COLLECTING"),))] == 1
+    assert found[("pubsched_weeks", (("state", "SENT"),))] == 0
+    assert found[("pubsched_deliveries", (("status", "sent"),))] == 0
+    assert found[("pubsched_notices", (("kind", "remind_shift"), ("status", "pending")))] == 1
+    assert found[("pubsched_mail_messages_total", (("outcome", "refused"),))] == 1
+    assert found[("pubsched_tick_last_success_timestamp_seconds", ())] == NOW.timestamp()
+    assert found[("pubsched_tick_last_duration_seconds", ())] >= 0
+    week_page = (("method", "GET"), ("route", "/admin/weeks/{week}"))
+    assert found[("pubsched_http_request_duration_seconds_count", week_page)] == 1
+    assert found[("pubsched_http_requests_total", (*week_page[:1], ("route",
+                  "/admin/weeks/{week}"), ("status", "200")))] == 1
+    assert ("pubsched_http_requests_total",
+            (("method", "GET"), ("route", "/t/{token}"), ("status", "200"))) in found
+    token = alice.form(pub).rsplit("/", 1)[1]
+    assert token not in reply.text
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)  # SQLite stores any text
+def test_a_failed_tick_is_recorded_as_a_failure(pub: Pub, client: TestClient) -> None:
+    """A week whose deadline is no time at all (hand-edited, say) makes the tick raise."""
+    assert actions.perform(pub, "open", WEEK, now=NOW)
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_schedule_runs SET opens_at = 'soon', autopilot = 1, "
+                   "v2_state = 'DRAFT' WHERE week_of = %s", [WEEK])
+    with pytest.raises(ValueError):
+        run_tick(pub, NOW)
+    assert login(client).status_code == 303
+    found = samples(client.get("/admin/metrics").text)
+    assert ("pubsched_tick_last_failure_timestamp_seconds", ()) in found
+    assert ("pubsched_tick_last_success_timestamp_seconds", ()) not in found
+    # the unreadable week hides the weeks' figures, and only those, and says so
+    assert found[("pubsched_database_up", ())] == 1
+    assert found[("pubsched_metrics_read_errors", (("group", "weeks"),))] == 1
+    assert ("pubsched_deliveries", (("status", "sent"),)) in found
+
+
+def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/pub.db"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")},
+           "PUBSCHED_DB": url, "PUBSCHED_ADMIN_PASSWORD": "a long password",
+           "PUBSCHED_LOG_FORMAT": "json"}
+    assert subprocess.run([str(PUBSCHED), "init"], env=env, capture_output=True,
+                          timeout=120).returncode == 0
+    port, scrape = free_port(), free_port()
+    server = subprocess.Popen([str(PUBSCHED), "serve", "--port", str(port), "--metrics-port",
+                               str(scrape)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{scrape}/metrics",
+                                            timeout=2) as r:
+                    text = r.read().decode()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5):
+            pass
+        found = samples(text)
+        assert found[("pubsched_database_up", ())] == 1
+        assert found[("pubsched_weeks", (("state", "DRAFT"),))] == 0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        out, _ = server.communicate(timeout=30)
+    lines = [line for line in out.splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line is a JSON record
+    assert {"time", "level", "logger", "message"} <= set(records[0])
+    said = " ".join(r["message"] for r in records)
+    assert "serving http://127.0.0.1" in said and f"127.0.0.1:{scrape}/metrics" in said
+    assert any(r["logger"] == "uvicorn.access" and "/healthz" in r["message"]
+               for r in records)
+    assert "stopped" in said
+
+
+def test_a_bad_log_format_is_refused_at_start(tmp_path: Path) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")},
+           "PUBSCHED_DB": f"sqlite:///{tmp_path}/pub.db", "PUBSCHED_LOG_FORMAT": "xml"}
+    done = subprocess.run([str(PUBSCHED), "serve", "--port", str(free_port())], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "PUBSCHED_LOG_FORMAT is text or json" in done.stderr
