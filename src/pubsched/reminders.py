@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from . import covers, links, notices, time_off
+from . import covers, links, notices, time_off, usual
 from .covers import Cover
 from .engines.base import Engine, parse_instant
 from .engines.choose import engine_for
@@ -206,7 +206,8 @@ def unanswered(pub: Pub, engine: Engine, now: datetime, week: str | None = None)
                 return compose_unanswered(
                     _recipient(tender), date.fromisoformat(key), deadline=deadline,
                     tz=pub.config.tz.key, page_url=_page(pub, tender),
-                    settings=pub.config.mail, now=at)
+                    settings=pub.config.mail, now=at,
+                    usual=usual.of(pub, tender.id) is not None)
 
             out.append(Due(UNANSWERED, f"form:{key}:{iso(deadline)}",
                            notices.to_tender(tender.id), key, write))

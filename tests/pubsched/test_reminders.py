@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pubsched import covers, links, template, tenders, weeks
+from pubsched import covers, links, template, tenders, usual, weeks
 from pubsched.engines import v2
 from pubsched.engines.flags import set_v2
 from pubsched.pub import BadInput, Config, Pub
@@ -215,6 +215,8 @@ def test_who_has_not_answered_is_reminded_once_a_day_before_the_deadline(
     assert tenders.deactivate(pub, "eve@pub.test")
     away(pub, "cat@pub.test", date(2026, 12, 10), date(2026, 12, 12))  # every shift night
     away(pub, "dan@pub.test", date(2026, 12, 11), date(2026, 12, 11))  # one of them
+    with pub.atomic() as tx:  # Bob saved a usual answer (Thursdays): the close uses it
+        usual.write(tx, tenders.get(pub, "bob@pub.test").id, [(3, "18:00")], None, NOW)
     assert v2.open_form(pub, WEEK, now=NOW)
     from pubsched.submissions import submit
     assert submit(pub, WEEK, "ann@pub.test", [], now=NOW)  # "none of them" is an answer
@@ -228,8 +230,10 @@ def test_who_has_not_answered_is_reminded_once_a_day_before_the_deadline(
     assert str(bob.message["Subject"]).strip() == (
         "The pub: which shifts can you work? The form closes Wed 2 Dec 20:00 EST")
     for words in ("Hi bob,", "week of Mon 7 Dec 2026 closes Wed 2 Dec 20:00 EST",
-                  "Open your form"):
+                  "Open your form", "your usual answer is used for you"):
         assert words in text and words in html
+    [dan] = [m for m in reminders(smtp) if m.rcpt_tos == ("dan@pub.test",)]
+    assert "usual" not in parts(dan)[0]  # Dan has none
     page = next(line.strip() for line in text.splitlines() if "/t/" in line)
     assert links.tender_for_link(pub, page.rsplit("/t/", 1)[1]) == tenders.get(
         pub, "bob@pub.test")

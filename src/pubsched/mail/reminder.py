@@ -85,19 +85,26 @@ def _tender_message(pub: str, title: str, parts: Sequence[Said], page_url: str,
 
 
 def compose_unanswered(tender: Recipient, week_of: date, *, deadline: datetime, tz: str,
-                       page_url: str, settings: MailSettings, now: datetime) -> Outgoing:
+                       page_url: str, settings: MailSettings, now: datetime,
+                       usual: bool = False) -> Outgoing:
     """"Which shifts can you work?" to ``tender``, who has not answered the form of
-    ``week_of`` that closes at ``deadline``. Its Message-ID names the deadline: after an
-    extension the reminder before the new deadline is a new message."""
+    ``week_of`` that closes at ``deadline`` (``usual``: they saved a usual answer, which
+    the close uses for them if they do not answer). Its Message-ID names the deadline:
+    after an extension the reminder before the new deadline is a new message."""
     pub, week, by = settings.pub_name, day(week_of), moment(deadline, tz)
-    message = _tender_message(pub, f"{pub}: which shifts can you work?", [
+    parts: list[Said] = [
         f"Hi {tender.name},",
         f"The availability form for the week of {week} closes {by}, and your answer is "
         "not in yet. Which shifts can you work?",
         "Tick the shifts you can do and send the form. If you can work none of them, "
         "send it with nothing ticked, so the roster is made knowing that.",
-    ], page_url, "Open your form", ["You get this reminder only while you have not "
-                                    "answered."])
+    ]
+    if usual:
+        parts.append("If you do not answer by then, your usual answer is used for you; the "
+                     "form starts from it.")
+    message = _tender_message(pub, f"{pub}: which shifts can you work?", parts, page_url,
+                              "Open your form", ["You get this reminder only while you have "
+                                                 "not answered."])
     return addressed(message, tender, f"{pub}: which shifts can you work? The form closes "
                      f"{by}", settings=settings, now=now,
                      message_key=f"remind-form.{week_of.isoformat()}."
