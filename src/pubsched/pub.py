@@ -67,6 +67,10 @@ class Config:
     previous_secrets: tuple[str, ...] = ()
     base_url: str = "http://127.0.0.1:8000"
     min_collect_hours: float = 24.0  # PUBSCHED_MIN_COLLECT_HOURS: the late-open floor
+    # the reminders' leads (:mod:`pubsched.reminders`), hours; 0 turns that reminder off
+    remind_unanswered_hours: float = 24.0  # PUBSCHED_REMIND_UNANSWERED_HOURS
+    remind_shift_hours: float = 6.0  # PUBSCHED_REMIND_SHIFT_HOURS
+    short_hours: float = 24.0  # PUBSCHED_SHORT_HOURS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Config:
@@ -79,6 +83,10 @@ class Config:
             "previous_secrets": tuple((env.get("PUBSCHED_SECRET_PREVIOUS") or "").split()),
             "base_url": env.get("PUBSCHED_BASE_URL") or "http://127.0.0.1:8000",
             "min_collect_hours": min_collect_hours(env),
+            "remind_unanswered_hours": hours_setting(env, "PUBSCHED_REMIND_UNANSWERED_HOURS",
+                                                     24.0),
+            "remind_shift_hours": hours_setting(env, "PUBSCHED_REMIND_SHIFT_HOURS", 6.0),
+            "short_hours": hours_setting(env, "PUBSCHED_SHORT_HOURS", 24.0),
         }
         values.update(overrides)
         return cls(**values)
@@ -94,18 +102,26 @@ class Config:
 
 def min_collect_hours(environ: Mapping[str, str]) -> float:
     """``PUBSCHED_MIN_COLLECT_HOURS``: the least time an autopilot open leaves the tenders
-    (hours, default 24, 0 for no floor); a bad value is :class:`BadInput` at start-up,
-    not at the tick that first needs it."""
-    raw = environ.get("PUBSCHED_MIN_COLLECT_HOURS")
+    (hours, default 24, 0 for no floor)."""
+    return hours_setting(environ, "PUBSCHED_MIN_COLLECT_HOURS", 24.0)
+
+
+MAX_HOURS = 24 * 14  # a lead or a floor longer than two weeks would reach past the week
+
+
+def hours_setting(environ: Mapping[str, str], name: str, default: float) -> float:
+    """A setting that is a number of hours from 0 to :data:`MAX_HOURS` (``default`` when
+    unset or empty; 0 turns its feature off). A bad value is :class:`BadInput` naming the
+    variable at start-up, not at the tick that first needs it."""
+    raw = environ.get(name)
     if raw is None or not raw.strip():
-        return 24.0
+        return default
     try:
         hours = float(raw)
     except ValueError:
         hours = -1.0
-    if not 0 <= hours <= 24 * 14:
-        raise BadInput(f"PUBSCHED_MIN_COLLECT_HOURS must be a number of hours from 0 to "
-                       f"{24 * 14}, got {raw!r}")
+    if not 0 <= hours <= MAX_HOURS:  # NaN fails both comparisons
+        raise BadInput(f"{name} must be a number of hours from 0 to {MAX_HOURS}, got {raw!r}")
     return hours
 
 

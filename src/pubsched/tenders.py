@@ -24,7 +24,7 @@ from . import skills as skill_words
 from .mail.addresses import address_problem, name_problem
 from .pub import BadInput, Pub, Verdict, utc
 
-COLUMNS = "id, name, email, active, max_shifts, link_version, skills"
+COLUMNS = "id, name, email, active, max_shifts, link_version, skills, shift_reminders"
 MAX_SKILLS = 20
 
 
@@ -46,17 +46,19 @@ class Tender:
     max_shifts: int | None
     link_version: int = 1
     skills: tuple[str, ...] = ()
+    shift_reminders: bool = True  # an email before each shift (0044; they can turn it off)
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Tender:
         return cls(int(row["id"]), str(row["name"]), str(row["email"]), bool(row["active"]),
                    None if row["max_shifts"] is None else int(row["max_shifts"]),
-                   int(row.get("link_version") or 1), skill_words.stored(row.get("skills")))
+                   int(row.get("link_version") or 1), skill_words.stored(row.get("skills")),
+                   bool(row.get("shift_reminders", 1)))
 
     def as_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "email": self.email,
                 "active": self.active, "max_shifts": self.max_shifts,
-                "skills": list(self.skills)}
+                "skills": list(self.skills), "shift_reminders": self.shift_reminders}
 
 
 def email_key(email: str) -> str:
@@ -149,13 +151,15 @@ def by_id(pub: Pub, tender_id: int) -> Tender | None:
 
 def edit(pub: Pub, email: str, *, name: str | None = None, new_email: str | None = None,
          max_shifts: int | Keep | None = KEEP,
-         skills: Iterable[object] | None = None) -> Verdict:
+         skills: Iterable[object] | None = None,
+         shift_reminders: bool | None = None) -> Verdict:
     """Change a tender's details; what is not given stays. ``max_shifts=None`` clears the
     maximum (``KEEP``, the default, leaves it); ``skills`` replaces the list (``()``
-    clears it). Every value is checked before anything is written (BadInput); nothing
-    given at all is bad input too. A new address another tender has, in any case, is
-    refused (TENDER_EXISTS) by the UNIQUE ``email_key``, so two edits racing onto one
-    address cannot both land."""
+    clears it); ``shift_reminders`` turns the email before each of their shifts on or off
+    (their page's switch, and the operator's on the tender's edit page). Every value is
+    checked before anything is written (BadInput); nothing given at all is bad input too.
+    A new address another tender has, in any case, is refused (TENDER_EXISTS) by the
+    UNIQUE ``email_key``, so two edits racing onto one address cannot both land."""
     tender = get(pub, email)
     changes: dict[str, Any] = {}
     if name is not None:
@@ -167,8 +171,13 @@ def edit(pub: Pub, email: str, *, name: str | None = None, new_email: str | None
         changes["max_shifts"] = check_max(max_shifts)
     if skills is not None:
         changes["skills"] = json.dumps(list(check_skills(skills)))
+    if shift_reminders is not None:
+        if not isinstance(shift_reminders, bool):
+            raise BadInput(f"shift reminders are on or off, got {shift_reminders!r}")
+        changes["shift_reminders"] = 1 if shift_reminders else 0
     if not changes:
-        raise BadInput("nothing to change: give a new name, email, maximum or skills")
+        raise BadInput("nothing to change: give a new name, email, maximum, skills or "
+                       "shift reminders")
     sets = ", ".join(f"{column} = %s" for column in changes)  # names from this function only
     try:
         with pub.atomic() as tx:

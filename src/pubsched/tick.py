@@ -8,13 +8,15 @@ The engine's tick runs fenced by the flag it chose its engine by
 (:func:`pubsched.engines.choose.chosen`): a tick racing a flip lands before it, or is
 refused (FLAG_CHANGED) and writes nothing more.
 
-Then, whatever engine runs the weeks, what is not the engine's: the cover requests whose
-shift has started end (:func:`pubsched.covers.expire_due`, the cover machine's own timed
-edge), and every email the notices outbox still owes is delivered
-(:func:`pubsched.notices.deliver` with :data:`COMPOSERS`): the ones a command or a page
-left behind (a crash after its commit, SMTP down) and the ones this tick just owed. On a
-database at the legacy schema (before 0045: no cover requests, no outbox) the tick is the
-engine's alone, as it was.
+Then, whatever engine runs the weeks, what is not the engine's (it moves no week, so it
+runs outside the fence): the cover requests whose shift has started end
+(:func:`pubsched.covers.expire_due`, the cover machine's own timed edge); the reminders due
+now are owed (:func:`pubsched.reminders.owe`: what the engine's tick just did, a roster
+made, is seen by the same tick); and every email the notices outbox still owes is
+delivered (:func:`pubsched.notices.deliver` with :data:`COMPOSERS`): the ones a command or
+a page left behind (a crash after its commit, SMTP down), the ones refused before, and the
+ones this tick just owed. On a database at the legacy schema (before 0045: no cover
+requests, no outbox) the tick is the engine's alone, as it was.
 """
 
 from __future__ import annotations
@@ -22,19 +24,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from . import covers, notices
+from . import covers, notices, reminders
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import Pub, Verdict, utc
 from .schema import has_columns
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
-COMPOSERS: Mapping[str, notices.Composer] = {**covers.COMPOSERS}
+COMPOSERS: Mapping[str, notices.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS}
 
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
     """One tick as of ``now``: the engine's (legacy crons or v2 nudges and autopilot),
-    then the covers' expiry and the outbox's deliveries."""
+    then the covers' expiry, the reminders owed, and the outbox's deliveries."""
     at = utc(now)
     try:
         with chosen(pub) as engine:
@@ -43,6 +45,7 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
         out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
     if has_columns(pub, "pub_covers", "id"):
         out += covers.expire_due(pub, at)
+        reminders.owe(pub, at)
         out += _told(notices.deliver(pub, COMPOSERS, at))
     return out
 

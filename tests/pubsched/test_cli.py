@@ -287,7 +287,8 @@ def test_tender_add_list_and_json(run: Cli) -> None:
         {"name": "Ben", "email": "ben@pub.example", "active": True, "max_shifts": None}]
     assert all(isinstance(t["id"], int) for t in listed)
     assert {frozenset(t) for t in listed} == {  # the documented shape, exactly
-        frozenset({"id", "name", "email", "active", "max_shifts", "skills", "time_off"})}
+        frozenset({"id", "name", "email", "active", "max_shifts", "skills", "time_off",
+                   "shift_reminders"})}
     text = run.ok("tender", "list").out
     assert "Ana Alvarez" in text and "ben@pub.example" in text
 

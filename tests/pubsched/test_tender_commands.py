@@ -41,7 +41,8 @@ def test_add_with_skills_stores_them_as_words(run: Cli) -> None:
     assert listed["cleo@pub.example"]["max_shifts"] == 3
     assert listed["ana@pub.example"]["skills"] == []
     assert {frozenset(t) for t in listed.values()} == {
-        frozenset({"id", "name", "email", "active", "max_shifts", "skills", "time_off"})}
+        frozenset({"id", "name", "email", "active", "max_shifts", "skills", "time_off",
+                   "shift_reminders"})}
     text = run.ok("tender", "list").out
     assert "skills" in text and "bar cellar" in text
 

@@ -59,13 +59,16 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
     assert late is not None
     # a tick that runs hours late: the close and the generate both fire, in order, once
     fired = [v.message for v in tick(pub, late + timedelta(hours=5)) if v.applied]
-    assert fired == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
+    assert fired == [f"tick: {WEEK} close", f"tick: {WEEK} generate",
+                     "tick: 1 email dealt with (sent, or no longer needed)"]  # the note below
     shown = week_show(pub, WEEK)
     assert shown["state"] == ASSIGNED and shown["unfilled"] == 0
     assert not any(v.applied for v in tick(pub, late + timedelta(days=3)))  # stops here
     assert week_show(pub, WEEK)["state"] == ASSIGNED
-    assert smtp.accepted == []  # autopilot never mails tenders, and a run on autopilot
-    # needs no "ready to close?" nudge
+    # autopilot never mails tenders, and a run on autopilot needs no "ready to close?"
+    # nudge: the operator hears once that the roster waits (pubsched.reminders)
+    assert [(list(m.rcpt_tos), "a roster to review" in str(m.message["Subject"]))
+            for m in smtp.accepted] == [([OPERATOR], True)]
 
 
 def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestServer,
@@ -210,8 +213,15 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     assert generate_at is not None
     late = generate_at + timedelta(days=2)  # far after the whole window
     fired = [v.message for v in tick(pub, late) if v.applied]
-    assert len(fired) == 1 and fired[0].startswith(f"tick: {WEEK} open (late: the deadline "
+    moves = [m for m in fired if m.startswith(f"tick: {WEEK}")]
+    assert len(moves) == 1 and moves[0].startswith(f"tick: {WEEK} open (late: the deadline "
                                                    "moved to")
+    # the deadline is now less than PUBSCHED_REMIND_UNANSWERED_HOURS away: the tenders
+    # who have not answered are reminded (pubsched.reminders), once
+    assert [m for m in fired if m not in moves] == [
+        "tick: 2 emails dealt with (sent, or no longer needed)"]
+    assert sorted(to for m in smtp.accepted if "<remind-form." in str(m.message["Message-ID"])
+                  for to in m.rcpt_tos) == ["ann@pub.test", "bob@pub.test"]
     assert week_show(pub, WEEK)["state"] == COLLECTING
     moved = deadline(pub)
     assert moved == late + timedelta(hours=24)
@@ -228,7 +238,8 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
         assert submissions.submit(pub, WEEK, t, [s.id for s in weeks.shifts(pub, WEEK)],
                                   now=moved - timedelta(hours=1))
     got = [v.message for v in tick(pub, moved + timedelta(hours=1)) if v.applied]
-    assert got == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
+    assert got[:2] == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
+    assert got[2:] == ["tick: 1 email dealt with (sent, or no longer needed)"]  # the review
     assert week_show(pub, WEEK)["unfilled"] == 0
 
 

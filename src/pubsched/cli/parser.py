@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--skill", metavar="SKILL", dest="skills", action="append",
                      help="a skill (one word; repeat for more)")
     edit = leaf(tenders, "edit", cmd_tender_edit,
-                "change a tender's name, email, maximum or skills (the rest stays)")
+                "change a tender's name, email, maximum, skills or shift reminders (the "
+                "rest stays)")
     edit.add_argument("email", metavar="EMAIL")
     edit.add_argument("--name", metavar="NAME", default=None, help="the new name")
     edit.add_argument("--email", metavar="EMAIL", dest="new_email", default=None,
@@ -116,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     skills.add_argument("--skill", metavar="SKILL", dest="skills", action="append",
                         help="a skill (repeat for more): these replace the tender's skills")
     skills.add_argument("--no-skills", action="store_true", help="clear the skills")
+    edit.add_argument("--shift-reminders", metavar="on|off", choices=["on", "off"],
+                      default=None, help="the email before each of their shifts")
     leaf(tenders, "activate", cmd_tender_activate,
          "make an inactive tender active again (their current link works again)"
          ).add_argument("email", metavar="EMAIL")

@@ -40,8 +40,8 @@ from .values import Nudge, Outgoing, Recipient, Roster, ShiftLine, TenderLinks
 from .wording import calendar_summary, day, moment, zone
 
 __all__ = ["CoverFacts", "CoverNote", "Nudge", "Outgoing", "Recipient", "Roster", "ShiftLine",
-           "TenderLinks", "compose_cover", "compose_late_open", "compose_nudge",
-           "compose_schedule"]
+           "TenderLinks", "addressed", "compose_cover", "compose_late_open", "compose_nudge",
+           "compose_schedule", "operator_note"]
 
 
 # -- the schedule email --------------------------------------------------------------------
@@ -93,7 +93,7 @@ def compose_schedule(
         params={"method": "PUBLISH", "charset": "utf-8"},
     )
     subject = f"{settings.pub_name}: your shifts, week of {day(roster.week_of)}"
-    return _addressed(
+    return addressed(
         message,
         tender,
         subject,
@@ -140,8 +140,8 @@ def compose_nudge(
             f"been sent; the send window opened at {due}.\n\nSend it when you are ready."
         )
     paragraphs = [*body.split("\n\n"), "This is the only reminder for this run."]
-    message = _operator_note(pub, paragraphs, admin_url)
-    return _addressed(
+    message = operator_note(pub, paragraphs, admin_url)
+    return addressed(
         message,
         operator,
         subject,
@@ -172,13 +172,13 @@ def compose_late_open(
     operator = Recipient(settings.operator_email, "Operator")
     week = day(week_of)
     was = f" (it was {moment(old_deadline, tz)})" if old_deadline is not None else ""
-    message = _operator_note(settings.pub_name, [
+    message = operator_note(settings.pub_name, [
         f"Autopilot opened the availability form for the week of {week} late, at "
         f"{moment(opened_at, tz)}: the tick had not run since its opening time.",
         f"So that tenders have time to answer, the deadline moved to "
         f"{moment(new_deadline, tz)}{was}; the roster is generated after it.",
     ], admin_url)
-    return _addressed(
+    return addressed(
         message,
         operator,
         f"{settings.pub_name}, week of {week}: form opened late, deadline moved",
@@ -225,7 +225,7 @@ def compose_invite(
                footer=[h.link(form_url), h.link(calendar_url)]),
         subtype="html", cte="quoted-printable")
     links_id = hashlib.sha256(f"{form_url} {calendar_url}".encode()).hexdigest()[:12]
-    return _addressed(
+    return addressed(
         message,
         tender,
         f"{pub}: your link to the shift form",
@@ -286,17 +286,20 @@ def compose_cover(
             ics, maintype="text", subtype="calendar",
             filename=f"pub-shift-{local_day:%Y-%m-%d}-{calendar}.ics",
             params={"method": method, "charset": "utf-8"})
-    return _addressed(message, recipient, note.subject, settings=settings, now=now,
-                      message_key=f"cover.{facts.cover_id}.{kind}")
+    return addressed(message, recipient, note.subject, settings=settings, now=now,
+                     message_key=f"cover.{facts.cover_id}.{kind}")
 
 
-def _operator_note(pub: str, paragraphs: list[str], admin_url: str | None) -> EmailMessage:
+def operator_note(pub: str, paragraphs: list[str], admin_url: str | None, *,
+                  button: str = "Open the week") -> EmailMessage:
     """A short note to the operator: the paragraphs as text and as HTML, the week's admin
-    page as a link (text) and a button (HTML)."""
+    page as a link (text) and a button (HTML) labelled ``button``. Every note to the
+    operator is made here (the nudges, the late open, :mod:`.reminder`'s), so they read
+    alike."""
     text = "\n\n".join(paragraphs) + (f"\n\n{admin_url}" if admin_url else "")
     body = [h.paragraph(p) for p in paragraphs]
     if admin_url:
-        body += [h.button(admin_url, "Open the week"), h.paragraph(h.link(admin_url),
+        body += [h.button(admin_url, button), h.paragraph(h.link(admin_url),
                                                                   muted=True)]
     message = EmailMessage()
     message.set_content(f"{pub}\n\n{text}\n", cte="quoted-printable")
@@ -307,7 +310,7 @@ def _operator_note(pub: str, paragraphs: list[str], admin_url: str | None) -> Em
 # -- addressing: the one place rehearsal redirects -----------------------------------------
 
 
-def _addressed(
+def addressed(
     message: EmailMessage,
     intended: Recipient,
     subject: str,
@@ -316,6 +319,9 @@ def _addressed(
     now: datetime,
     message_key: str,
 ) -> Outgoing:
+    """``message`` as it leaves for ``intended``: To, From, Subject, Date, a stable
+    Message-ID (from ``message_key``), and in rehearsal the redirect to the operator. Every
+    composer of every module ends here, so rehearsal is decided in one place."""
     if now.tzinfo is None:
         raise ValueError("now must be an aware datetime")
     envelope_to = intended.email

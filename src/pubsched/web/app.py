@@ -27,6 +27,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/tenders/{id}/away|back   a tender's time off, by the operator  away.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     POST /t/{token}/away   POST /t/{token}/back   their time off, by the tender  away.py
+    POST /t/{token}/reminders            their switch of the shift reminders  reminders.py
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
 Why the shape (Datasette's: an app that wires views kept one module per kind of page):
@@ -72,6 +73,7 @@ from .metrics import Metrics, RequestMetrics, route_templates
 from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
+from .reminders import ReminderSwitch
 from .roster import RosterPages
 from .security import OperatorGate, SecurityHeaders
 from .settings import WebSettings
@@ -102,6 +104,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     by_hand = RosterPages(site)
     metrics = Metrics(pub)
     time_off = AwayPages(site, tender)
+    reminders = ReminderSwitch(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -171,6 +174,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/t/{token}", tender.submit, methods=["POST"]),
         Route("/t/{token}/away", time_off.tender_away, methods=["POST"]),
         Route("/t/{token}/back", time_off.tender_back, methods=["POST"]),
+        Route("/t/{token}/reminders", reminders.switch, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,

@@ -23,14 +23,16 @@ _LINKS: tuple[tuple[str, str, links.Purpose], ...] = (
 
 
 def loggable_path(path: str, config: Config) -> str:
-    """``path`` (with its query, if any) as a log may show it."""
+    """``path`` (with its query, if any) as a log may show it; what follows the token in
+    the path (``/t/<token>/reminders``: an action of the tender's page) is kept."""
     route, sep, query = path.partition("?")
     for prefix, suffix, purpose in _LINKS:
-        if route.startswith(prefix) and route.endswith(suffix) and len(route) > len(prefix):
-            token = route[len(prefix):len(route) - len(suffix)]
+        segment, slash, rest = route[len(prefix):].partition("/")
+        if route.startswith(prefix) and segment.endswith(suffix) and len(segment) > len(suffix):
+            token = segment[:len(segment) - len(suffix)]
             named = links.verify(config, token, purpose)
             who = f"<tender {named[0]}>" if named is not None else "<bad link>"
-            return f"{prefix}{who}{suffix}{sep}{query}"
+            return f"{prefix}{who}{suffix}{slash}{rest}{sep}{query}"
     return path
 
 

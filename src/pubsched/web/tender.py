@@ -66,6 +66,7 @@ class TenderPages:
             "pub_name": config.mail.pub_name,
             # the time-off part (_time_off.html): its forms post to /t/{token}/away|back
             "time_off": form.get("time_off", []), "away_to": f"/t/{token}", "away_who": "you",
+            "shift_reminder_hours": config.remind_shift_hours,  # tender_reminders.html
         }, status=status, headers={"cache-control": "no-store"})
 
     def _bad_link(self, request: Request) -> HTMLResponse:

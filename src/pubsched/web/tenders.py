@@ -28,7 +28,7 @@ from .pages import ADMIN_PATH
 from .site import Site
 
 LIST = ADMIN_PATH + "/tenders"
-FIELDS = ("name", "email", "max_shifts", "skills")
+FIELDS = ("name", "email", "max_shifts", "skills", "shift_reminders")
 
 
 def max_field(raw: str | None) -> int | None:
@@ -44,6 +44,14 @@ def max_field(raw: str | None) -> int | None:
                        ) from None
 
 
+def reminders_field(form: FormData, values: Mapping[str, str]) -> bool | None:
+    """The reminders box, written only when the operator changed it from what the page
+    showed (``shift_reminders_was``): a save of the name does not undo the switch the
+    tender flipped on their page meanwhile."""
+    ticked = values.get("shift_reminders") == "1"
+    return None if ticked == (text(form, "shift_reminders_was") == "1") else ticked
+
+
 def typed(form: FormData) -> dict[str, str]:
     """What the operator typed, to draw the form again as it was."""
     return {name: text(form, name) or "" for name in FIELDS}
@@ -53,7 +61,8 @@ def shown(tender: Tender) -> dict[str, str]:
     """A tender's details as the edit form's fields."""
     return {"name": tender.name, "email": tender.email,
             "max_shifts": "" if tender.max_shifts is None else str(tender.max_shifts),
-            "skills": " ".join(tender.skills)}
+            "skills": " ".join(tender.skills),
+            "shift_reminders": "1" if tender.shift_reminders else ""}
 
 
 class TenderAdmin:
@@ -139,7 +148,8 @@ class TenderAdmin:
             return tenders.edit(self.site.pub, tender.email, name=values["name"],
                                 new_email=values["email"],
                                 max_shifts=max_field(values["max_shifts"]),
-                                skills=tenders.split_skills(values["skills"]))
+                                skills=tenders.split_skills(values["skills"]),
+                                shift_reminders=reminders_field(form, values))
 
         try:
             outcome = await run_in_threadpool(go)

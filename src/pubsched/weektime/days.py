@@ -146,6 +146,16 @@ def local_to_utc(day: date, at: time, tz: str | ZoneInfo) -> datetime:
         raise BadSettings(str(exc)) from None
 
 
+def wall_clock_before(at: datetime, hours: float, tz: str | ZoneInfo) -> datetime:
+    """The instant the pub's clock on the wall reads ``hours`` earlier than it reads at
+    ``at``: 24 hours before Sunday 20:00 is Saturday 20:00, and 6 hours before 05:00 is
+    23:00 the evening before, whether or not the clocks change between (a reminder "a day
+    before" comes at the time of day a person expects). The wall time found obeys
+    :func:`local_to_utc`'s rule (a gap moves forward, a repeated hour is its first)."""
+    local = as_utc(at).astimezone(zone(tz)).replace(tzinfo=None) - timedelta(hours=hours)
+    return local_to_utc(local.date(), local.time(), tz)
+
+
 def parse_hh_mm(value: object) -> time:
     match = _HH_MM.fullmatch(value) if isinstance(value, str) else None
     if match is None:

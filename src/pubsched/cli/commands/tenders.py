@@ -21,13 +21,15 @@ def cmd_tender_add(ctx: Context, args: argparse.Namespace) -> int:
 
 def cmd_tender_edit(ctx: Context, args: argparse.Namespace) -> int:
     """Only the options given change; ``--no-skills`` clears the skills, ``--skill``
-    replaces them, ``--max-shifts none`` clears the maximum."""
+    replaces them, ``--max-shifts none`` clears the maximum, ``--shift-reminders on|off``
+    switches the email before each of their shifts."""
     from ... import tenders
 
     skills = () if args.no_skills else args.skills
+    reminders = None if args.shift_reminders is None else args.shift_reminders == "on"
     return report(ctx, tenders.edit(ctx.pub(), args.email, name=args.name,
                                     new_email=args.new_email, max_shifts=args.max_shifts,
-                                    skills=skills))
+                                    skills=skills, shift_reminders=reminders))
 
 
 def cmd_tender_activate(ctx: Context, args: argparse.Namespace) -> int:
