@@ -16,10 +16,16 @@ a retried command, writes nothing.
    claims and sends, the other skips it;
 2. **composed** at its turn, from what is true then (a composer returning None drops it:
    an offer of a cover already taken is not sent, ``dropped``);
-3. handed to SMTP once, then ``sent``; ``failed`` when certainly not delivered (retried
-   by a later deliver, up to :data:`MAX_ATTEMPTS` tries in all); left ``in_flight`` when
-   its fate is unknown (the connection lost after the data, a crash between the claim
-   and the answer): possibly delivered, so never sent again on its own.
+3. handed to SMTP once, then ``sent``; ``failed`` when certainly not delivered: retried
+   by a later deliver once its wait is over (:func:`retry_wait`: a minute, then two,
+   four..., so a server refusing for a while is not hammered by every ticker at once),
+   up to :data:`MAX_ATTEMPTS` tries in all; left ``in_flight`` when its fate is unknown
+   (the connection lost after the data, a crash between the claim and the answer):
+   possibly delivered, so never sent again on its own.
+
+The claim compares the number of tries too: of several delivers that read the same
+failed notice, the first claims it and the others find it tried already (one try per
+turn, however many tickers run).
 
 The finishing write names the claim token, so only the claimer finishes its claim.
 """
@@ -31,7 +37,7 @@ import logging
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import rowstate
@@ -45,6 +51,7 @@ log = logging.getLogger("pubsched.notices")
 
 PENDING, IN_FLIGHT, SENT, FAILED, DROPPED = "pending", "in_flight", "sent", "failed", "dropped"
 MAX_ATTEMPTS = 5  # a refused notice is tried this often in all, then left failed, shown
+RETRY_FIRST, RETRY_MOST = timedelta(minutes=1), timedelta(hours=1)
 OPERATOR = "operator"  # the recipient of the operator's notices
 
 
@@ -104,16 +111,32 @@ def _notice(row: Mapping[str, Any]) -> Notice:
 COLUMNS = "id, kind, about, recipient, week_of, status, attempts, error"
 
 
-def due(pub: Pub, kinds: Iterable[str], *, limit: int = 100) -> list[Notice]:
-    """Notices of ``kinds`` waiting for a try, oldest first."""
+def retry_wait(attempts: int) -> timedelta:
+    """How long a notice refused ``attempts`` times waits before its next try."""
+    wait: timedelta = RETRY_FIRST * (2 ** max(0, attempts - 1))
+    return min(wait, RETRY_MOST)
+
+
+def due(pub: Pub, kinds: Iterable[str], now: datetime, *, limit: int = 100) -> list[Notice]:
+    """Notices of ``kinds`` waiting for a try at ``now`` (never tried, or refused and
+    their wait over), oldest first."""
     wanted = sorted(set(kinds))
     if not wanted:
         return []
     marks = ", ".join(["%s"] * len(wanted))
-    rows = pub.query(f"SELECT {COLUMNS} FROM pub_notices WHERE status IN (%s, %s) "
-                     f"AND attempts < %s AND kind IN ({marks}) ORDER BY id LIMIT %s",
+    rows = pub.query(f"SELECT {COLUMNS}, attempted_at FROM pub_notices WHERE status IN "
+                     f"(%s, %s) AND attempts < %s AND kind IN ({marks}) ORDER BY id LIMIT %s",
                      [PENDING, FAILED, MAX_ATTEMPTS, *wanted, limit])
-    return [_notice(r) for r in rows]
+    return [_notice(r) for r in rows if r["status"] == PENDING
+            or _instant(r["attempted_at"]) + retry_wait(int(r["attempts"])) <= now]
+
+
+def _instant(value: Any) -> datetime:
+    """A timestamp as stored (PostgreSQL: aware; SQLite: ISO text), aware."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    read = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return read if read.tzinfo is not None else read.replace(tzinfo=UTC)
 
 
 def listed(pub: Pub, *, week: str | None = None, about: str | None = None) -> list[Notice]:
@@ -137,9 +160,9 @@ def _claim(pub: Pub, notice: Notice, now: datetime) -> int | None:
     with pub.atomic() as tx:
         won = tx.execute("UPDATE pub_notices SET status = %s, claim_token = %s, "
                          "attempts = attempts + 1, attempted_at = %s "
-                         "WHERE id = %s AND status IN (%s, %s) AND attempts < %s "
+                         "WHERE id = %s AND status IN (%s, %s) AND attempts = %s "
                          "RETURNING id",
-                         [IN_FLIGHT, token, now, notice.id, PENDING, FAILED, MAX_ATTEMPTS])
+                         [IN_FLIGHT, token, now, notice.id, PENDING, FAILED, notice.attempts])
     return token if won else None
 
 
@@ -158,7 +181,7 @@ def deliver(pub: Pub, composers: Mapping[str, Composer], now: datetime, *,
     out: list[Verdict] = []
     with contextlib.ExitStack() as opened:
         session: MailSession | None = None  # opened at the first message, if any
-        for notice in due(pub, composers, limit=limit):
+        for notice in due(pub, composers, now, limit=limit):
             token = _claim(pub, notice, now)
             if token is None:  # another deliver has it
                 continue
@@ -199,4 +222,4 @@ def deliver(pub: Pub, composers: Mapping[str, Composer], now: datetime, *,
 
 __all__ = ["COLUMNS", "DROPPED", "FAILED", "IN_FLIGHT", "MAX_ATTEMPTS", "OPERATOR", "PENDING",
            "SENT", "Composer", "NotSentYet", "Notice", "deliver", "due", "enqueue", "listed",
-           "to_tender"]
+           "retry_wait", "to_tender"]

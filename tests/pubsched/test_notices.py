@@ -6,7 +6,7 @@ unknown fate is never re-sent, and a composer's None drops it."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
@@ -90,25 +90,42 @@ def test_two_delivers_at_once_send_one(pub: Pub, smtp: SmtpTestServer) -> None:
     assert subjects == sorted(f"note n{i}" for i in range(6))
 
 
-def test_a_refused_notice_is_retried_by_a_later_deliver_then_left_failed(
+def test_a_refused_notice_is_retried_after_its_wait_then_left_failed(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.refuse_recipient(OPERATOR)
     first = notices.deliver(pub, {KIND: note}, NOW)
     assert not first[0].applied and first[0].failed
     assert statuses(pub) == {"a": ("failed", 1)}
-    for _ in range(notices.MAX_ATTEMPTS + 2):
-        notices.deliver(pub, {KIND: note}, NOW)
-    assert statuses(pub) == {"a": ("failed", notices.MAX_ATTEMPTS)}
+    assert notices.deliver(pub, {KIND: note}, NOW + timedelta(seconds=59)) == []  # waiting
+    at = NOW
+    for tries in range(2, notices.MAX_ATTEMPTS + 1):  # a minute, two, four, eight
+        at += notices.retry_wait(tries - 1)
+        assert len(notices.deliver(pub, {KIND: note}, at)) == 1
+        assert statuses(pub) == {"a": ("failed", tries)}
     smtp.clear_faults()
-    assert notices.deliver(pub, {KIND: note}, NOW) == []  # it gave up: the operator sees it
+    later = at + timedelta(days=1)
+    assert notices.deliver(pub, {KIND: note}, later) == []  # it gave up: the operator sees it
 
     owe(pub, "b")
     smtp.refuse_recipient(OPERATOR)
-    notices.deliver(pub, {KIND: note}, NOW)
+    notices.deliver(pub, {KIND: note}, later)
     smtp.clear_faults()
-    assert [v.applied for v in notices.deliver(pub, {KIND: note}, NOW)] == [True]
+    again = later + timedelta(minutes=1)
+    assert [v.applied for v in notices.deliver(pub, {KIND: note}, again)] == [True]
     assert statuses(pub)["b"] == ("sent", 2)
+
+
+def test_two_delivers_that_read_the_same_refused_notice_try_it_once(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    smtp.refuse_recipient(OPERATOR)
+    notices.deliver(pub, {KIND: note}, NOW)
+    later = NOW + timedelta(minutes=5)
+    (seen,) = notices.due(pub, [KIND], later)
+    notices.deliver(pub, {KIND: note}, later)  # the other ticker tried it meanwhile
+    assert notices._claim(pub, seen, later) is None  # the stale read claims nothing
+    assert statuses(pub) == {"a": ("failed", 2)}
 
 
 def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServer) -> None:
@@ -139,4 +156,4 @@ def test_a_composer_not_ready_fails_the_try_and_it_is_retried(
     out = notices.deliver(pub, {KIND: not_yet}, NOW)
     assert out[0].failed == "set PUBSCHED_OPERATOR_EMAIL"
     assert statuses(pub) == {"a": ("failed", 1)}
-    assert notices.deliver(pub, {KIND: note}, NOW)[0].applied
+    assert notices.deliver(pub, {KIND: note}, NOW + timedelta(minutes=1))[0].applied
