@@ -84,7 +84,9 @@ def read_value(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(UTC) if value.tzinfo is not None else value
     if isinstance(value, str) and len(value) == 24 and _CANONICAL.match(value):
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        # the canonical form ends in Z: fromisoformat (3.11) reads it as aware UTC, ~70
+        # times faster than strptime, and a page reads hundreds of them
+        return datetime.fromisoformat(value)
     return value
 
 

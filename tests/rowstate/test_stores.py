@@ -160,3 +160,61 @@ async def test_a_restarted_server_costs_no_failed_call() -> None:
         sync_store.close()
         await async_store.close()
         server.stop()
+
+
+# -- SQLite: one writer of a store at a time, queued in the process -------------------------
+
+
+def test_sqlite_writers_of_one_store_queue_and_time_out_as_sqlite_would(
+        tmp_path: Any) -> None:
+    """A write unit holds the store's turn until it ends: another thread's write waits for
+    it (and then runs), or fails with the busy timeout's "database is locked" when it is
+    held longer; a read-only unit reads meanwhile; an after-commit callback that writes
+    again on the same thread takes the turn again (re-entrant), instead of hanging."""
+    import threading
+
+    from rowstate import SQLiteStore, StoreError
+
+    store = SQLiteStore(str(tmp_path / "w.db"), busy_timeout=0.3)
+    store.execute_script("CREATE TABLE t (n INTEGER)")
+    holding, release, waited = threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        with store.atomic() as tx:
+            tx.execute("INSERT INTO t VALUES (1)")
+            holding.set()
+            release.wait(10)
+
+    def second() -> None:
+        try:
+            with store.atomic() as tx:
+                tx.execute("INSERT INTO t VALUES (2)")
+        except StoreError as exc:
+            waited.append(str(exc))
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert holding.wait(10)
+    other = threading.Thread(target=second)
+    other.start()
+    other.join(10)  # the turn is held past the busy timeout: refused, as SQLite refuses
+    assert waited and "database is locked" in waited[0]
+    with store.atomic(read_only=True) as tx:
+        assert tx.execute("SELECT COUNT(*) AS n FROM t") == [{"n": 0}]
+    release.set()
+    holder.join(10)
+
+    after: list[str] = []
+
+    def write_again() -> None:
+        with store.atomic() as again:
+            again.execute("INSERT INTO t VALUES (4)")
+        after.append("written")
+
+    with store.atomic() as tx:
+        tx.execute("INSERT INTO t VALUES (3)")
+        tx.after_commit(write_again)
+    assert after == ["written"]  # on its own thread's turn: no wait, no timeout
+    with store.atomic(read_only=True) as tx:
+        assert [r["n"] for r in tx.execute("SELECT n FROM t ORDER BY n")] == [1, 3, 4]
+    store.close()

@@ -396,3 +396,75 @@ def test_transition_many_names_odd_keys_as_history_does(backend: Backend) -> Non
     assert sorted(moved.applied) == sorted((k,) for k in keys)
     for k in keys:
         assert [(e.edge, e.to_state) for e in jobs.history(k)][-1] == ("prepare", "READY")
+
+
+# -- read-only units ------------------------------------------------------------------------
+
+
+def test_a_read_only_unit_reads_and_refuses_to_write(backend: Backend) -> None:
+    """``store.atomic(read_only=True)``: a snapshot for reads; a write in it fails (SQLite's
+    query_only, PostgreSQL's read-only transaction) and leaves nothing behind."""
+    runs = backend.make(RUNS)
+    runs.create("2026-01-05")
+    read = "SELECT week_of FROM pub_schedule_runs"
+    write = "UPDATE pub_schedule_runs SET autopilot = 1"
+
+    async def in_async() -> tuple[Any, bool]:
+        async with backend.store.atomic(read_only=True) as tx:
+            rows = await tx.execute(read)
+        try:
+            async with backend.store.atomic(read_only=True) as tx:
+                await tx.execute(write)
+        except Exception:
+            return rows, True
+        return rows, False
+
+    if backend.is_async:
+        rows, refused = backend.wait(in_async())
+    else:
+        with backend.store.atomic(read_only=True) as tx:
+            rows = tx.execute(read)
+        refused = False
+        try:
+            with backend.store.atomic(read_only=True) as tx:
+                tx.execute(write)
+        except Exception:
+            refused = True
+    assert [r["week_of"] for r in rows] == ["2026-01-05"]
+    assert refused
+    assert as_dict(runs.get("2026-01-05"))["autopilot"] == 0
+    runs.transition("2026-01-05", "COLLECTING")  # the connection writes again afterwards
+    assert runs.state("2026-01-05") == "COLLECTING"
+
+
+@on("sync")
+def test_a_read_only_unit_does_not_wait_for_a_writer(backend: Backend) -> None:
+    """On SQLite a unit that writes holds the write lock until it ends; a read-only one
+    reads the last committed state meanwhile instead of queueing behind it (PostgreSQL's
+    readers never queue)."""
+    import threading
+
+    runs = backend.make(RUNS)
+    runs.create("2026-01-05")
+    holding, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with backend.store.atomic() as tx:
+            tx.execute("UPDATE pub_schedule_runs SET autopilot = 1")
+            holding.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        started = datetime.now(UTC)
+        with backend.store.atomic(read_only=True) as tx:
+            rows = tx.execute("SELECT autopilot FROM pub_schedule_runs")
+        waited = datetime.now(UTC) - started
+        assert [r["autopilot"] for r in rows] == [0]  # the writer has not committed
+        assert not release.is_set() and waited < timedelta(seconds=5)
+    finally:
+        release.set()
+        thread.join()
+    assert as_dict(runs.get("2026-01-05"))["autopilot"] == 1

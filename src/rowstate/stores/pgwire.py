@@ -144,10 +144,14 @@ def _apg_raw(conn: psycopg.AsyncConnection[Any], counter: Any) -> Callable[..., 
     return raw
 
 
-def _begin(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str:
+def _begin(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any],
+           read_only: bool = False) -> str:
     """An autocommit connection needs an explicit BEGIN; on a caller's non-autocommit one
-    the driver opens the transaction itself (an empty statement is not sent)."""
-    return "BEGIN" if conn.autocommit else "SELECT 1"
+    the driver opens the transaction itself (an empty statement is not sent), and the
+    first statement may still make it read-only."""
+    if conn.autocommit:
+        return "BEGIN READ ONLY" if read_only else "BEGIN"
+    return "SET TRANSACTION READ ONLY" if read_only else "SELECT 1"
 
 
 def _spoke_or_hung_up(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:

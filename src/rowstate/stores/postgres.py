@@ -94,8 +94,10 @@ class PostgresStore(StatementCounter):
             self.pool.putconn(conn)
 
     @contextlib.contextmanager
-    def atomic(self, *, door: Door | None = None) -> Iterator[Unit]:
-        """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint."""
+    def atomic(self, *, door: Door | None = None, read_only: bool = False) -> Iterator[Unit]:
+        """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint.
+        ``read_only``: a read-only transaction (a write in it is refused by the server);
+        nested, it is the outer unit's savepoint."""
         current = self._unit.get()
         if current is not None:
             with nested(current, door) as unit:
@@ -103,7 +105,7 @@ class PostgresStore(StatementCounter):
             return
         with self._unit_connection() as conn:
             unit = Unit("postgresql", _pg_raw(conn, self), door, Jsonb)
-            with unit_scope(self._unit, unit, _begin(conn)):
+            with unit_scope(self._unit, unit, _begin(conn, read_only)):
                 yield unit
 
     def run(self, batch: Batch) -> Rows:
@@ -182,8 +184,10 @@ class AsyncPostgresStore:
         self._returning: set[asyncio.Task[Any]] = set()  # see _checkout
 
     @contextlib.asynccontextmanager
-    async def atomic(self, *, door: Door | None = None) -> AsyncIterator[AsyncUnit]:
-        """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint."""
+    async def atomic(self, *, door: Door | None = None,
+                     read_only: bool = False) -> AsyncIterator[AsyncUnit]:
+        """A unit of work (:mod:`rowstate.units`) on one connection; nested, a savepoint;
+        ``read_only`` as :meth:`PostgresStore.atomic`'s."""
         current = self._unit.get()
         if current is not None:
             async with anested(current, door) as unit:
@@ -196,7 +200,7 @@ class AsyncPostgresStore:
             raise _translate(exc) from exc
         try:
             unit = AsyncUnit("postgresql", _apg_raw(conn, self), door, Jsonb)
-            async with aunit_scope(self._unit, unit, _begin(conn)):
+            async with aunit_scope(self._unit, unit, _begin(conn, read_only)):
                 yield unit
         finally:
             await self._checkin(conn)

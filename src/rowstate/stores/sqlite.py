@@ -77,6 +77,12 @@ class SQLiteStore(StatementCounter):
             raise ValidationError(f"synchronous={synchronous!r}")
         self.synchronous = synchronous.upper()
         self._guard = threading.Lock()  # the shared memory connection; scripts
+        # one write transaction of this store's threads at a time, queued here: SQLite
+        # allows one writer anyway, and a thread that waits on SQLite's lock sleeps in
+        # steps of up to 100 ms (its busy handler), long after the lock came free, while
+        # one waiting here wakes the moment it does. Other processes still meet the
+        # busy timeout. Re-entrant: an after-commit callback may write again.
+        self._writer = threading.RLock()
         self._threads = ThreadConnections(self._open)
         self._shared: sqlite3.Connection | None = self._open() if self.memory else None
         self._unit: ContextVar[Unit | None] = _unit_var(self)
@@ -127,6 +133,17 @@ class SQLiteStore(StatementCounter):
         return self._run(conn, batch)
 
     @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """This store's turn to write (``_writer``), or the busy timeout's error."""
+        if not self._writer.acquire(timeout=self.busy_timeout):
+            raise StoreError(f"SQLite: database is locked (another writer of this store "
+                             f"held it for {self.busy_timeout:g} s)")
+        try:
+            yield
+        finally:
+            self._writer.release()
+
+    @contextlib.contextmanager
     def unit_connection(self, *, dedicated: bool = False) -> Iterator[sqlite3.Connection]:
         """The connection a unit of work writes on: the shared memory one (its lock held
         for the whole unit), this thread's, or (``dedicated``) one of its own."""
@@ -143,8 +160,11 @@ class SQLiteStore(StatementCounter):
             yield self._threads.get()
 
     @contextlib.contextmanager
-    def atomic(self, *, door: Door | None = None) -> Iterator[Unit]:
-        """A unit of work (:mod:`rowstate.units`); nested, a savepoint."""
+    def atomic(self, *, door: Door | None = None, read_only: bool = False) -> Iterator[Unit]:
+        """A unit of work (:mod:`rowstate.units`); nested, a savepoint. ``read_only``: a
+        snapshot that takes no write lock (``BEGIN`` under ``PRAGMA query_only``, so a
+        write in it fails instead of waiting for the lock): in WAL mode it neither waits
+        for the writers nor holds them up. Nested, it is the outer unit's savepoint."""
         current = self._unit.get()
         if current is not None:
             with nested(current, door) as unit:
@@ -152,8 +172,16 @@ class SQLiteStore(StatementCounter):
             return
         with self.unit_connection() as conn:
             unit = Unit("sqlite", _sqlite_raw(conn, self), door, json.dumps)
-            with unit_scope(self._unit, unit, "BEGIN IMMEDIATE"):
-                yield unit
+            if not read_only:
+                with self.writing(), unit_scope(self._unit, unit, "BEGIN IMMEDIATE"):
+                    yield unit
+                return
+            conn.execute("PRAGMA query_only = ON")
+            try:
+                with unit_scope(self._unit, unit, "BEGIN"):
+                    yield unit
+            finally:
+                conn.execute("PRAGMA query_only = OFF")
 
     def _run(self, conn: sqlite3.Connection, batch: Batch) -> Rows:
         try:
@@ -162,18 +190,19 @@ class SQLiteStore(StatementCounter):
                 out = [conn.execute(sql, _with_now(params)).fetchall()
                        for sql, params in batch.statements]
                 return self._explained(conn, batch, out)
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                # one clock reading for the whole write, taken once the write lock is held
-                now = canonical_time(datetime.now(UTC))
-                out = self._explained(conn, batch, [
-                    conn.execute(sql, _with_now(params, now)).fetchall()
-                    for sql, params in batch.statements], now)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            with self.writing():
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    # one clock reading for the whole write, taken once the lock is held
+                    now = canonical_time(datetime.now(UTC))
+                    out = self._explained(conn, batch, [
+                        conn.execute(sql, _with_now(params, now)).fetchall()
+                        for sql, params in batch.statements], now)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
             self.statements += len(batch.statements) + 2
             return out
         except (sqlite3.Error, OverflowError, UnicodeEncodeError) as exc:
@@ -236,9 +265,11 @@ class AsyncSQLiteStore:
         return await asyncio.get_running_loop().run_in_executor(self._pool, self.sync.run, batch)
 
     @contextlib.asynccontextmanager
-    async def atomic(self, *, door: Door | None = None) -> AsyncIterator[AsyncUnit]:
+    async def atomic(self, *, door: Door | None = None,
+                     read_only: bool = False) -> AsyncIterator[AsyncUnit]:
         """A unit of work on a thread of its own (it holds the write lock throughout, so
-        it must not wait behind the store's workers), with a connection of its own."""
+        it must not wait behind the store's workers), with a connection of its own;
+        ``read_only`` as :meth:`SQLiteStore.atomic`'s (that connection is closed after)."""
         current = self._unit.get()
         if current is not None:
             async with anested(current, door) as unit:
@@ -247,7 +278,13 @@ class AsyncSQLiteStore:
         loop = asyncio.get_running_loop()
         thread = ThreadPoolExecutor(1, thread_name_prefix="rowstate-sqlite-unit")
         opened = self.sync.unit_connection(dedicated=True)
+        # a writing unit queues for the store's turn on its own thread (the sync store's
+        # ``writing``), taken and given back there: the event loop never waits on it
+        turn = contextlib.nullcontext() if read_only else self.sync.writing()
+        entered = False
         try:
+            await loop.run_in_executor(thread, turn.__enter__)
+            entered = True
             conn = await loop.run_in_executor(thread, opened.__enter__)
             try:
                 sync_raw = _sqlite_raw(conn, self.sync)
@@ -256,11 +293,16 @@ class AsyncSQLiteStore:
                     return await loop.run_in_executor(thread, sync_raw, sql, params)
 
                 unit = AsyncUnit("sqlite", raw, door, json.dumps)
-                async with aunit_scope(self._unit, unit, "BEGIN IMMEDIATE"):
+                if read_only:
+                    await raw("PRAGMA query_only = ON", ())
+                async with aunit_scope(self._unit, unit,
+                                       "BEGIN" if read_only else "BEGIN IMMEDIATE"):
                     yield unit
             finally:
                 await loop.run_in_executor(thread, opened.__exit__, None, None, None)
         finally:
+            if entered:
+                await loop.run_in_executor(thread, turn.__exit__, None, None, None)
             thread.shutdown(wait=False)
 
     async def execute_script(self, sql: str) -> None:
