@@ -28,22 +28,16 @@ needs are unreadable asks for nothing, a tender whose skills are unreadable has 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
 
-from . import skills
 from .mail.wording import days
 from .pub import Pub
-from .schema import has_columns
+from .tenders import Tender
 from .time_off import Span, spans
+from .weeks import Shift
 from .weektime import as_utc
-
-
-def words(raw: Any) -> frozenset[str]:
-    """A stored JSON list of words (:func:`pubsched.skills.stored`), as a set."""
-    return frozenset(skills.stored(raw))
 
 
 @dataclass(frozen=True)
@@ -75,32 +69,15 @@ class Offer:
         return None
 
 
-def needs_of(pub: Pub, week: str) -> dict[int, tuple[frozenset[str], int]]:
-    """Each shift's needs and slots (none on the legacy schema: no skills yet)."""
-    if not has_columns(pub, "pub_shifts", "needs"):
-        return {}
-    rows = pub.query("SELECT id, needs, slots FROM pub_shifts WHERE week_of = %s", [week])
-    return {int(r["id"]): (words(r["needs"]), int(r["slots"])) for r in rows}
-
-
-def skills_of(pub: Pub, tender_id: int) -> frozenset[str]:
-    if not has_columns(pub, "pub_tenders", "skills"):
-        return frozenset()
-    rows = pub.query("SELECT skills FROM pub_tenders WHERE id = %s", [tender_id])
-    return words(rows[0]["skills"]) if rows else frozenset()
-
-
-def away_of(pub: Pub, week: str, tender_id: int) -> dict[int, Span]:
+def away_of(pub: Pub, week_shifts: Sequence[Shift], tender_id: int) -> dict[int, Span]:
     """The week's shifts on a night the tender is away, each with the span covering it."""
-    rows = pub.query("SELECT id, night FROM pub_shifts WHERE week_of = %s", [week])
-    nights = {int(r["id"]): str(r["night"]) for r in rows}
+    nights = {s.id: date.fromisoformat(s.night) for s in week_shifts}
     if not nights:
         return {}
-    found = spans(pub, tender_id, since=date.fromisoformat(min(nights.values())),
-                  until=date.fromisoformat(max(nights.values())))
+    found = spans(pub, tender_id, since=min(nights.values()), until=max(nights.values()))
     out = {}
     for shift_id, night in nights.items():
-        span = next((s for s in found if s.covers(date.fromisoformat(night))), None)
+        span = next((s for s in found if s.covers(night)), None)
         if span is not None:
             out[shift_id] = span
     return out
@@ -124,9 +101,11 @@ def offers(shifts: Iterable[tuple[int, datetime]],
     return out
 
 
-def week_offers(pub: Pub, week: str, tender_id: int, shifts: Iterable[tuple[int, datetime]],
+def week_offers(pub: Pub, week_shifts: Sequence[Shift], tender: Tender,
                 now: datetime) -> dict[int, Offer]:
-    """:func:`offers` with the week's needs, the tender's skills and time off read from
-    the pub."""
-    return offers(shifts, needs_of(pub, week), skills_of(pub, tender_id), now,
-                  away_of(pub, week, tender_id))
+    """:func:`offers` for the week's shifts as the caller read them (their needs and
+    slots) to ``tender`` as read (their skills), with their time off read here: the
+    caller's rows are reused, so a submission reads the week's shifts once."""
+    needs = {s.id: (frozenset(s.needs), s.slots) for s in week_shifts}
+    return offers(((s.id, s.starts_at) for s in week_shifts), needs,
+                  frozenset(tender.skills), now, away_of(pub, week_shifts, tender.id))

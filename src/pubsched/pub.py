@@ -160,6 +160,9 @@ class Pub:
         self.store = store
         self.config = config or Config()
         self.runs = rowstate.Lifecycle(store, RUNS)
+        # the unit this pub has open in this thread or task (:meth:`query` reads in it)
+        self._open: ContextVar[rowstate.Unit | None] = ContextVar(f"pub_unit_{id(self)}",
+                                                                   default=None)
         # the cover package holds its domain beside its machine, and the domain is built on
         # this module: its binding is read when a pub is made, not when this module loads
         from .covers.machine import COVERS
@@ -175,12 +178,17 @@ class Pub:
     def atomic(self) -> Iterator[rowstate.Unit]:
         """A unit of work on the pub's database (hold/fence default to the runs). Inside
         :meth:`fenced` it first runs the fence (which may refuse by raising: the unit
-        then rolls back), so what it commits obeys what the fence checked under its lock."""
+        then rolls back), so what it commits obeys what the fence checked under its lock.
+        Opened inside another unit of this pub, it is a savepoint of that one."""
         with self.store.atomic(door=self.runs) as tx:
             check = _FENCE.get()
             if check is not None:
                 check(tx)
-            yield tx
+            token = self._open.set(tx)
+            try:
+                yield tx
+            finally:
+                self._open.reset(token)
 
     @contextmanager
     def fenced(self, check: Fence | None) -> Iterator[None]:
@@ -208,9 +216,32 @@ class Pub:
         merged.update(data or {})
         return merged or None
 
+    @contextmanager
+    def reading(self) -> Iterator[rowstate.Unit]:
+        """A read-only unit that :meth:`query` reads in (one snapshot, one BEGIN for a
+        page's many reads, no write lock); inside another unit of this pub, that one."""
+        current = self._open.get()
+        if current is not None:
+            yield current
+            return
+        with self.store.atomic(door=self.runs, read_only=True) as tx:
+            token = self._open.set(tx)
+            try:
+                yield tx
+            finally:
+                self._open.reset(token)
+
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
               ) -> list[dict[str, Any]]:
-        with self.atomic() as tx:
+        """The rows of one read: inside a unit of this pub (this thread or task), read in
+        that unit (its snapshot, no savepoint); else in a read-only unit of its own, which
+        takes no write lock (SQLite) and refuses a write (both): a write goes through
+        :meth:`atomic`. Under a rush of tenders every write lock taken is a wait, so a
+        read must not take one."""
+        tx = self._open.get()
+        if tx is not None:
+            return tx.execute(sql, params)
+        with self.store.atomic(door=self.runs, read_only=True) as tx:
             return tx.execute(sql, params)
 
     def close(self) -> None:

@@ -6,9 +6,10 @@ feature when it is missing (no links in the email, no skills to check), so a sen
 submission on an older schema behaves as it did before, instead of failing on a column
 it never needed.
 
-The probe is a ``SELECT`` of the columns from no rows, in a unit of its own (a failed
-statement cannot spoil the caller's). A column found is remembered for the store (columns
-are only ever added); one missing is asked again, since a migration may run meanwhile.
+The probe is a ``SELECT`` of the columns from no rows, in a unit of its own (inside the
+caller's, a savepoint of it: a failed statement cannot spoil the caller's). A column found
+is remembered for the store (columns are only ever added); one missing is asked again,
+since a migration may run meanwhile.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ def has_columns(pub: Pub, table: str, *columns: str) -> bool:
     found = _FOUND.setdefault(pub.store, set())
     if wanted <= found:
         return True
-    try:
-        pub.query(f"SELECT {', '.join(columns)} FROM {table} WHERE 1 = 0")
+    try:  # a unit of its own, a savepoint inside the caller's: a failure spoils neither
+        with pub.store.atomic(read_only=True) as tx:
+            tx.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE 1 = 0")
     except rowstate.StoreError:
         return False
     found |= wanted

@@ -38,51 +38,53 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
     """Store (or replace) a tender's availability for ``week``; with ``save_usual``, make it
     their usual too (:func:`pubsched.usual.write`)."""
     key = week_key(week)
-    tender = get(pub, email)
-    if not tender.active:
-        raise BadInput(f"{tender.email} is not an active tender")
     try:
         wanted = sorted({int(s) for s in shift_ids})
     except (TypeError, ValueError):
         raise BadInput(f"shift ids are whole numbers, got {shift_ids!r}") from None
     limit = check_max(max_shifts, "the week's maximum")
     at = utc(now)
-    week_shifts = {s.id: s for s in shifts(pub, key)}
-    if not week_shifts:
-        raise BadInput(f"week {key} has no shifts (is it created?)")
-    foreign = [s for s in wanted if s not in week_shifts]
-    if foreign:
-        raise BadInput(f"shift(s) {foreign} are not shifts of week {key}")
-    offered = week_offers(pub, key, tender.id,
-                          ((s.id, s.starts_at) for s in week_shifts.values()), at)
-    refused = [s for s in wanted if not offered[s].tickable]
-    if refused:
-        tz = pub.config.tz
-        said = "; ".join(
-            f"{shift_when(week_shifts[s].starts_at, week_shifts[s].ends_at, tz)} "
-            f"({offered[s].why_not})" for s in refused)
-        raise BadInput(f"{tender.name} cannot be put down for {said}. Nothing was saved"
-                       + (": a shift's skills are the operator's to give"
-                          if any(offered[s].missing for s in refused) else "."))
-    started = {s for s, offer in offered.items() if offer.started}
-    sourced = has_columns(pub, "pub_availability", "source")  # 0046; not on the legacy schema
-    if save_usual and not sourced:
-        raise BadInput("this database has no usual yet: run `pubsched init`")
-    source = ("source, ", "'form', ", ", source = excluded.source") if sourced else ("", "", "")
+    # one unit for the reads and the write: the checks judge what the write commits, and
+    # SQLite's write lock is taken once per answer (a rush of tenders queues on it)
     with pub.atomic() as tx:
+        tender = get(pub, email)
+        if not tender.active:
+            raise BadInput(f"{tender.email} is not an active tender")
+        week_shifts = {s.id: s for s in shifts(pub, key)}
+        if not week_shifts:
+            raise BadInput(f"week {key} has no shifts (is it created?)")
+        foreign = [s for s in wanted if s not in week_shifts]
+        if foreign:
+            raise BadInput(f"shift(s) {foreign} are not shifts of week {key}")
+        offered = week_offers(pub, list(week_shifts.values()), tender, at)
+        refused = [s for s in wanted if not offered[s].tickable]
+        if refused:
+            tz = pub.config.tz
+            said = "; ".join(
+                f"{shift_when(week_shifts[s].starts_at, week_shifts[s].ends_at, tz)} "
+                f"({offered[s].why_not})" for s in refused)
+            raise BadInput(f"{tender.name} cannot be put down for {said}. Nothing was saved"
+                           + (": a shift's skills are the operator's to give"
+                              if any(offered[s].missing for s in refused) else "."))
+        started = {s for s, offer in offered.items() if offer.started}
+        sourced = has_columns(pub, "pub_availability", "source")  # 0046; not on legacy
+        if save_usual and not sourced:
+            raise BadInput("this database has no usual yet: run `pubsched init`")
+        source = (("source, ", "'form', ", ", source = excluded.source") if sourced
+                  else ("", "", ""))
         refused_by_engine = engine_for(pub).hold_form(tx, key)
         if refused_by_engine is not None:
             return refused_by_engine
-        kept = [int(r["shift_id"]) for r in tx.execute(  # answers about started shifts stay
+        kept = [int(r["shift_id"]) for r in tx.execute(  # answers on started shifts stay
             "SELECT shift_id FROM pub_availability_shifts WHERE week_of = %s AND "
             "tender_id = %s", [key, tender.id]) if int(r["shift_id"]) in started]
         tx.execute(f"INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
-                   f"{source[0]}submitted_at, updated_at) VALUES (%s, %s, %s, {source[1]}%s, "
-                   f"%s) ON CONFLICT (week_of, tender_id) DO UPDATE SET "
+                   f"{source[0]}submitted_at, updated_at) VALUES (%s, %s, %s, "
+                   f"{source[1]}%s, %s) ON CONFLICT (week_of, tender_id) DO UPDATE SET "
                    f"max_shifts = excluded.max_shifts, updated_at = excluded.updated_at"
                    f"{source[2]}", [key, tender.id, limit, at, at])
-        tx.execute("DELETE FROM pub_availability_shifts WHERE week_of = %s AND tender_id = %s",
-                   [key, tender.id])
+        tx.execute("DELETE FROM pub_availability_shifts WHERE week_of = %s AND "
+                   "tender_id = %s", [key, tender.id])
         for shift_id in sorted({*wanted, *kept}):
             tx.execute("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
                        "VALUES (%s, %s, %s)", [key, tender.id, shift_id])
@@ -111,17 +113,21 @@ def _aware(value: Any) -> datetime:
     return as_utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
 
 
-def of_week(pub: Pub, week: str) -> list[dict[str, Any]]:
-    """Every submission of the week: email, shift ids, maximum, and ``source``: ``form``
+def of_week(pub: Pub, week: str, tender_id: int | None = None) -> list[dict[str, Any]]:
+    """Every submission of the week (or only ``tender_id``'s: a tender's own page reads
+    one answer, not the whole pub's): email, shift ids, maximum, and ``source``: ``form``
     (their own answer) or ``usual`` (the close used their usual for them)."""
     source = ("a.source" if has_columns(pub, "pub_availability", "source")
               else "'form' AS source")
+    only, params = ("", [week]) if tender_id is None else (" AND tender_id = %s",
+                                                           [week, tender_id])
     rows = pub.query(
         f"SELECT t.email, a.tender_id, a.max_shifts, a.updated_at, {source} "
         "FROM pub_availability a JOIN pub_tenders t ON t.id = a.tender_id "
-        "WHERE a.week_of = %s ORDER BY t.email", [week])
+        f"WHERE a.week_of = %s{only.replace('tender_id', 'a.tender_id')} ORDER BY t.email",
+        params)
     picks = pub.query("SELECT tender_id, shift_id FROM pub_availability_shifts "
-                      "WHERE week_of = %s ORDER BY shift_id", [week])
+                      f"WHERE week_of = %s{only} ORDER BY shift_id", params)
     by_tender: dict[int, list[int]] = {}
     for p in picks:
         by_tender.setdefault(int(p["tender_id"]), []).append(int(p["shift_id"]))

@@ -46,8 +46,7 @@ def form_shifts(pub: Pub, tender: Tender, week: str, now: datetime) -> list[dict
     ``tickable``, or with ``why_not`` (the skills it needs; ``started``: the form leaves
     it out, but what the tender said about it still shows)."""
     week_shifts = shifts(pub, week)
-    offered = week_offers(pub, week, tender.id, ((s.id, s.starts_at) for s in week_shifts),
-                          now)
+    offered = week_offers(pub, week_shifts, tender, now)
     tz = pub.config.tz
     return [{"id": s.id, "label": s.label, "night": s.night, "starts_at": s.starts_at,
              "ends_at": s.ends_at, "text": shift_text(s.label, s.starts_at, s.ends_at, tz),

@@ -75,7 +75,12 @@ def state_of(pub: Pub, row: dict[str, Any], engine: Engine | None = None) -> str
 
 
 def week_show(pub: Pub, week: str) -> dict[str, Any]:
-    """The documented, stable JSON of one week (see docs/cli.md)."""
+    """The documented, stable JSON of one week (see docs/cli.md), read in one snapshot."""
+    with pub.reading():
+        return _week_show(pub, week)
+
+
+def _week_show(pub: Pub, week: str) -> dict[str, Any]:
     key = week_key(week)
     row = pub.runs.get(key)
     if row is None:
@@ -154,6 +159,12 @@ def weeks_list(pub: Pub) -> list[dict[str, Any]]:
 
 
 def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[str, Any]:
+    """What a tender's personal page shows (:func:`_tender_form`), read in one snapshot."""
+    with pub.reading():
+        return _tender_form(pub, tender, now)
+
+
+def _tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[str, Any]:
     """What a tender's personal page shows: their shifts still to come (``upcoming``, from
     sent weeks: :mod:`pubsched.tender_page`), then the open week (its shifts as offered to
     this tender at ``now``, what they submitted), else the latest week past its form and
@@ -178,7 +189,7 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
         return {"status": "none", "tender": tender.as_json(), "upcoming": mine_to_come,
                 "zone": zone_words(pub.config.tz, [at]), "time_off": away}
     key = str(shown["week_of"])
-    mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
+    mine = next(iter(of_week(pub, key, tender.id)), None)
     times = engine.times(pub, shown)
     offered = form_shifts(pub, tender, key, at)
     return {

@@ -17,7 +17,7 @@ from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from support.browser import desktop, fits, phone, served, shot
-from support.pub_web import NOW, WEEK, Tender, make_pub, people, web_settings
+from support.pub_web import NOW, WEEK, Tender, make_pub, people, web_settings, write
 
 NEXT = "2026-12-14"
 
@@ -45,7 +45,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     weeks.ensure_week(pub, NEXT, now=NOW)
     assert v2.open_form(pub, NEXT, now=NOW).applied
     friday = weeks.shifts(pub, NEXT)[1].id
-    pub.query("UPDATE pub_shifts SET needs = %s, slots = 1 WHERE id = %s RETURNING id",
+    write(pub, "UPDATE pub_shifts SET needs = %s, slots = 1 WHERE id = %s",
               ['["cellar"]', friday])  # its one slot is the cellar's: not Alice's
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     try:

@@ -161,7 +161,8 @@ def test_a_stale_copy_is_dropped_when_the_next_rehearsal_starts(pub: Pub) -> Non
     stray: list[str] = []
     if pub.dialect == "postgresql":  # a schema made by a start that died before its record
         stray.append(scratch.new_name(pub))
-        pub.query(f"CREATE SCHEMA {stray[0]}")
+        with pub.atomic() as tx:
+            tx.execute(f"CREATE SCHEMA {stray[0]}")
     assert scratch.exists(pub, ended.scratch)
     fresh = start(pub)
     first = records.get(pub, crashed.id)

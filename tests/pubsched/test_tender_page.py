@@ -22,7 +22,7 @@ from pubsched.pub import BadInput, Pub
 from pubsched.tenders import by_id
 from pubsched.view import tender_calendar, tender_form
 from pubsched.web.app import create_app
-from support.pub_web import NOW, WEEK, people, web_settings
+from support.pub_web import NOW, WEEK, people, web_settings, write
 
 pytestmark = pytest.mark.pub_setup("web")
 NEXT = "2026-12-14"
@@ -121,9 +121,9 @@ def test_a_shift_needing_a_skill_the_tender_lacks_is_shown_but_not_tickable(
     alice, bob = team["Alice"], team["Bob"]
     assert v2.open_form(pub, WEEK, now=NOW).applied
     thu, fri, sat = ids(pub)
-    pub.query("UPDATE pub_shifts SET needs = %s WHERE id = %s RETURNING id",
+    write(pub, "UPDATE pub_shifts SET needs = %s WHERE id = %s",
               ['["cellar", "till"]', fri])
-    pub.query("UPDATE pub_tenders SET skills = %s WHERE id = %s RETURNING id",
+    write(pub, "UPDATE pub_tenders SET skills = %s WHERE id = %s",
               ['[" Cellar", "TILL"]', bob.id])  # compared without case or spaces
     assert submissions.submit(pub, WEEK, alice.email, [thu], now=NOW).applied
     page = client.get(alice.form(pub)).text
@@ -192,9 +192,9 @@ def test_a_shift_with_a_slot_no_need_reserves_is_anyones_to_tick(
     alice = people(pub)["Alice"]
     assert v2.open_form(pub, WEEK, now=NOW).applied
     thu, fri, sat = ids(pub)
-    pub.query("UPDATE pub_shifts SET needs = %s WHERE id = %s RETURNING id",
+    write(pub, "UPDATE pub_shifts SET needs = %s WHERE id = %s",
               ['["keys"]', thu])  # 2 slots: one for a key-holder, one for anyone
-    pub.query("UPDATE pub_shifts SET needs = %s, slots = 1 WHERE id = %s RETURNING id",
+    write(pub, "UPDATE pub_shifts SET needs = %s, slots = 1 WHERE id = %s",
               ['["keys"]', sat])  # 1 slot: the key-holder's
     assert tickable(client.get(alice.form(pub)).text) == {thu, fri}
     assert submissions.submit(pub, WEEK, alice.email, [thu, fri], now=NOW).applied

@@ -84,3 +84,10 @@ def seen(html: str) -> str:
 def buttons(html: str) -> list[str]:
     """The edges the week page drew a button for, in order."""
     return re.findall(r'data-edge="([a-z_]+)"', html)
+
+
+def write(pub: Pub, sql: str, params: list[Any]) -> None:
+    """One statement that changes the database, as a test sets a case up (``pub.query``
+    only reads)."""
+    with pub.atomic() as tx:
+        tx.execute(sql, params)

@@ -120,9 +120,11 @@ def claim(pub: Pub, rehearsal_id: int, step: int, now: datetime) -> bool:
     """Claim step number ``step`` (0-based: the steps done so far) of an unfinished
     rehearsal; False when another runner has it or it has moved on."""
     at = as_utc(now)
-    rows = pub.query("UPDATE pub_rehearsals SET acting_since = %s WHERE id = %s AND "
-                     "outcome IS NULL AND step_reached = %s AND (acting_since IS NULL OR "
-                     "acting_since < %s) RETURNING id", [at, rehearsal_id, step, at - STEP_TTL])
+    with pub.atomic() as tx:
+        rows = tx.execute("UPDATE pub_rehearsals SET acting_since = %s WHERE id = %s AND "
+                          "outcome IS NULL AND step_reached = %s AND (acting_since IS NULL "
+                          "OR acting_since < %s) RETURNING id",
+                          [at, rehearsal_id, step, at - STEP_TTL])
     return bool(rows)
 
 
@@ -146,7 +148,8 @@ def done(pub: Pub, rehearsal_id: int, step: int, entry: dict[str, Any], *,
 def finish(pub: Pub, rehearsal_id: int, outcome: str, now: datetime,
            failure: str | None = None) -> bool:
     """End an unfinished rehearsal (abandoned, or failed outside a step)."""
-    rows = pub.query("UPDATE pub_rehearsals SET outcome = %s, finished_at = %s, "
-                     "acting_since = NULL, failure = %s WHERE id = %s AND outcome IS NULL "
-                     "RETURNING id", [outcome, as_utc(now), failure, rehearsal_id])
+    with pub.atomic() as tx:
+        rows = tx.execute("UPDATE pub_rehearsals SET outcome = %s, finished_at = %s, "
+                          "acting_since = NULL, failure = %s WHERE id = %s AND outcome IS "
+                          "NULL RETURNING id", [outcome, as_utc(now), failure, rehearsal_id])
     return bool(rows)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .. import links, tenders, view
-from ..pub import BadInput
+from ..pub import BadInput, Verdict
 from .away_words import notice as away_notice
 from .forms import text
 from .site import Site
@@ -81,9 +81,6 @@ class TenderPages:
 
         pub = self.site.pub
         token = request.path_params["token"]
-        tender = await run_in_threadpool(links.tender_for_link, pub, token, "form")
-        if tender is None:
-            return self._bad_link(request)
         form = await request.form()
         week = text(form, "week") or ""
         raw_max = (text(form, "max") or "").strip()
@@ -93,17 +90,36 @@ class TenderPages:
             limit = int(raw_max) if raw_max else None
         except ValueError:
             picked, limit = [], -1
-        try:
-            if limit == -1:
-                raise BadInput("the maximum is a whole number (or empty for no maximum)")
-            outcome = await run_in_threadpool(
-                lambda: submit(pub, week, tender.email, picked, max_shifts=limit,
-                               now=self.site.now(), save_usual=save_usual))
-        except BadInput as exc:
-            shown = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
-            return self._page(request, tender, shown, error=str(exc), status=400)
+
+        Answer = tuple[tenders.Tender | None, Verdict | BadInput | None,
+                       dict[str, Any] | None]
+
+        def answer() -> Answer:
+            """The link, the submission and (when it is not saved) the page to show
+            again, in one trip to the thread pool: under a rush each trip is a wait."""
+            tender = links.tender_for_link(pub, token, "form")
+            if tender is None:
+                return None, None, None
+            try:
+                if limit == -1:
+                    raise BadInput("the maximum is a whole number (or empty for no maximum)")
+                outcome: Verdict | BadInput = submit(pub, week, tender.email, picked,
+                                                     max_shifts=limit, now=self.site.now(),
+                                                     save_usual=save_usual)
+            except BadInput as exc:
+                outcome = exc
+            saved = isinstance(outcome, Verdict) and outcome.applied
+            return tender, outcome, None if saved else view.tender_form(pub, tender,
+                                                                        self.site.now())
+
+        tender, outcome, shown = await run_in_threadpool(answer)
+        if tender is None or outcome is None:
+            return self._bad_link(request)
+        if isinstance(outcome, BadInput):
+            assert shown is not None
+            return self._page(request, tender, shown, error=str(outcome), status=400)
         if not outcome.applied:
-            shown = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
+            assert shown is not None
             return self._page(request, tender, shown, status=409, error=(
                 "The form for this week is closed: your change was not saved."
                 if outcome.reason == "FORM_CLOSED" else outcome.message))
