@@ -18,7 +18,9 @@ from typing import Any
 from .harness import Result, Settings, print_header, print_row
 
 ALL_CASES = ("pure_transition", "outbox_transition", "leased_edge", "finalization_path",
-             "contention", "django_fsm2", "growth", "relay_nats", "bulk_transition")
+             "contention", "django_fsm2", "growth", "relay_nats", "bulk_transition",
+             "pub_picker", "pub_week_page", "pub_rush")
+PUB_CASES = {"pub_picker", "pub_week_page", "pub_rush"}
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
 
@@ -93,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             from . import relay
 
             relay.run(env, settings, report)
+        if cases & PUB_CASES:
+            from . import pubsched
+
+            pubsched.run(env, settings, backends, cases, report)
     finally:
         env.close()
     _bulk_against_django(results)
