@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
+from .cover_view import for_tender
 from .engines.base import Engine
 from .engines.choose import engine_for
 from .generate import assignments, missing, pinned
@@ -158,6 +159,7 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
                      None)
     if shown is None:
         return {"status": "none", "tender": tender.as_json(), "upcoming": mine_to_come,
+                "covers": for_tender(pub, tender, at),
                 "zone": zone_words(pub.config.tz, [at])}
     key = str(shown["week_of"])
     mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
@@ -170,6 +172,7 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
         "schedule_by": times["send_window_at"],
         "shifts": form_shifts(pub, tender, key, at),
         "upcoming": mine_to_come,
+        "covers": for_tender(pub, tender, at),  # ask, cancel, take (pubsched.cover_view)
         "zone": zone_words(pub.config.tz, [s.starts_at for s in shifts(pub, key)] or [at]),
         "submitted": None if mine is None else {
             "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"]},
