@@ -1,4 +1,5 @@
-"""One pub: its database (a rowstate store), the run lifecycle, its settings, its mailer.
+"""One pub: its database (a rowstate store), its two lifecycles (the week's run and the
+cover request), its settings, its mailer.
 
 Every domain function takes a :class:`Pub` and the instant it acts at (``now``): the clock
 is passed in, never read deep inside, so a rehearsal, a script or a test can run a week on
@@ -132,6 +133,11 @@ class Pub:
         self.store = store
         self.config = config or Config()
         self.runs = rowstate.Lifecycle(store, RUNS)
+        # the cover package holds its domain beside its machine, and the domain is built on
+        # this module: its binding is read when a pub is made, not when this module loads
+        from .covers.machine import COVERS
+
+        self.covers = rowstate.Lifecycle(store, COVERS)
         self.mailer = mailer if mailer is not None else mailer_for(self.config.mail)
 
     @property

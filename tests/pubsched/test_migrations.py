@@ -28,7 +28,7 @@ from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
-       "0041", "0042", "0043", "0044"]
+       "0041", "0042", "0043", "0044", "0045"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -168,6 +168,13 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "created_at": ("TIME", True), "attempted_at": ("TIME", False),
         "sent_at": ("TIME", False), "error": ("TEXT", False),
     },
+    "pub_covers": {  # 0045
+        "id": ("BIGINT", True), "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
+        "asked_by": ("INTEGER", True), "note": ("TEXT", False), "state": ("TEXT", True),
+        "version": ("BIGINT", True), "starts_at": ("TIME", True), "asked_at": ("TIME", True),
+        "taken_by": ("INTEGER", False), "taken_at": ("TIME", False),
+        "closed_at": ("TIME", False),
+    },
     "pub_operators": {  # 0040
         "id": ("ID64", True), "email": ("TEXT", True), "email_key": ("TEXT", True),
         "password_hash": ("TEXT", True), "created_at": ("TIME", True),
@@ -239,6 +246,11 @@ EXPECTED_INDEXES = {
     "idx_pub_time_off_days": "ON pub_time_off (starts_on, ends_on)",  # 0043
     "idx_pub_notices_todo": "ON pub_notices (status, id)",  # 0044
     "idx_pub_notices_week": "ON pub_notices (week_of, id)",  # 0044
+    "idx_pub_covers_one_open": "CREATE UNIQUE INDEX idx_pub_covers_one_open ON "
+                               "pub_covers (shift_id, asked_by, state) WHERE",  # 0045
+    "idx_pub_covers_starts_at": "ON pub_covers (state, starts_at) WHERE",  # 0045
+    "idx_pub_covers_week": "ON pub_covers (week_of, id)",  # 0045
+    "idx_pub_covers_taker": "ON pub_covers (taken_by, taken_at) WHERE",  # 0045
 }
 
 
@@ -739,7 +751,14 @@ def _pubsched_runs() -> Binding:
     return RUNS
 
 
-@pytest.mark.parametrize("binding", [SEED_RUNS, _pubsched_runs()], ids=["seed", "RUNS"])
+def _pubsched_covers() -> Binding:
+    from pubsched.covers.machine import COVERS
+
+    return COVERS
+
+
+@pytest.mark.parametrize("binding", [SEED_RUNS, _pubsched_runs(), _pubsched_covers()],
+                         ids=["seed", "RUNS", "COVERS"])
 def test_runs_and_events_match_what_rowstate_would_create(
         db_url: str, reference_url: str, stores: list[pubdb.Store], binding: Binding) -> None:
     mig.migrate(db_url)
@@ -751,15 +770,15 @@ def test_runs_and_events_match_what_rowstate_would_create(
         # a plain payload column with no declared type is TEXT in rowstate's quick-start DDL
         # only because rowstate cannot know better; the migrations type it (times, JSON)
         untyped = (set(binding.payload) | set(binding.columns)) - set(binding.column_types)
-        for table in ("pub_schedule_runs", "rowstate_events"):
+        for table in (binding.table, "rowstate_events"):
             want = columns(reference_url, ref_stores, table)
             have = columns(db_url, stores, table)
             for name, col in want.items():
                 assert name in have, (table, name)
-                if not (table == "pub_schedule_runs" and name in untyped):
+                if not (table == binding.table and name in untyped):
                     assert have[name].type == col.type, (table, name, have[name], col)
                 assert have[name].notnull or not col.notnull, (table, name)
-                if col.default is not None and table == "pub_schedule_runs":
+                if col.default is not None and table == binding.table:
                     assert have[name].default == col.default, (table, name)
         # the events table: exactly rowstate's layout
         assert columns(db_url, stores, "rowstate_events") == columns(
@@ -772,14 +791,16 @@ def test_runs_and_events_match_what_rowstate_would_create(
             store.close()
 
 
-def test_the_final_schema_passes_check_schema(db_url: str, stores: list[pubdb.Store]) -> None:
-    """The binding's own verdict on the migrated schema: pubsched's RUNS (the v2 machine on
-    pub_schedule_runs) finds every column, type and index it needs, events table included."""
-    from pubsched.machine import RUNS
-
+@pytest.mark.parametrize("binding", [_pubsched_runs(), _pubsched_covers()],
+                         ids=["RUNS", "COVERS"])
+def test_the_final_schema_passes_check_schema(db_url: str, stores: list[pubdb.Store],
+                                              binding: Binding) -> None:
+    """The bindings' own verdict on the migrated schema: pubsched's RUNS (the v2 machine on
+    pub_schedule_runs) and COVERS (the cover request on pub_covers) find every column, type
+    and index they need, events table included."""
     mig.migrate(db_url)
     stores.append(pubdb.open_store(db_url))
-    RUNS.check_schema(stores[0])
+    binding.check_schema(stores[0])
 
 
 def test_check_schema_names_what_an_unfinished_migration_lacks(
