@@ -2,9 +2,10 @@
 working from week to week), so the form and the calendar feed need no password; the
 operator hands the link out (the CLI's ``tender link``, the admin's copy button).
 
-Signed with itsdangerous (HMAC), a salt per purpose (the form, the calendar feed), over the
-tender id and the tender's link version (``pub_tenders.link_version``): revoking a
-tender's links bumps the version, so every older token is refused. A tampered or foreign
+Signed with itsdangerous (HMAC), a salt per purpose (the form, the calendar feed, a cover
+request's offer), over the tender id and the tender's link version
+(``pub_tenders.link_version``): revoking a tender's links bumps the version, so every
+older token is refused. A tampered or foreign
 token is refused; deactivating a tender ends what their links can do (the pages check
 ``active``).
 """
@@ -19,9 +20,10 @@ from .mail.values import TenderLinks
 from .pub import Config, Pub
 from .tenders import Tender, by_id
 
-Purpose = Literal["form", "calendar"]
+Purpose = Literal["form", "calendar", "cover"]
 SALTS: dict[str, str] = {"form": "pubsched.tender-form.v1",
-                         "calendar": "pubsched.tender-calendar.v1"}
+                         "calendar": "pubsched.tender-calendar.v1",
+                         "cover": "pubsched.cover-offer.v1"}
 
 
 def _signer(config: Config, purpose: Purpose) -> URLSafeSerializer:
@@ -78,6 +80,32 @@ def verify(config: Config, token: str, purpose: Purpose = "form") -> tuple[int, 
         return None
     return tender, version
 
+
+def offer_url(config: Config, cover_id: int, tender_id: int, link_version: int = 1,
+              base_url: str | None = None) -> str:
+    """A cover offer's "I'll take it" link, ``<base>/c/<token>``: it names the request and
+    the tender it was offered to (their link version too, so a revoke ends it as it ends
+    their other links). Whoever opens it acts as that tender, for that request only."""
+    base = (base_url or config.base_url).rstrip("/")
+    token = _signer(config, "cover").dumps(
+        {"c": int(cover_id), "t": int(tender_id), "v": int(link_version)})
+    return f"{base}/c/{token}"
+
+
+def verify_offer(config: Config, token: str) -> tuple[int, int, int] | None:
+    """(cover id, tender id, link version) an offer's token names, or None for a bad one
+    (tampered, another purpose's); the caller checks the tender and the version, as
+    :func:`tender_for_link` does."""
+    try:
+        data = _signer(config, "cover").loads(token)
+    except BadSignature:
+        return None
+    if not isinstance(data, dict):
+        return None
+    cover, tender, version = data.get("c"), data.get("t"), data.get("v")
+    if not (isinstance(cover, int) and isinstance(tender, int) and isinstance(version, int)):
+        return None
+    return cover, tender, version
 
 
 def tender_for_link(pub: Pub, token: str, purpose: Purpose = "form") -> Tender | None:

@@ -31,7 +31,7 @@ from .engines.flags import FLAG_CHANGED, FlagChanged
 from .machine import ASSIGNED
 from .pub import BadInput, Pub, Verdict, utc
 from .tenders import Tender, get
-from .weeks import week_key
+from .weeks import Shift, shift_of, week_key
 
 # what to do next, per state the week is in instead of ASSIGNED
 NEXT_STEP = {
@@ -41,16 +41,6 @@ NEXT_STEP = {
     "APPROVED": "the week is approved: un-approve it first",
     "SENT": "the schedule has been sent: the roster is final (a tender can ask for cover)",
 }
-
-
-def _shift(pub: Pub, week: str, shift_id: int) -> dict[str, Any]:
-    if isinstance(shift_id, bool) or not isinstance(shift_id, int):
-        raise BadInput(f"a shift id is a whole number, got {shift_id!r}")
-    rows = pub.query("SELECT id, week_of, night, label, slots FROM pub_shifts WHERE id = %s",
-                     [shift_id])
-    if not rows or str(rows[0]["week_of"]) != week:
-        raise BadInput(f"shift {shift_id} is not a shift of week {week}")
-    return rows[0]
 
 
 def _tender(pub: Pub, email: str) -> Tender:
@@ -73,7 +63,7 @@ def _edit(pub: Pub, week: str, shift_id: int, email: str, now: datetime | None,
     key = week_key(week)
     if pub.runs.get(key) is None:
         raise BadInput(f"no week {key}")
-    shift = _shift(pub, key, shift_id)
+    shift = shift_of(pub, key, shift_id)
     tender = _tender(pub, email)
     at = utc(now)
     try:
@@ -106,21 +96,20 @@ def assign(pub: Pub, week: str, shift_id: int, email: str, *,
     """Pin ``email`` on the shift (and put them on it now). ``detail["warning"]`` says so
     when they did not give this shift as available (the pin stands all the same)."""
 
-    def write(tx: Any, key: str, shift: dict[str, Any], tender: Tender,
-              at: datetime) -> Verdict:
-        sid = int(shift["id"])
+    def write(tx: Any, key: str, shift: Shift, tender: Tender, at: datetime) -> Verdict:
+        sid = shift.id
         on_it = [int(r["tender_id"]) for r in tx.execute(
             "SELECT tender_id FROM pub_assignments WHERE shift_id = %s", [sid])]
-        where = f"{shift['label']}"
+        where = shift.label
         if tender.id not in on_it:
-            if len(on_it) >= int(shift["slots"]):
+            if len(on_it) >= shift.slots:
                 return Verdict(False, "SLOT_FULL", message=(
-                    f"{where} is full ({shift['slots']} of {shift['slots']}): take someone "
+                    f"{where} is full ({shift.slots} of {shift.slots}): take someone "
                     f"off it first"), detail={"shift_id": sid})
             other = tx.execute(
                 "SELECT s.label FROM pub_assignments a JOIN pub_shifts s ON s.id = a.shift_id "
                 "WHERE a.week_of = %s AND a.tender_id = %s AND s.night = %s AND s.id <> %s",
-                [key, tender.id, shift["night"], sid])
+                [key, tender.id, shift.night, sid])
             if other:
                 return Verdict(False, "SAME_NIGHT", message=(
                     f"{_who(tender)} already works that night ({other[0]['label']}): take "
@@ -142,17 +131,16 @@ def unassign(pub: Pub, week: str, shift_id: int, email: str, *,
              now: datetime | None = None) -> Verdict:
     """Take ``email`` off the shift; regenerate will not put them back on it."""
 
-    def write(tx: Any, key: str, shift: dict[str, Any], tender: Tender,
-              at: datetime) -> Verdict:
-        sid = int(shift["id"])
+    def write(tx: Any, key: str, shift: Shift, tender: Tender, at: datetime) -> Verdict:
+        sid = shift.id
         gone = tx.execute("DELETE FROM pub_assignments WHERE shift_id = %s AND tender_id = %s "
                           "RETURNING tender_id", [sid, tender.id])
         if not gone:
             return Verdict(False, "NOT_ON_SHIFT", message=(
-                f"{_who(tender)} is not on {shift['label']}"), detail={"shift_id": sid})
+                f"{_who(tender)} is not on {shift.label}"), detail={"shift_id": sid})
         _mark(tx, key, sid, tender.id, "exclude", at)
         return Verdict(True, message=(
-            f"took {_who(tender)} off {shift['label']}; regenerate will not put them back "
+            f"took {_who(tender)} off {shift.label}; regenerate will not put them back "
             "there"), detail={"shift_id": sid, "email": tender.email})
 
     return _edit(pub, week, shift_id, email, now, write)

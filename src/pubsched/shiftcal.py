@@ -81,6 +81,41 @@ def feed_calendar(
     return ical
 
 
+def cancelled_calendar(
+    week_of: date,
+    shift_id: int | str,
+    tender_email: str,
+    summary: str,
+    starts_at: datetime,
+    ends_at: datetime,
+    *,
+    stamp: datetime,
+    location: str | None = None,
+) -> bytes:
+    """The ``.ics`` bytes that take one shift off a tender's calendar (a cover taken from
+    them): ``METHOD:CANCEL``, the event's own UID (:func:`shift_uid`, so the calendar that
+    holds it from the schedule email or the feed removes that very event),
+    ``STATUS:CANCELLED`` and a higher ``SEQUENCE`` than the published event's 0."""
+    calendar = Calendar()
+    calendar.add("prodid", PRODID)
+    calendar.add("version", "2.0")
+    calendar.add("method", "CANCEL")
+    calendar.add("calscale", "GREGORIAN")
+    event = Event()
+    event.add("uid", shift_uid(week_of, shift_id, tender_email))
+    event.add("dtstamp", _utc(stamp, "stamp"))
+    event.add("dtstart", _utc(starts_at, "starts_at"))
+    event.add("dtend", _utc(ends_at, "ends_at"))
+    event.add("summary", summary)
+    if location:
+        event.add("location", location)
+    event.add("status", "CANCELLED")
+    event.add("sequence", 1)
+    calendar.add_component(event)
+    ical: bytes = calendar.to_ical()
+    return ical
+
+
 def _utc(moment: datetime, name: str) -> datetime:
     if moment.tzinfo is None or moment.utcoffset() != timedelta(0):
         raise ValueError(f"{name} must be an aware UTC datetime, not {moment!r}")

@@ -1,27 +1,53 @@
 """The every-minute tick: ``tick(pub, now)``. Safe with several app instances at once.
 
-The engine in charge owns time (:meth:`pubsched.engines.base.Engine.tick`): with the flag
-off, the legacy crons (:func:`pubsched.engines.legacy.crons`); with it on, the legacy crons
-stand down and the v2 tick (:mod:`pubsched.engines.v2_tick`: nudges and autopilot) moves
-each due run exactly once through the one door, however many ticks run. The tick runs
-fenced by the flag it chose its engine by (:func:`pubsched.engines.choose.chosen`): a tick
-racing a flip lands before it, or is refused (FLAG_CHANGED) and writes nothing more.
+The engine in charge owns the weeks' time (:meth:`pubsched.engines.base.Engine.tick`):
+with the flag off, the legacy crons (:func:`pubsched.engines.legacy.crons`); with it on,
+the legacy crons stand down and the v2 tick (:mod:`pubsched.engines.v2_tick`: nudges and
+autopilot) moves each due run exactly once through the one door, however many ticks run.
+The engine's tick runs fenced by the flag it chose its engine by
+(:func:`pubsched.engines.choose.chosen`): a tick racing a flip lands before it, or is
+refused (FLAG_CHANGED) and writes nothing more.
+
+Then, whatever engine runs the weeks, what is not the engine's: the cover requests whose
+shift has started end (:func:`pubsched.covers.expire_due`, the cover machine's own timed
+edge), and every email the notices outbox still owes is delivered
+(:func:`pubsched.notices.deliver` with :data:`COMPOSERS`): the ones a command or a page
+left behind (a crash after its commit, SMTP down) and the ones this tick just owed. On a
+database at the legacy schema (before 0045: no cover requests, no outbox) the tick is the
+engine's alone, as it was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
+from . import covers, notices
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import Pub, Verdict, utc
+from .schema import has_columns
+
+# every kind of notice the tick delivers, with its composer (a feature adds its own here)
+COMPOSERS: Mapping[str, notices.Composer] = {**covers.COMPOSERS}
 
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
-    """One tick as of ``now``: the legacy crons, or the v2 tick (nudges and autopilot)."""
+    """One tick as of ``now``: the engine's (legacy crons or v2 nudges and autopilot),
+    then the covers' expiry and the outbox's deliveries."""
     at = utc(now)
     try:
         with chosen(pub) as engine:
-            return engine.tick(pub, at)
+            out = engine.tick(pub, at)
     except FlagChanged as changed:  # a flip landed mid-tick: the next tick runs the new one
-        return [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
+        out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
+    if has_columns(pub, "pub_covers", "id"):
+        out += covers.expire_due(pub, at)
+        out += [_told(v) for v in notices.deliver(pub, COMPOSERS, at)]
+    return out
+
+
+def _told(verdict: Verdict) -> Verdict:
+    """A delivery's verdict as the tick reports it."""
+    return Verdict(verdict.applied, verdict.reason, verdict.failed,
+                   f"tick: email {verdict.message}", verdict.detail)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
+from . import covers
 from .cover_view import for_tender
 from .engines.base import Engine
 from .engines.choose import engine_for
@@ -20,6 +21,7 @@ from .generate import assignments, missing, pinned
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from .mail.wording import calendar_summary, zone_words
 from .pub import BadInput, Pub, utc
+from .schema import has_columns
 from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
@@ -120,6 +122,11 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "deliveries": [{"email": d["email"], "status": d["status"], "error": d["error"]}
                        for _, d in sorted(delivered.items(), key=lambda kv: kv[1]["email"])],
         "history": history,
+        # the requests for cover of a sent week; shifts[].assigned is the roster after them
+        "covers": [{"id": c.id, "shift_id": c.shift_id, "from": c.asker_email,
+                    "state": c.state, "taken_by": c.taker_email}
+                   for c in (covers.listed(pub, key)
+                             if has_columns(pub, "pub_covers", "id") else ())],
     }
 
 
@@ -183,16 +190,21 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
 
 def tender_calendar(pub: Pub, tender: Tender) -> bytes:
     """The tender's feed: their assigned shifts in every sent week (a week is final once
-    sent; before that a regenerate may still move them). DTSTAMP is the week's send time,
-    so the feed's bytes change only when a new week is sent."""
+    sent; before that a regenerate may still move them), as the roster is now: a cover
+    taken from them is gone, one they took is there. DTSTAMP is the latest send or cover
+    taken that concerns them, so the feed's bytes change only when their shifts do."""
     rows = pub.query(
         "SELECT r.week_of, r.sent_at, s.id, s.label, s.starts_at, s.ends_at "
         "FROM pub_assignments a JOIN pub_shifts s ON s.id = a.shift_id "
         "JOIN pub_schedule_runs r ON r.week_of = a.week_of "
         "WHERE a.tender_id = %s AND r.status = 'sent' ORDER BY s.starts_at, s.id",
         [tender.id])
-    sent = [r["sent_at"] for r in rows if isinstance(r["sent_at"], datetime)]
-    stamp = max(sent) if sent else datetime(2000, 1, 1, tzinfo=UTC)
+    moved = pub.query("SELECT taken_at FROM pub_covers WHERE state = 'TAKEN' "
+                      "AND (asked_by = %s OR taken_by = %s)", [tender.id, tender.id]
+                      ) if has_columns(pub, "pub_covers", "id") else []
+    changed = [r["sent_at"] for r in rows] + [r["taken_at"] for r in moved]
+    stamps = [instant(at) for at in changed if at is not None]
+    stamp = max(stamps) if stamps else datetime(2000, 1, 1, tzinfo=UTC)
     mail = pub.config.mail
     return feed_calendar(
         tender.email,

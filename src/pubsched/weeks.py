@@ -244,6 +244,17 @@ def shifts(pub: Pub, week: str) -> list[Shift]:
     return [Shift.of(r) for r in rows]
 
 
+def shift_of(pub: Pub, week: str, shift_id: int) -> Shift:
+    """Shift ``shift_id`` of ``week``, or :class:`BadInput` (not a whole number, no such
+    shift, a shift of another week): what an edit of one shift checks first."""
+    if isinstance(shift_id, bool) or not isinstance(shift_id, int):
+        raise BadInput(f"a shift id is a whole number, got {shift_id!r}")
+    rows = pub.query("SELECT * FROM pub_shifts WHERE id = %s", [shift_id])
+    if not rows or str(rows[0]["week_of"]) != week:
+        raise BadInput(f"shift {shift_id} is not a shift of week {week}")
+    return Shift.of(rows[0])
+
+
 def all_weeks(pub: Pub) -> list[dict[str, Any]]:
     return pub.query("SELECT week_of FROM pub_schedule_runs ORDER BY week_of")
 

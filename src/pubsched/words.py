@@ -51,6 +51,50 @@ BUSY: Mapping[str, str] = {
 }
 
 
+# -- cover requests: the reasons a request or a take is refused (the Verdict's ``reason``),
+# each said with what to do next; the facts are filled in by pubsched.covers
+WEEK_NOT_SENT = "WEEK_NOT_SENT"
+NOT_ON_SHIFT = "NOT_ON_SHIFT"
+SHIFT_STARTED = "SHIFT_STARTED"
+ALREADY_ASKED = "ALREADY_ASKED"
+COVER_TAKEN = "COVER_TAKEN"
+COVER_CANCELLED = "COVER_CANCELLED"
+COVER_EXPIRED = "COVER_EXPIRED"
+OWN_REQUEST = "OWN_REQUEST"
+CANNOT_TAKE = "CANNOT_TAKE"
+COVER_REFUSALS: Mapping[str, str] = {
+    WEEK_NOT_SENT: "The schedule for {week} is not sent yet, so its roster can still "
+                   "change: change the roster instead of asking for cover.",
+    NOT_ON_SHIFT: "{who} is not on {shift}: only someone working a shift can ask for "
+                  "cover for it.",
+    SHIFT_STARTED: "{shift} has already started: it is too late for a cover request.",
+    ALREADY_ASKED: "{who} has already asked for cover for {shift} (request {id}): it is "
+                   "still open.",
+    COVER_TAKEN: "Request {id} ({shift}) was already taken by {taker}: nothing changed.",
+    COVER_CANCELLED: "Request {id} ({shift}) was called off: {asker} still works it.",
+    COVER_EXPIRED: "Request {id} ({shift}) ended when the shift started, with nobody found.",
+    OWN_REQUEST: "{who} asked for this cover, so cannot take it: to stay on {shift}, call "
+                 "the request off.",
+    CANNOT_TAKE: "{who} cannot take {shift}: {why}.",
+}
+# why a tender is not offered a cover (CANNOT_TAKE's {why}), in the order they are judged
+NOT_ACTIVE = "they are not an active tender"
+AWAY = "they are away that day"
+SAME_NIGHT = "they already work that night"
+AT_MOST = "they already have as many shifts that week as they can work ({most})"
+LACKS_SKILL = "the shift needs {skills}, which they do not have"
+# a request's state on a page or in a listing
+COVER_STATE_LABELS: Mapping[str, str] = {
+    "OPEN": "Looking for cover", "TAKEN": "Covered", "CANCELLED": "Called off",
+    "EXPIRED": "Nobody found",
+}
+
+
+def cover_refusal(reason: str, **facts: object) -> str:
+    """A cover refusal's sentence, the request's facts filled in."""
+    return COVER_REFUSALS[reason].format(**facts)
+
+
 def when(instant: datetime | None, tz: tzinfo) -> str:
     """An instant in the pub's zone as people write it, the zone named: ``Wed 9 Dec, 20:00
     EST``. No year: every moment an operator is told about is within weeks of now."""
@@ -198,4 +242,8 @@ def _open_week(pub: Pub, besides: object) -> str | None:
                  if w["state"] == COLLECTING and w["week_of"] != besides), None)
 
 
-__all__ = ["BUSY", "DOING", "STATE_LABELS", "STATE_WORDS", "told", "week_words", "when"]
+__all__ = ["ALREADY_ASKED", "AT_MOST", "AWAY", "BUSY", "CANNOT_TAKE", "COVER_CANCELLED",
+           "COVER_EXPIRED", "COVER_REFUSALS", "COVER_STATE_LABELS", "COVER_TAKEN", "DOING",
+           "LACKS_SKILL", "NOT_ACTIVE", "NOT_ON_SHIFT", "OWN_REQUEST", "SAME_NIGHT",
+           "SHIFT_STARTED", "STATE_LABELS", "STATE_WORDS", "WEEK_NOT_SENT", "cover_refusal",
+           "told", "week_words", "when"]

@@ -20,6 +20,7 @@ from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
 from ..tenders import KEEP
 from .arguments import day, instant, week, whole, whole_or_none
+from .commands.covers import cmd_cover_ask, cmd_cover_cancel, cmd_cover_list, cmd_cover_take
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
 from .commands.operators import cmd_operator_add, cmd_operator_list, cmd_operator_remove
 from .commands.report import cmd_report_hours
@@ -180,6 +181,29 @@ def build_parser() -> argparse.ArgumentParser:
         edit.add_argument("email", metavar="EMAIL")
 
     json_flag(leaf(commands, "weeks", cmd_weeks, "every week with its state"))
+
+    cover = commands.add_parser("cover", help="cover requests: a tender who can't work a "
+                                "shift of a sent week asks, another takes it")
+    covers = cover.add_subparsers(dest="cover_command", metavar="ACTION", required=True)
+    ask = leaf(covers, "ask", cmd_cover_ask,
+               "EMAIL can't work that shift of a sent week: ask for cover (the tenders who "
+               "could take it are emailed an offer)")
+    ask.add_argument("week", metavar="WEEK", type=week)
+    ask.add_argument("shift_id", metavar="SHIFT_ID", type=whole)
+    ask.add_argument("email", metavar="EMAIL")
+    ask.add_argument("--note", metavar="TEXT", default=None,
+                     help="a word from the asker, shown in the offer")
+    take = leaf(covers, "take", cmd_cover_take,
+                "EMAIL takes the shift (as their offer's \"I'll take it\" link does)")
+    take.add_argument("cover_id", metavar="COVER_ID", type=whole)
+    take.add_argument("email", metavar="EMAIL")
+    leaf(covers, "cancel", cmd_cover_cancel,
+         "call the request off: the asker keeps the shift"
+         ).add_argument("cover_id", metavar="COVER_ID", type=whole)
+    listed = leaf(covers, "list", cmd_cover_list, "every cover request (of one week)")
+    listed.add_argument("--week", metavar="WEEK", type=week, default=None,
+                        help="only this week's (its Monday)")
+    json_flag(listed)
 
     report = commands.add_parser("report", help="reports: the hours each tender worked")
     reports = report.add_subparsers(dest="report", metavar="REPORT", required=True)

@@ -3,9 +3,11 @@
 The schedule email to one tender (their own shifts first, then the whole roster, their
 links, as plain text and HTML alternatives, with their shifts as an ``.ics`` attachment;
 the bodies are :mod:`.schedule`'s), the invitation that hands a tender their personal
-links, and the tick's notes to the operator (the nudges, the
-late open). The input is small frozen values (:mod:`.values`), not database rows, so the
-send action and the tick decide *what* to say and this module only decides *how*. The
+links, the tick's notes to the operator (the nudges, the late open), and the cover
+request's emails (the bodies are :mod:`.cover`'s; a taken cover's carry the calendar
+change: the asker's event cancelled, the taker's added). The input is small frozen
+values (:mod:`.values`), not database rows, so the send action and the tick decide
+*what* to say and this module only decides *how*. The
 pub's name (``PUBSCHED_PUB_NAME``) leads every subject and is the sender's name when
 ``PUBSCHED_MAIL_FROM`` gives none.
 
@@ -29,15 +31,17 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime
 
-from ..shiftcal import shifts_calendar
+from ..shiftcal import cancelled_calendar, shifts_calendar
 from . import html as h
+from .cover import CoverFacts, CoverNote, note_html, note_text
 from .schedule import ScheduleView, in_order, schedule_html, schedule_text
 from .settings import MailSettings
 from .values import Nudge, Outgoing, Recipient, Roster, ShiftLine, TenderLinks
 from .wording import calendar_summary, day, moment
 
-__all__ = ["Nudge", "Outgoing", "Recipient", "Roster", "ShiftLine", "TenderLinks",
-           "compose_late_open", "compose_nudge", "compose_schedule"]
+__all__ = ["CoverFacts", "CoverNote", "Nudge", "Outgoing", "Recipient", "Roster", "ShiftLine",
+           "TenderLinks", "compose_cover", "compose_late_open", "compose_nudge",
+           "compose_schedule"]
 
 
 # -- the schedule email --------------------------------------------------------------------
@@ -229,6 +233,60 @@ def compose_invite(
         now=now,
         message_key=f"invite.{links_id}",
     )
+
+
+# -- the cover request's emails ---------------------------------------------------------------
+
+
+CALENDAR_CHANGES = ("add", "cancel")
+
+
+def compose_cover(
+    note: CoverNote,
+    recipient: Recipient | None,
+    facts: CoverFacts,
+    *,
+    kind: str,
+    settings: MailSettings,
+    now: datetime,
+    calendar: str | None = None,
+) -> Outgoing:
+    """One of the cover request's emails (:mod:`.cover` wrote ``note``) to ``recipient``
+    (None: the operator, ``PUBSCHED_OPERATOR_EMAIL``, a ValueError when unset).
+
+    ``calendar`` attaches the shift's change for the recipient's calendar: ``"add"`` (the
+    taker: the event, ``METHOD:PUBLISH``) or ``"cancel"`` (the asker: the same UID their
+    schedule email gave it, ``METHOD:CANCEL``). The Message-ID names the request and the
+    ``kind`` of email, so a retried send of the same notice is recognisably the same."""
+    if recipient is None:
+        if settings.operator_email is None:
+            raise ValueError("a cover note goes to the operator: set PUBSCHED_OPERATOR_EMAIL")
+        recipient = Recipient(settings.operator_email, "Operator")
+    pub = settings.pub_name
+    message = EmailMessage()
+    message.set_content(note_text(pub, note, settings.pub_address), cte="quoted-printable")
+    message.add_alternative(note_html(pub, note, settings.pub_address), subtype="html",
+                            cte="quoted-printable")
+    if calendar is not None:
+        if calendar not in CALENDAR_CHANGES:
+            raise ValueError(f"calendar is one of {CALENDAR_CHANGES}, got {calendar!r}")
+        shift = facts.shift
+        summary = calendar_summary(pub, shift.label, shift.starts_at, shift.ends_at, shift.tz)
+        if calendar == "add":
+            ics = shifts_calendar(facts.week_of, recipient.email,
+                                  [(shift.id, summary, shift.starts_at, shift.ends_at)],
+                                  stamp=now, location=settings.pub_address)
+        else:
+            ics = cancelled_calendar(facts.week_of, shift.id, recipient.email, summary,
+                                     shift.starts_at, shift.ends_at, stamp=now,
+                                     location=settings.pub_address)
+        method = "PUBLISH" if calendar == "add" else "CANCEL"
+        message.add_attachment(
+            ics, maintype="text", subtype="calendar",
+            filename=f"pub-shift-{facts.shift.starts_at:%Y-%m-%d}-{calendar}.ics",
+            params={"method": method, "charset": "utf-8"})
+    return _addressed(message, recipient, note.subject, settings=settings, now=now,
+                      message_key=f"cover.{facts.cover_id}.{kind}")
 
 
 def _operator_note(pub: str, paragraphs: list[str], admin_url: str | None) -> EmailMessage:

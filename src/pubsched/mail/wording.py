@@ -79,6 +79,13 @@ def shift_text(label: str, starts_at: datetime, ends_at: datetime,
     return f"{when} ({extra})" if extra else when
 
 
+def shift_in_zone(label: str, starts_at: datetime, ends_at: datetime,
+                  tz: ZoneInfo | str) -> str:
+    """``Thu 10 Dec, 18:00 - 02:00, New York time (EST)``: one shift said on its own (a
+    cover request's email, a command's answer), so its zone is named with it."""
+    return f"{shift_text(label, starts_at, ends_at, tz)}, {zone_words(tz, [starts_at])}"
+
+
 def zone_words(tz: ZoneInfo | str, moments: Iterable[datetime] = ()) -> str:
     """``New York time (EST)``: the zone's city and the abbreviations in force at
     ``moments`` (two in a week that changes the clocks: ``EST/EDT``)."""

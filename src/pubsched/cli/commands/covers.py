@@ -1,0 +1,74 @@
+"""``pubsched cover ask|take|cancel|list``: cover requests (:mod:`pubsched.covers`).
+
+``ask``, ``take`` and ``cancel`` commit their move with every email it owes, then deliver
+those emails at once (so the operator sees them go, one line each); whatever is not
+delivered (SMTP down, no operator address) stays owed, and the next ``pubsched tick``
+sends it. Exit 0 applied (even when an email is left for the tick: the move stands; a
+``warning:`` line on stderr says which), 2 bad input (nothing written), 3 refused with
+its reason code and the reason in words.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ...pub import Pub, Verdict, utc
+from ..context import EXIT_APPLIED, Context, report
+from ..output import listing
+
+
+def _delivered(ctx: Context, pub: Pub, verdict: Verdict) -> int:
+    """The move's verdict, then (applied) its emails sent now, in words."""
+    from ...covers import deliver
+
+    code = report(ctx, verdict)
+    if code != EXIT_APPLIED:
+        return code
+    for sent in deliver(pub, utc(ctx.now)):
+        if sent.failed:
+            ctx.complain(f"warning: an email was not sent ({sent.failed}); "
+                         "`pubsched tick` tries again")
+    return code
+
+
+def cmd_cover_ask(ctx: Context, args: argparse.Namespace) -> int:
+    from ...covers import ask
+
+    pub = ctx.pub()
+    return _delivered(ctx, pub, ask(pub, args.week, args.shift_id, args.email,
+                                    note=args.note, now=ctx.now))
+
+
+def cmd_cover_take(ctx: Context, args: argparse.Namespace) -> int:
+    from ...covers import take
+
+    pub = ctx.pub()
+    return _delivered(ctx, pub, take(pub, args.cover_id, args.email, now=ctx.now))
+
+
+def cmd_cover_cancel(ctx: Context, args: argparse.Namespace) -> int:
+    from ...covers import cancel
+
+    pub = ctx.pub()
+    return _delivered(ctx, pub, cancel(pub, args.cover_id, now=ctx.now))
+
+
+def cmd_cover_list(ctx: Context, args: argparse.Namespace) -> int:
+    from ...covers import listed
+    from ...mail.wording import zone_words
+    from ...words import COVER_STATE_LABELS
+
+    pub = ctx.pub()
+    found = listed(pub, args.week)
+    shown = {c.id: c for c in found}
+    tz = pub.config.tz
+    return listing(
+        ctx, args.json, [c.as_json() for c in found],
+        "no cover requests" + (f" for the week of {args.week}" if args.week else ""),
+        ("id", f"shift ({zone_words(tz)})", "from", "state", "taken by", "note"),
+        lambda c: (str(c["id"]), shown[c["id"]].shift_text(tz), shown[c["id"]].asker_name,
+                   COVER_STATE_LABELS.get(c["state"], c["state"]),
+                   shown[c["id"]].taker_name or "", c["note"] or ""))
+
+
+__all__ = ["cmd_cover_ask", "cmd_cover_cancel", "cmd_cover_list", "cmd_cover_take"]
