@@ -23,7 +23,6 @@ from typing import Any
 from . import covers, notices
 from .covers import Cover
 from .covers.machine import CANCELLED, EXPIRED, OPEN, TAKEN
-from .mail.wording import shift_text
 from .pub import Pub
 from .tenders import Tender, all_tenders
 from .weektime import as_utc
@@ -74,8 +73,9 @@ def on_roster(cover: Cover, now: datetime) -> str:
 
 
 def when(pub: Pub, cover: Cover) -> str:
-    """The cover's shift as the emails and the tender's page write it."""
-    return shift_text(cover.label, cover.starts_at, cover.ends_at, pub.config.tz)
+    """The cover's shift as the emails and the tender's page write it (the zone is said
+    once per page)."""
+    return cover.shift_text(pub.config.tz)
 
 
 @dataclass(frozen=True)
@@ -83,22 +83,28 @@ class Mail:
     """One email a request owes, as the covers page lists it."""
 
     to: str  # a tender's name, or "you" for the operator
-    what: str  # the notice's kind, in words
+    what: str  # what it tells, in words (TOLD)
+    kind: str  # the notice's kind (pubsched.covers.KINDS)
     went: str  # its fate, in words (SENT_WORDS, with the error when there is one)
     status: str  # the notice's status, for the page's styles and the tests
 
 
-def _kind_words(kind: str) -> str:
-    """A notice kind (``cover_offer``, ``cover_taken``...) as a page says it: the words
-    after ``cover``, spaced; the covers domain names its kinds so that this reads."""
-    words = kind.removeprefix("cover").strip("_:. ").replace("_", " ").replace(".", " ")
-    return words or kind
+# what each email of a request tells its reader (pubsched.covers.KINDS; a test checks
+# that every kind has its words), after "Told Alice ..."
+TOLD = {
+    "cover_offer": "it is theirs to take",
+    "cover_asked": "it was asked",
+    "cover_taken": "it was taken",
+    "cover_cancelled": "it was called off",
+    "cover_expired": "nobody took it",
+}
+OFFER = "cover_offer"
 
 
 def mails(pub: Pub, cover: Cover, names: dict[int, str]) -> list[Mail]:
     """Every email the request owed, in the order owed."""
     out = []
-    for notice in notices.listed(pub, about=about(cover.id)):
+    for notice in notices.listed(pub, about=covers.notice_about(cover.id)):
         tender = notice.tender_id
         to = "you" if tender is None else names.get(tender, f"tender {tender}")
         went = SENT_WORDS.get(notice.status, notice.status)
@@ -106,13 +112,9 @@ def mails(pub: Pub, cover: Cover, names: dict[int, str]) -> list[Mail]:
             went = f"{went} ({notice.error})"
         if notice.status == notices.FAILED and notice.attempts < notices.MAX_ATTEMPTS:
             went += ", tried again at the next tick"
-        out.append(Mail(to, _kind_words(notice.kind), went, notice.status))
+        out.append(Mail(to, TOLD.get(notice.kind, notice.kind), notice.kind, went,
+                        notice.status))
     return out
-
-
-def about(cover_id: int) -> str:
-    """The ``about`` of the notices a request owes (:mod:`pubsched.covers` writes them)."""
-    return covers.notice_about(cover_id)
 
 
 def _names(pub: Pub) -> dict[int, str]:
@@ -127,11 +129,11 @@ def admin_rows(pub: Pub, week: str | None, now: datetime) -> list[dict[str, Any]
     rows = []
     for cover in covers.listed(pub, week):
         owed = mails(pub, cover, names)
-        offers = [m for m in owed if m.what == "offer"]
+        offers = [m for m in owed if m.kind == OFFER]
         rows.append({
             "cover": cover, "when": when(pub, cover), "state": state_words(cover, now),
             "open": is_open(cover, now), "offers": offers,
-            "others": [m for m in owed if m.what != "offer"]})
+            "others": [m for m in owed if m.kind != OFFER]})
     return rows
 
 
@@ -172,6 +174,6 @@ def for_tender(pub: Pub, tender: Tender, now: datetime) -> dict[str, Any]:
             takeable.append({"cover": cover, "when": when(pub, cover)})
     given = [{"cover": c, "when": when(pub, c)} for c in mine
              if c.state == TAKEN and not started(c, now)]
-    return {"open": _open_by_shift(mine, now),
+    return {"open": _open_by_shift(mine, now), "max_note": covers.MAX_NOTE,
             "given": sorted(given, key=lambda g: as_utc(g["cover"].starts_at)),
             "takeable": sorted(takeable, key=lambda g: as_utc(g["cover"].starts_at))}

@@ -26,8 +26,7 @@ from pubsched.web.app import create_app
 from pubsched.weeks import Shift
 from support.browser import DESKTOP, PHONE, desktop, fits, phone, served, shot
 from support.cover_web import cover_pub, offers_to, path_of, sent_week, team
-from support.pub_web import NOW, PASSWORD, WEEK
-from support.pub_web import web_settings
+from support.pub_web import NOW, PASSWORD, WEEK, web_settings
 from support.smtp_server import SmtpTestServer
 
 

@@ -9,9 +9,11 @@ Alice's request for Thursday is offered to Bob and Carol."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -22,11 +24,15 @@ from pubsched.view import week_show
 from pubsched.web.app import create_app
 from pubsched.web.logs import loggable_path
 from pubsched.weeks import Shift
-from support.cover_web import (OPERATOR, after_start, cover_pub, offers_to, path_of,
-                               sent_week, team)
+from support.cover_web import OPERATOR, after_start, cover_pub, offers_to, path_of, sent_week, team
 from support.pub_cli import snapshot
 from support.pub_web import NOW, WEEK, login, web_settings
 from support.smtp_server import SmtpTestServer
+
+
+def read(reply: Any) -> str:
+    """A page's text as a person reads it (entities such as ``&#39;`` resolved)."""
+    return html.unescape(reply.text)
 
 
 class Clock:
@@ -75,12 +81,12 @@ def operator(pub: Pub, clock: Clock) -> Iterator[TestClient]:
 
 def ask(client: TestClient, pub: Pub, name: str, shift: Shift, note: str = "") -> str:
     """``name`` asks for cover on ``shift`` from their page; the answer's text."""
-    page = client.get(team(pub)[name].form(pub)).text
+    page = read(client.get(team(pub)[name].form(pub)))
     assert f'name="shift" value="{shift.id}"' in page, "no ask form for the shift"
     reply = client.post(team(pub)[name].form(pub) + "/covers/ask",
                         data={"week": WEEK, "shift": str(shift.id), "note": note})
-    assert reply.status_code == 200, reply.text
-    return reply.text
+    assert reply.status_code == 200, read(reply)
+    return read(reply)
 
 
 def only_cover(pub: Pub) -> covers.Cover:
@@ -100,7 +106,7 @@ def test_a_tender_asks_for_cover_from_their_page_and_the_offers_go(
         client: TestClient, pub: Pub, week: list[Shift], smtp: SmtpTestServer) -> None:
     thursday = week[0]
     people = team(pub)
-    page = client.get(people["Alice"].form(pub)).text
+    page = read(client.get(people["Alice"].form(pub)))
     assert page.count("Can't make it? Ask for cover") == 1  # her one shift
     answer = ask(client, pub, "Alice", thursday, note="I'm ill")
     assert "You asked for cover" in answer and "You are still on this shift" in answer
@@ -112,11 +118,11 @@ def test_a_tender_asks_for_cover_from_their_page_and_the_offers_go(
     assert offers_to(smtp, people["Alice"].email) == []
     assert any(OPERATOR in m.rcpt_tos for m in smtp.received)
     # her page: the request, with its cancel, instead of the ask form
-    page = client.get(people["Alice"].form(pub)).text
+    page = read(client.get(people["Alice"].form(pub)))
     assert "You asked for cover" in page and "Can't make it? Ask for cover" not in page
     assert f'action="{people["Alice"].form(pub)}/covers/{cover.id}/cancel"' in page
     # Bob's page: the shift he could take, with its button
-    page = client.get(people["Bob"].form(pub)).text
+    page = read(client.get(people["Bob"].form(pub)))
     assert "Shifts looking for cover you could take" in page
     assert "Alice can't make it: “I'm ill”" in page
     assert f'{people["Bob"].form(pub)}/covers/{cover.id}/take' in page
@@ -131,27 +137,27 @@ def test_the_offer_link_shows_the_shift_and_only_a_post_takes_it(
     for _ in range(3):  # a preview, a scanner, the tender: none of them takes it
         page = client.get(link)
         assert page.status_code == 200 and page.headers["cache-control"] == "no-store"
-        assert "Can you cover this shift?" in page.text and "Alice can't make it." in page.text
-        assert "Thu 10 Dec, 18:00" in page.text and "“Sorry!”" in page.text
-        assert f'<form method="post" action="{link}"' in page.text
+        assert "Can you cover this shift?" in read(page) and "Alice can't make it." in read(page)
+        assert "Thu 10 Dec, 18:00" in read(page) and "“Sorry!”" in read(page)
+        assert f'<form method="post" action="{link}"' in read(page)
     assert only_cover(pub).state == "OPEN"
     taken = client.post(link)
-    assert taken.status_code == 200 and "It's yours" in taken.text
-    assert "It's in your calendar" in taken.text
+    assert taken.status_code == 200 and "It's yours" in read(taken)
+    assert "It's in your calendar" in read(taken)
     cover = only_cover(pub)
     assert (cover.state, cover.taken_by) == ("TAKEN", people["Bob"].id)
     assert roster(pub)[week[0].id] == [people["Bob"].email]
     # Bob's link again: still his; Carol's: someone else was first, nothing changes
-    assert "It's yours" in client.get(link).text
-    assert "It's yours" in client.post(link).text
+    assert "It's yours" in read(client.get(link))
+    assert "It's yours" in read(client.post(link))
     carol = path_of(offers_to(smtp, people["Carol"].email)[0])
     for answer in (client.get(carol), client.post(carol)):
-        assert answer.status_code == 409 and "Someone else took it first" in answer.text
+        assert answer.status_code == 409 and "Someone else took it first" in read(answer)
     assert roster(pub)[week[0].id] == [people["Bob"].email]
     # Alice's page: the shift is gone from hers, said once; Bob's has it
-    alice = client.get(people["Alice"].form(pub)).text
+    alice = read(client.get(people["Alice"].form(pub)))
     assert "Shifts you gave away" in alice and "Bob took it" in alice
-    assert "Thu 10 Dec, 18:00 - 02:00" in client.get(people["Bob"].form(pub)).text
+    assert "Thu 10 Dec, 18:00 - 02:00" in read(client.get(people["Bob"].form(pub)))
 
 
 def test_taking_from_the_tenders_own_page(client: TestClient, pub: Pub,
@@ -160,9 +166,9 @@ def test_taking_from_the_tenders_own_page(client: TestClient, pub: Pub,
     ask(client, pub, "Alice", week[0])
     cover = only_cover(pub)
     reply = client.post(f"{people['Carol'].form(pub)}/covers/{cover.id}/take")
-    assert reply.status_code == 200 and "It's yours" in reply.text
+    assert reply.status_code == 200 and "It's yours" in read(reply)
     assert roster(pub)[week[0].id] == [people["Carol"].email]
-    assert "Shifts looking for cover" not in client.get(people["Bob"].form(pub)).text
+    assert "Shifts looking for cover" not in read(client.get(people["Bob"].form(pub)))
 
 
 def test_the_asker_cancels_and_the_offer_then_says_so(
@@ -172,19 +178,19 @@ def test_the_asker_cancels_and_the_offer_then_says_so(
     cover = only_cover(pub)
     # nobody else may cancel it from their page
     other = client.post(f"{people['Bob'].form(pub)}/covers/{cover.id}/cancel")
-    assert other.status_code == 404 and "not one of yours" in other.text
+    assert other.status_code == 404 and "not one of yours" in read(other)
     assert only_cover(pub).state == "OPEN"
     done = client.post(f"{people['Alice'].form(pub)}/covers/{cover.id}/cancel")
-    assert done.status_code == 200 and "Your request is cancelled" in done.text
+    assert done.status_code == 200 and "Your request is cancelled" in read(done)
     assert only_cover(pub).state == "CANCELLED"
     link = path_of(offers_to(smtp, people["Bob"].email)[0])
     for answer in (client.get(link), client.post(link)):
-        assert answer.status_code == 409 and "This request was cancelled" in answer.text
+        assert answer.status_code == 409 and "This request was cancelled" in read(answer)
     assert roster(pub)[week[0].id] == [people["Alice"].email]
     again = client.post(f"{people['Alice'].form(pub)}/covers/{cover.id}/cancel")
-    assert again.status_code == 409 and "Traceback" not in again.text
+    assert again.status_code == 409 and "Traceback" not in read(again)
     # she can ask again: the ask form is back
-    assert "Can't make it? Ask for cover" in client.get(people["Alice"].form(pub)).text
+    assert "Can't make it? Ask for cover" in read(client.get(people["Alice"].form(pub)))
 
 
 def test_once_the_shift_has_started_nothing_can_be_asked_or_taken(
@@ -195,13 +201,13 @@ def test_once_the_shift_has_started_nothing_can_be_asked_or_taken(
     link = path_of(offers_to(smtp, people["Bob"].email)[0])
     clock.at = after_start(week[0])
     for answer in (client.get(link), client.post(link)):
-        assert answer.status_code == 409 and "The shift has started" in answer.text
+        assert answer.status_code == 409 and "The shift has started" in read(answer)
     assert only_cover(pub).state == "OPEN"  # the tick's to expire; nobody took it
-    page = client.get(people["Alice"].form(pub)).text
+    page = read(client.get(people["Alice"].form(pub)))
     assert "on now" in page and "You asked for cover" not in page
-    assert "Shifts looking for cover" not in client.get(people["Bob"].form(pub)).text
+    assert "Shifts looking for cover" not in read(client.get(people["Bob"].form(pub)))
     # Bob's Friday has not started: he may still ask for that one
-    assert "Can't make it? Ask for cover" in client.get(people["Bob"].form(pub)).text
+    assert "Can't make it? Ask for cover" in read(client.get(people["Bob"].form(pub)))
 
 
 def test_refusals_are_said_in_words_and_write_nothing(
@@ -210,12 +216,12 @@ def test_refusals_are_said_in_words_and_write_nothing(
     before = snapshot(db_url)
     bob = people["Bob"].form(pub) + "/covers/ask"
     not_his = client.post(bob, data={"week": WEEK, "shift": str(week[0].id)})
-    assert not_his.status_code == 409 and "flash-refused" in not_his.text
-    assert "Traceback" not in not_his.text and "NOT_" not in not_his.text
+    assert not_his.status_code == 409 and "flash-refused" in read(not_his)
+    assert "Traceback" not in read(not_his) and "NOT_" not in read(not_his)
     for data in ({"week": WEEK, "shift": "x"}, {"week": "someday", "shift": "1"},
                  {"week": WEEK}):
         bad = client.post(bob, data=data)
-        assert bad.status_code == 400 and "Traceback" not in bad.text, data
+        assert bad.status_code == 400 and "Traceback" not in read(bad), data
     assert snapshot(db_url) == before
 
 
@@ -226,7 +232,7 @@ def test_a_tender_no_longer_eligible_cannot_take_it(
     tenders.edit(pub, people["Carol"].email, max_shifts=1)  # at her maximum since
     link = path_of(offers_to(smtp, people["Carol"].email)[0])
     refused = client.post(link)
-    assert refused.status_code == 409 and "You can't take this one" in refused.text
+    assert refused.status_code == 409 and "You can't take this one" in read(refused)
     assert only_cover(pub).state == "OPEN"
     assert roster(pub)[week[0].id] == [people["Alice"].email]
 
@@ -241,7 +247,7 @@ def test_bad_offer_links_do_nothing(client: TestClient, pub: Pub, week: list[Shi
     before = snapshot(db_url)
     for path in (tampered, form_as_offer, "/c/garbage"):
         for answer in (client.get(path), client.post(path)):
-            assert answer.status_code == 404 and "This link does not work" in answer.text
+            assert answer.status_code == 404 and "This link does not work" in read(answer)
     assert snapshot(db_url) == before
     tenders.revoke_links(pub, people["Bob"].email)  # his old links, this one too, are dead
     assert client.post(good).status_code == 404
@@ -267,32 +273,32 @@ def test_the_covers_page_says_each_request_and_its_emails(
         operator: TestClient, client: TestClient, pub: Pub, week: list[Shift],
         smtp: SmtpTestServer) -> None:
     people = team(pub)
-    assert operator.get("/admin/covers").text.count("No requests for cover yet") == 1
+    assert read(operator.get("/admin/covers")).count("No requests for cover yet") == 1
     ask(client, pub, "Alice", week[0], note="Dentist")
     ask(client, pub, "Carol", week[2])
     first, second = covers.listed(pub, WEEK)
     page = operator.get(f"/admin/covers?week={WEEK}")
     assert page.status_code == 200 and page.headers["cache-control"] == "no-store"
-    assert '<a href="/admin/covers">Covers</a>' in page.text  # in the menu
-    row = _row(page.text, first.id)
+    assert '<a href="/admin/covers">Covers</a>' in read(page)  # in the menu
+    row = _row(read(page), first.id)
     assert "Alice" in row and "Dentist" in row and "looking for cover" in row
     assert "Thu 10 Dec, 18:00 - 02:00" in row
     assert "Bob: sent" in row and "Carol: sent" in row
     assert f'action="/admin/covers/{first.id}/cancel"' in row
-    assert 'id="lifecycle"' in page.text and "stateDiagram-v2" in page.text
+    assert 'id="lifecycle"' in read(page) and "stateDiagram-v2" in read(page)
     # Bob takes Alice's; the operator cancels Carol's
     client.post(path_of(offers_to(smtp, people["Bob"].email)[0]))
     told = operator.post(f"/admin/covers/{second.id}/cancel", data={"week": WEEK},
                          follow_redirects=True)
-    assert told.status_code == 200 and "flash-ok" in told.text
-    assert "Traceback" not in told.text
-    page = operator.get(f"/admin/covers?week={WEEK}").text
+    assert told.status_code == 200 and "flash-ok" in read(told)
+    assert "Traceback" not in read(told)
+    page = read(operator.get(f"/admin/covers?week={WEEK}"))
     assert "taken by Bob" in _row(page, first.id) and "/cancel" not in _row(page, first.id)
     assert "cancelled" in _row(page, second.id) and "/cancel" not in _row(page, second.id)
     # cancelling again is refused in words
     again = operator.post(f"/admin/covers/{second.id}/cancel", follow_redirects=True)
-    assert "flash-refused" in again.text and "Traceback" not in again.text
-    assert operator.get("/admin/covers?week=2026-12-14").text.count(
+    assert "flash-refused" in read(again) and "Traceback" not in read(again)
+    assert read(operator.get("/admin/covers?week=2026-12-14")).count(
         "No requests for cover this week") == 1
     assert operator.get("/admin/covers?week=nonsense").status_code == 404
 
@@ -302,7 +308,7 @@ def test_the_covers_page_says_a_started_request_expired(
         clock: Clock) -> None:
     ask(client, pub, "Alice", week[0])
     clock.at = after_start(week[0])
-    row = _row(operator.get("/admin/covers").text, only_cover(pub).id)
+    row = _row(read(operator.get("/admin/covers")), only_cover(pub).id)
     assert "expired (the shift started)" in row and "/cancel" not in row
 
 
@@ -310,14 +316,14 @@ def test_a_sent_weeks_page_shows_the_roster_as_it_is_now(
         operator: TestClient, client: TestClient, pub: Pub, week: list[Shift],
         smtp: SmtpTestServer) -> None:
     people = team(pub)
-    page = operator.get(f"/admin/weeks/{WEEK}").text
+    page = read(operator.get(f"/admin/weeks/{WEEK}"))
     assert "can't make it" not in page and "/admin/covers?week=" not in page
     ask(client, pub, "Alice", week[0])
-    page = operator.get(f"/admin/weeks/{WEEK}").text
+    page = read(operator.get(f"/admin/weeks/{WEEK}"))
     assert "Alice can't make it — looking for cover" in page
     assert f'href="/admin/covers?week={WEEK}"' in page
     client.post(path_of(offers_to(smtp, people["Bob"].email)[0]))
-    page = operator.get(f"/admin/weeks/{WEEK}").text
+    page = read(operator.get(f"/admin/weeks/{WEEK}"))
     assert "Alice can't make it — covered by Bob" in page
     assert f'data-shift="{week[0].id}" data-email="{people["Bob"].email}"' in page
     assert f'data-shift="{week[0].id}" data-email="{people["Alice"].email}"' not in page

@@ -2,7 +2,7 @@
 
 A move (ask, take, cancel) writes its emails into the outbox in its own unit of work
 (:mod:`pubsched.notices`), so nothing here decides anything: this only hands the outbox to
-:func:`pubsched.notices.deliver` as a background task of the answer (Starlette runs it
+:func:`pubsched.covers.deliver` as a background task of the answer (Starlette runs it
 once the response is sent), so the person who clicked sees the answer at once and the
 others get their mail a moment later, as ``pubsched cover ...`` delivers after its commit.
 Whatever this misses (the process stopped, SMTP down) the tick sends; two deliveries at
@@ -15,7 +15,7 @@ import logging
 
 from starlette.background import BackgroundTask
 
-from .. import covers, notices
+from .. import covers
 from .site import Site
 
 log = logging.getLogger("pubsched.web")
@@ -23,7 +23,7 @@ log = logging.getLogger("pubsched.web")
 
 def _deliver(site: Site) -> None:
     try:
-        notices.deliver(site.pub, covers.COMPOSERS, site.now())
+        covers.deliver(site.pub, site.now())
     except Exception:  # the answer is already sent; the tick tries again
         log.exception("sending a cover's emails failed; the tick will try again")
 

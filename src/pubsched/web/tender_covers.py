@@ -26,7 +26,6 @@ from starlette.responses import HTMLResponse, Response
 from .. import cover_view, covers, links
 from ..covers import Cover
 from ..covers.machine import CANCELLED, TAKEN
-from ..mail.wording import zone_words
 from ..pub import BadInput, Verdict
 from ..tenders import Tender, by_id
 from .cover_mail import deliver_after
@@ -55,9 +54,8 @@ class TenderCovers:
             calendar = links.webcal_url(config, tender.id, tender.link_version)
         return self.pages.page(request, "cover_answer.html", {
             "title": title, "text": text, "tone": tone, "home": home, "calendar": calendar,
-            "when": None if cover is None else cover_view.when(self.site.pub, cover),
+            "when": None if cover is None else cover.when(config.tz),  # its zone named
             "cover": cover, "form": form, "pub_name": config.mail.pub_name,
-            "zone": zone_words(config.tz, [] if cover is None else [cover.starts_at]),
         }, status=status, headers=NO_STORE)
 
     def _bad_link(self, request: Request) -> HTMLResponse:
