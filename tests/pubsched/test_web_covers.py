@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import covers, links, tenders
+from pubsched import cover_view, covers, links, tenders
 from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
@@ -110,6 +110,7 @@ def test_a_tender_asks_for_cover_from_their_page_and_the_offers_go(
     assert page.count("Can't make it? Ask for cover") == 1  # her one shift
     answer = ask(client, pub, "Alice", thursday, note="I'm ill")
     assert "You asked for cover" in answer and "You are still on this shift" in answer
+    assert "The 2 tenders who could work it are being emailed now" in answer
     cover = only_cover(pub)
     assert (cover.state, cover.asked_by, cover.note) == ("OPEN", people["Alice"].id, "I'm ill")
     # the offers went (after the answer): Bob and Carol each got one link; the operator told
@@ -342,6 +343,10 @@ def _row(page: str, cover_id: int) -> str:
     found = re.search(rf'<tr data-cover="{cover_id}".*?</tr>', page, re.S)
     assert found, f"no row for request {cover_id}"
     return found.group(0)
+
+
+def test_every_email_a_request_owes_has_its_words() -> None:
+    assert set(cover_view.TOLD) == set(covers.KINDS)
 
 
 def test_an_offer_link_is_the_tenders_own(pub: Pub, week: list[Shift]) -> None:

@@ -99,10 +99,14 @@ class TenderCovers:
         cover_id = outcome.detail.get("cover_id")
         cover = None if cover_id is None else await run_in_threadpool(covers.get, pub,
                                                                       int(cover_id))
+        offered = len(outcome.detail.get("offered") or ())
+        reach = (f"The {offered} tender{'s' if offered != 1 else ''} who could work it "
+                 "are being emailed now, and the operator is told." if offered else
+                 "Nobody else can work it right now (the operator is told); it stays open "
+                 "for anyone who becomes free until the shift starts.")
         return self._told(request, tender, cover, outcome, "You asked for cover", (
-            "The tenders who could work it are being emailed now, and the operator is "
-            "told. You are still on this shift until one of them takes it; you will get an "
-            "email when someone does."))
+            f"{reach} You are still on this shift until someone takes it; you will get "
+            "an email when they do."))
 
     async def cancel(self, request: Request) -> Response:
         tender = await self._tender(request)
