@@ -11,6 +11,10 @@ uncertain, not needed any more.
 A request still OPEN whose shift has started is already over for the people reading it
 (nobody can take it or cancel it: the tick's expiry is only the bookkeeping that follows),
 so the pages say "expired (the shift started)" for it too and offer no button.
+
+A database the covers' migration (0045) has not reached yet (the seed's schema, a legacy
+engine's) has no requests: the week page and the tender's page show none, as the tick and
+``week show`` skip them (:func:`pubsched.schema.has_columns`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from . import covers, notices
 from .covers import Cover
 from .covers.machine import CANCELLED, EXPIRED, OPEN, TAKEN
 from .pub import Pub
+from .schema import has_columns
 from .tenders import Tender, all_tenders
 from .weektime import as_utc
 
@@ -35,6 +40,11 @@ SENT_WORDS = {
     notices.FAILED: "not delivered",
     notices.DROPPED: "not sent: no longer needed",
 }
+
+
+def kept(pub: Pub) -> bool:
+    """Whether this database has the requests' table (migration 0045)."""
+    return has_columns(pub, "pub_covers", "id")
 
 
 def started(cover: Cover, now: datetime) -> bool:
@@ -146,7 +156,7 @@ def on_shifts(pub: Pub, week: str, now: datetime) -> dict[int, list[dict[str, st
     """A sent week's roster notes: per shift, its requests still worth saying (open,
     taken, expired; a cancelled one changed nothing)."""
     out: dict[int, list[dict[str, str]]] = {}
-    for cover in covers.listed(pub, week):
+    for cover in covers.listed(pub, week) if kept(pub) else ():
         if cover.state == CANCELLED:
             continue
         tone = "open" if is_open(cover, now) else "taken" if cover.state == TAKEN else "over"
@@ -164,7 +174,7 @@ def for_tender(pub: Pub, tender: Tender, now: datetime) -> dict[str, Any]:
     its request or "Can't make it? Ask for cover"), the shifts they gave away that others
     took and that are still to come, and the requests of others they could take now
     (eligible: :func:`pubsched.covers.eligible`), soonest first."""
-    listed = covers.listed(pub)
+    listed = covers.listed(pub) if kept(pub) else []
     mine = [c for c in listed if c.asked_by == tender.id]
     takeable = []
     for cover in listed:

@@ -82,9 +82,9 @@ def operator(pub: Pub, clock: Clock) -> Iterator[TestClient]:
 def ask(client: TestClient, pub: Pub, name: str, shift: Shift, note: str = "") -> str:
     """``name`` asks for cover on ``shift`` from their page; the answer's text."""
     page = read(client.get(team(pub)[name].form(pub)))
-    assert f'name="shift" value="{shift.id}"' in page, "no ask form for the shift"
+    assert f'name="shift_id" value="{shift.id}"' in page, "no ask form for the shift"
     reply = client.post(team(pub)[name].form(pub) + "/covers/ask",
-                        data={"week": WEEK, "shift": str(shift.id), "note": note})
+                        data={"week": WEEK, "shift_id": str(shift.id), "note": note})
     assert reply.status_code == 200, read(reply)
     return read(reply)
 
@@ -216,10 +216,10 @@ def test_refusals_are_said_in_words_and_write_nothing(
     people = team(pub)
     before = snapshot(db_url)
     bob = people["Bob"].form(pub) + "/covers/ask"
-    not_his = client.post(bob, data={"week": WEEK, "shift": str(week[0].id)})
+    not_his = client.post(bob, data={"week": WEEK, "shift_id": str(week[0].id)})
     assert not_his.status_code == 409 and "flash-refused" in read(not_his)
     assert "Traceback" not in read(not_his) and "NOT_" not in read(not_his)
-    for data in ({"week": WEEK, "shift": "x"}, {"week": "someday", "shift": "1"},
+    for data in ({"week": WEEK, "shift_id": "x"}, {"week": "someday", "shift_id": "1"},
                  {"week": WEEK}):
         bad = client.post(bob, data=data)
         assert bad.status_code == 400 and "Traceback" not in read(bad), data

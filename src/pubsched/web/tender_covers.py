@@ -90,7 +90,7 @@ class TenderCovers:
         pub, now = self.site.pub, self.site.now()
         try:
             week = week_of(text(form, "week") or "")
-            shift_id = _number(text(form, "shift"), "a shift")
+            shift_id = _number(text(form, "shift_id"), "a shift")
             outcome = await run_in_threadpool(
                 lambda: covers.ask(pub, week, shift_id, tender.email, note=note, now=now))
         except BadInput as exc:
