@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import html
 import re
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import cover_view, covers, links, tenders
+from pubsched import cover_view, covers, links, notices, tenders
 from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
 from pubsched.web.logs import loggable_path
 from pubsched.weeks import Shift
+from support.browser import served
 from support.cover_web import OPERATOR, after_start, cover_pub, offers_to, path_of, sent_week, team
 from support.pub_cli import snapshot
 from support.pub_web import NOW, WEEK, login, web_settings
@@ -267,6 +270,72 @@ def test_logs_name_the_cover_and_the_tender_never_the_token(pub: Pub,
     assert loggable_path("/c/nonsense", pub.config) == "/c/<bad link>"
 
 
+def test_four_takes_at_once_through_the_web_give_it_to_one(
+        pub: Pub, week: list[Shift], smtp: SmtpTestServer) -> None:
+    """Four tenders press "I'll take it" in the same instant (four threads, four HTTP
+    requests to the app served by uvicorn): one is told it's theirs, the three others
+    that someone else took it first; the roster moves once and each email goes once."""
+    for name in ("Dave", "Erin"):
+        assert tenders.add(pub, name, f"{name.lower()}@example.com", now=NOW)
+    people = team(pub)
+    takers = ["Bob", "Carol", "Dave", "Erin"]
+    with TestClient(create_app(pub, web_settings(), clock=lambda: NOW),
+                    base_url="https://testserver") as client:
+        ask(client, pub, "Alice", week[0])
+    offers = {n: path_of(offers_to(smtp, people[n].email)[0]) for n in takers}
+    start = threading.Barrier(len(takers))
+    answers: dict[str, tuple[int, str]] = {}
+
+    def press(name: str, base: str) -> None:
+        with httpx.Client(base_url=base) as http:
+            start.wait()
+            reply = http.post(offers[name])
+        answers[name] = (reply.status_code, html.unescape(reply.text))
+
+    app = create_app(pub, web_settings(), clock=lambda: NOW)
+    with served(app) as base:
+        threads = [threading.Thread(target=press, args=(n, base)) for n in takers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    won = [n for n, (code, text) in answers.items() if code == 200 and "It's yours" in text]
+    lost = [n for n, (code, text) in answers.items()
+            if code == 409 and "Someone else took it first" in text]
+    assert len(won) == 1 and sorted(won + lost) == sorted(takers), answers
+    winner = people[won[0]]
+    assert roster(pub)[week[0].id] == [winner.email]
+    assert only_cover(pub).taken_by == winner.id
+    covers.deliver(pub, NOW)  # whatever the answers' background sends left
+    taken = [n for n in notices.listed(pub, about=covers.notice_about(only_cover(pub).id))
+             if n.kind == "cover_taken"]
+    assert sorted(n.recipient for n in taken) == sorted(
+        [notices.to_tender(people["Alice"].id), notices.to_tender(winner.id), notices.OPERATOR])
+    assert all(n.status == notices.SENT for n in taken)
+    subjects = [(m.rcpt_tos, m.message["subject"]) for m in smtp.received]
+    assert len(subjects) == len(set(subjects)), "an email went twice"
+
+
+def test_a_cross_site_take_is_refused_and_takes_nothing(
+        client: TestClient, pub: Pub, week: list[Shift], smtp: SmtpTestServer) -> None:
+    ask(client, pub, "Alice", week[0])
+    link = path_of(offers_to(smtp, team(pub)["Bob"].email)[0])
+    for hostile in ({"origin": "https://evil.example"}, {"sec-fetch-site": "cross-site"}):
+        assert client.post(link, headers=hostile).status_code == 403
+    assert only_cover(pub).state == "OPEN"
+
+
+def test_asking_twice_is_refused_in_words(client: TestClient, pub: Pub,
+                                          week: list[Shift]) -> None:
+    ask(client, pub, "Alice", week[0])
+    alice = team(pub)["Alice"]
+    again = client.post(alice.form(pub) + "/covers/ask",
+                        data={"week": WEEK, "shift_id": str(week[0].id)})
+    assert again.status_code == 409
+    assert "Alice has already asked for cover for Thu 10 Dec" in read(again)
+    assert len(covers.listed(pub, WEEK)) == 1
+
+
 # -- the operator's pages -----------------------------------------------------------------
 
 
@@ -302,6 +371,8 @@ def test_the_covers_page_says_each_request_and_its_emails(
     assert read(operator.get("/admin/covers?week=2026-12-14")).count(
         "No requests for cover this week") == 1
     assert operator.get("/admin/covers?week=nonsense").status_code == 404
+    unknown = operator.post("/admin/covers/999/cancel", follow_redirects=True)
+    assert "flash-refused" in read(unknown) and "no cover request 999" in read(unknown)
 
 
 def test_the_covers_page_says_a_started_request_expired(
