@@ -89,6 +89,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
     rostered = bool(assigned) or state in (ASSIGNED, APPROVED, SENT)
     names = {t.email: t.name for t in all_tenders(pub)}
     submitted = of_week(pub, key)
+    asked = covers.listed(pub, key) if has_columns(pub, "pub_covers", "id") else []
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
                 "by": moved_by(e), "at": iso(e.at)} for e in pub.runs.history(key)]
     return {
@@ -117,7 +118,8 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         "submissions": [{"email": s["email"], "shift_ids": s["shift_ids"], "max": s["max"]}
                         for s in submitted],
         "names": {email: names.get(email, email) for email in sorted(
-            {s["email"] for s in submitted} | {e for a in assigned.values() for e in a})},
+            {s["email"] for s in submitted} | {e for a in assigned.values() for e in a}
+            | {e for c in asked for e in (c.asker_email, c.taker_email) if e})},
         "last_error": row.get("last_error"),
         "deliveries": [{"email": d["email"], "status": d["status"], "error": d["error"]}
                        for _, d in sorted(delivered.items(), key=lambda kv: kv[1]["email"])],
@@ -125,8 +127,7 @@ def week_show(pub: Pub, week: str) -> dict[str, Any]:
         # the requests for cover of a sent week; shifts[].assigned is the roster after them
         "covers": [{"id": c.id, "shift_id": c.shift_id, "from": c.asker_email,
                     "state": c.state, "taken_by": c.taker_email}
-                   for c in (covers.listed(pub, key)
-                             if has_columns(pub, "pub_covers", "id") else ())],
+                   for c in asked],
     }
 
 

@@ -43,11 +43,13 @@ from .context import Runner
 
 WEB_ADDRESS = "http://127.0.0.1:8000/"
 OPERATOR = "operator@pub.example"
-# name, email, maximum a week, skills (Ana holds the keys)
+# name, email, maximum a week, skills (Ana holds the keys; Eli is new and answers no form,
+# so he is free to cover when someone falls ill after the send)
 TENDERS = (("Ana Alvarez", "ana@pub.example", None, ("keys",)),
            ("Ben Brook", "ben@pub.example", None, ()),
            ("Cleo Chen", "cleo@pub.example", "1", ()),
-           ("Dev Dara", "dev@pub.example", None, ()))
+           ("Dev Dara", "dev@pub.example", None, ()),
+           ("Eli Ennis", "eli@pub.example", None, ()))
 
 
 class DemoFailed(Exception):
@@ -274,7 +276,10 @@ def story(n: Narrator, db_url: str, inbox: Inbox) -> None:
     if inbox.take():
         raise DemoFailed("a refused send handed a message to the mailer")
 
-    n.tell("The week as the operator sees it: the roster, the deliveries, the history.")
+    cover_story(n, week, inbox)
+
+    n.tell("The week as the operator sees it: the roster as it is now, the cover, the "
+           "deliveries, the history.")
     n.run("week", "show", week, now=False)
     n.run("weeks", now=False)
 
@@ -284,6 +289,41 @@ def story(n: Narrator, db_url: str, inbox: Inbox) -> None:
           f"then open {WEB_ADDRESS}admin/weeks/{week} and log in as admin with the password "
           "'demo'.",
           file=n.out)
+
+
+def cover_story(n: Narrator, week: str, inbox: Inbox) -> None:
+    """After the send: a tender asks for cover, another takes it from their offer."""
+    shown = json.loads(n.run("week", "show", week, "--json", now=False, quiet=True))
+    shift = next(s for s in shown["shifts"] if s["assigned"])
+    asker = shift["assigned"][0]
+    n.tell(f"After the send, {shown['names'].get(asker, asker)} falls ill: they ask for "
+           f"cover for {shift['label']}. The week stays sent; the tenders free that night, "
+           "under their maximum and with the skills the shift needs are offered it (least "
+           "recently covering first), and the operator is told.")
+    n.run("cover", "ask", week, str(shift["id"]), asker, "--note", "Down with flu, sorry!")
+    [cover] = json.loads(n.run("cover", "list", "--json", now=False, quiet=True))
+    offers = inbox.take()
+    takers = [str(m["X-Pubsched-Intended-For"]) for m in offers
+              if "can you cover" in str(m["Subject"])]
+    if not takers:
+        raise DemoFailed("nobody was offered the cover request")
+    taker = takers[0]
+    n.note(f"{len(offers)} email(s): an offer to each who could take it, and a note to the "
+           "operator. The first offer:")
+    n.show_mail(offers[:1])
+
+    n.tell("The first to press \"I'll take it\" gets the shift (here, the CLI does what "
+           "the link's button does): in one unit of work the request is taken and the "
+           "roster moves from one to the other. Both get their calendars changed (the "
+           "asker's event cancelled, the taker's added), and the operator is told.")
+    n.run("cover", "take", str(cover["id"]), taker)
+    mail = inbox.take()
+    n.show_mail(mail)
+    other = next(e for _, e, _, _ in TENDERS if e not in (asker, taker))
+    n.tell("Someone else tries to take it a moment later: told it was taken, nothing "
+           "changes.")
+    n.run("cover", "take", str(cover["id"]), other, expect=3)
+    n.run("cover", "list", now=False)
 
 
 def _script() -> str:

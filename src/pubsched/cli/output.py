@@ -79,6 +79,16 @@ def print_week(console: Any, shown: Mapping[str, Any], said: Sequence[str] = ())
     console.print(roster_table(shown))
     if shown["unfilled"]:
         console.print(f"  {shown['unfilled']} slot(s) unfilled")
+    if shown.get("covers"):
+        from ..words import COVER_STATE_LABELS
+
+        known = shown.get("names", {})
+        asked = Table("cover request", "shift id", "from", "state", "taken by", box=None)
+        for c in shown["covers"]:
+            asked.add_row(str(c["id"]), str(c["shift_id"]), known.get(c["from"], c["from"]),
+                          COVER_STATE_LABELS.get(c["state"], c["state"]),
+                          known.get(c["taken_by"], c["taken_by"] or ""))
+        console.print(asked)
     if shown["submissions"]:
         subs = Table("submitted by", "shift ids", "max", box=None)
         for s in shown["submissions"]:

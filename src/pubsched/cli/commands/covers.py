@@ -60,15 +60,22 @@ def cmd_cover_list(ctx: Context, args: argparse.Namespace) -> int:
 
     pub = ctx.pub()
     found = listed(pub, args.week)
-    shown = {c.id: c for c in found}
+    if args.json or not found:
+        return listing(ctx, args.json, [c.as_json() for c in found],
+                       "no cover requests" + (f" for the week of {args.week}"
+                                              if args.week else ""), (), lambda c: ())
+    from rich.table import Table
+
     tz = pub.config.tz
-    return listing(
-        ctx, args.json, [c.as_json() for c in found],
-        "no cover requests" + (f" for the week of {args.week}" if args.week else ""),
-        ("id", f"shift ({zone_words(tz)})", "from", "state", "taken by", "note"),
-        lambda c: (str(c["id"]), shown[c["id"]].shift_text(tz), shown[c["id"]].asker_name,
-                   COVER_STATE_LABELS.get(c["state"], c["state"]),
-                   shown[c["id"]].taker_name or "", c["note"] or ""))
+    table = Table("id", "shift", "from", "state", "taken by", "note", box=None)
+    for c in found:
+        table.add_row(str(c.id), c.shift_text(tz), c.asker_name,
+                      COVER_STATE_LABELS.get(c.state, c.state), c.taker_name or "",
+                      c.note or "")
+    console = ctx.console()
+    console.print(table)
+    console.print(f"Times are {zone_words(tz, [c.starts_at for c in found])}.")
+    return EXIT_APPLIED
 
 
 __all__ = ["cmd_cover_ask", "cmd_cover_cancel", "cmd_cover_list", "cmd_cover_take"]
