@@ -25,7 +25,7 @@ from pubsched.shiftcal import shift_uid
 from pubsched.web.app import create_app
 from pubsched.weeks import Shift
 from support.browser import DESKTOP, PHONE, desktop, fits, phone, served, shot
-from support.cover_web import cover_pub, offers_to, path_of, sent_week, team
+from support.cover_web import cover_pub, html_of, offers_to, path_of, sent_week, team, text_of
 from support.pub_web import NOW, PASSWORD, WEEK, web_settings
 from support.smtp_server import SmtpTestServer
 
@@ -107,6 +107,9 @@ def test_a_tender_on_a_phone_asks_and_another_takes_it_from_the_email(
     assert fits(mine) <= PHONE["width"]
     mine.context.close()
     assert link.startswith("https://pub.example/c/")  # the pub's own address
+    offer_mail = next(m for m in site.smtp.received if bob.email in m.rcpt_tos
+                      and link in text_of(m))
+    assert f'href="{link}"' in html_of(offer_mail)  # the button is the same link
     offer = phone(browser)
     offer.goto(site.url + path_of(link))
     assert offer.locator("#answer").inner_text() == "Can you cover this shift?"
