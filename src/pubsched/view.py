@@ -150,7 +150,8 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
     sent weeks: :mod:`pubsched.tender_page`), then the open week (its shifts as offered to
     this tender at ``now``, what they submitted), else the latest week past its form and
     not yet sent (closed, the schedule expected by the end of its send window), else
-    nothing to fill in.
+    nothing to fill in. ``covers``: their open requests for cover, the shifts they gave
+    away, the requests they could take (:func:`pubsched.cover_view.for_tender`).
 
     ``status`` is ``open``, ``closed`` or ``none``; one global survey, so at most one week
     is open (H3 with v2; the legacy rule otherwise)."""

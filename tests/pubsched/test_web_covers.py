@@ -241,6 +241,15 @@ def test_a_tender_no_longer_eligible_cannot_take_it(
     assert roster(pub)[week[0].id] == [people["Alice"].email]
 
 
+def test_a_request_number_no_request_has_is_a_plain_404(client: TestClient, pub: Pub,
+                                                         week: list[Shift]) -> None:
+    alice = team(pub)["Alice"].form(pub)
+    for number in ("0", "99", str(2**70)):
+        for action in ("cancel", "take"):
+            reply = client.post(f"{alice}/covers/{number}/{action}")
+            assert reply.status_code == 404 and "Traceback" not in read(reply), number
+
+
 def test_bad_offer_links_do_nothing(client: TestClient, pub: Pub, week: list[Shift],
                                     smtp: SmtpTestServer, db_url: str) -> None:
     people = team(pub)

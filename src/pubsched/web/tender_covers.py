@@ -65,15 +65,22 @@ class TenderCovers:
             "email, shows the shifts you could take."), tone="refused", status=404)
 
     def _told(self, request: Request, tender: Tender, cover: Cover | None,
-              outcome: Verdict, title: str, text: str) -> Response:
+              outcome: Verdict, title: str, text: str, *, refused: str) -> Response:
         """The answer to a move: ``title``/``text`` when it applied (and its emails sent
-        after the answer), else the refusal in words."""
+        after the answer), else ``refused`` over the refusal in words."""
         if outcome.applied:
             answer = self._answer(request, tender, title, text, cover=cover)
             answer.background = deliver_after(self.site)
             return answer
-        return self._answer(request, tender, "Not done", outcome.message or (
+        return self._answer(request, tender, refused, outcome.message or (
             "That could not be done right now."), tone="refused", status=409, cover=cover)
+
+    def _get(self, cover_id: int) -> Cover | None:
+        """The request numbered ``cover_id``, or None (a number no request can have too)."""
+        try:
+            return covers.get(self.site.pub, cover_id)
+        except BadInput:
+            return None
 
     # -- asking and cancelling, from the tender's page ------------------------------------
 
@@ -94,44 +101,40 @@ class TenderCovers:
             outcome = await run_in_threadpool(
                 lambda: covers.ask(pub, week, shift_id, tender.email, note=note, now=now))
         except BadInput as exc:
-            return self._answer(request, tender, "Not done", str(exc), tone="refused",
+            return self._answer(request, tender, "Not asked", str(exc), tone="refused",
                                 status=400)
         cover_id = outcome.detail.get("cover_id")
-        cover = None if cover_id is None else await run_in_threadpool(covers.get, pub,
+        cover = None if cover_id is None else await run_in_threadpool(self._get,
                                                                       int(cover_id))
-        offered = len(outcome.detail.get("offered") or ())
-        reach = (f"The {offered} tender{'s' if offered != 1 else ''} who could work it "
-                 "are being emailed now, and the operator is told." if offered else
-                 "Nobody else can work it right now (the operator is told); it stays open "
-                 "for anyone who becomes free until the shift starts.")
         return self._told(request, tender, cover, outcome, "You asked for cover", (
-            f"{reach} You are still on this shift until someone takes it; you will get "
-            "an email when they do."))
+            f"{_reach(len(outcome.detail.get('offered') or ()))} You are still on this "
+            "shift until someone takes it; you will get an email when they do."),
+            refused="Not asked")
 
     async def cancel(self, request: Request) -> Response:
         tender = await self._tender(request)
         if tender is None:
             return self._bad_link(request)
         pub = self.site.pub
-        cover = await run_in_threadpool(covers.get, pub, int(request.path_params["cover_id"]))
+        cover = await run_in_threadpool(self._get, int(request.path_params["cover_id"]))
         if cover is None or cover.asked_by != tender.id:
-            return self._answer(request, tender, "Not done",
+            return self._answer(request, tender, "Not cancelled",
                                 "That request is not one of yours.", tone="refused",
                                 status=404)
         outcome = await run_in_threadpool(
             lambda: covers.cancel(pub, cover.id, now=self.site.now()))
         return self._told(request, tender, cover, outcome, "Your request is cancelled",
-                          "You are still on this shift: it stays in your calendar.")
+                          "You are still on this shift: it stays in your calendar.",
+                          refused="Not cancelled")
 
     async def take_here(self, request: Request) -> Response:
         """"I'll take it" on the tender's own page."""
         tender = await self._tender(request)
         if tender is None:
             return self._bad_link(request)
-        cover = await run_in_threadpool(covers.get, self.site.pub,
-                                        int(request.path_params["cover_id"]))
+        cover = await run_in_threadpool(self._get, int(request.path_params["cover_id"]))
         if cover is None:
-            return self._answer(request, tender, "Not done", "There is no such request.",
+            return self._answer(request, tender, "Not taken", "There is no such request.",
                                 tone="refused", status=404)
         return await self._take(request, tender, cover)
 
@@ -147,7 +150,7 @@ class TenderCovers:
         tender = by_id(pub, tender_id)
         if tender is None or not tender.active or tender.link_version != version:
             return None
-        cover = covers.get(pub, cover_id)
+        cover = self._get(cover_id)
         return None if cover is None else (tender, cover)
 
     async def offer(self, request: Request) -> Response:
@@ -185,7 +188,7 @@ class TenderCovers:
             return self._answer(request, tender, "This request was cancelled", (
                 f"{cover.asker_name} can work it after all: nothing changes for you."),
                 tone="refused", status=409, cover=cover)
-        if cover_view.started(cover, now) or not cover_view.is_open(cover, now):
+        if not cover_view.is_open(cover, now):  # expired, or OPEN past its start
             return self._answer(request, tender, "The shift has started",
                                 "It can no longer be taken.", tone="refused",
                                 status=409, cover=cover)
@@ -196,17 +199,26 @@ class TenderCovers:
         outcome = await run_in_threadpool(
             lambda: covers.take(pub, cover.id, tender.email, now=self.site.now()))
         if outcome.applied:
-            taken = await run_in_threadpool(covers.get, pub, cover.id)
+            taken = await run_in_threadpool(self._get, cover.id)
             return self._told(request, tender, taken or cover, outcome, "It's yours", (
                 f"It's in your calendar. {cover.asker_name} is told, and so is the "
-                "operator. Thank you for covering."))
-        now_is = await run_in_threadpool(covers.get, pub, cover.id)
+                "operator. Thank you for covering."), refused="Not taken")
+        now_is = await run_in_threadpool(self._get, cover.id)
         over = None if now_is is None else self._over(request, tender, now_is)
         if over is not None:  # lost to another take, a cancel, the start
             return over
         return self._answer(request, tender, "You can't take this one",
                             outcome.message or "It could not be given to you.",
                             tone="refused", status=409, cover=cover)
+
+
+def _reach(offered: int) -> str:
+    """Who a new request went to, in a sentence."""
+    if not offered:
+        return ("Nobody else can work it right now (the operator is told); it stays open "
+                "for anyone who becomes free until the shift starts.")
+    many = "tenders who could work it are" if offered != 1 else "tender who could work it is"
+    return f"The {offered} {many} being emailed now, and the operator is told."
 
 
 def _number(raw: str | None, what: str) -> int:
