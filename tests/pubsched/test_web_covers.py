@@ -21,6 +21,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from pubsched import cover_view, covers, links, notices, tenders
+from pubsched.engines import flags
 from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
@@ -162,6 +163,18 @@ def test_the_offer_link_shows_the_shift_and_only_a_post_takes_it(
     alice = read(client.get(people["Alice"].form(pub)))
     assert "Shifts you gave away" in alice and "Bob took it" in alice
     assert "Thu 10 Dec, 18:00 - 02:00" in read(client.get(people["Bob"].form(pub)))
+
+
+def test_under_the_legacy_engine_the_pages_ask_and_take_alike(
+        client: TestClient, operator: TestClient, pub: Pub, week: list[Shift],
+        smtp: SmtpTestServer) -> None:
+    flags.set_v2(pub, False, now=NOW)  # the week was sent by v2; the legacy engine reads it
+    people = team(pub)
+    assert "You asked for cover" in ask(client, pub, "Alice", week[0])
+    assert "It's yours" in read(client.post(path_of(offers_to(smtp, people["Bob"].email)[0])))
+    assert roster(pub)[week[0].id] == [people["Bob"].email]
+    page = read(operator.get(f"/admin/weeks/{WEEK}"))
+    assert "Alice can't make it — covered by Bob" in page
 
 
 def test_taking_from_the_tenders_own_page(client: TestClient, pub: Pub,
