@@ -14,7 +14,6 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from . import covers
-from .cover_view import for_tender
 from .engines.base import Engine
 from .engines.choose import engine_for
 from .generate import assignments, missing, pinned
@@ -150,8 +149,7 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
     sent weeks: :mod:`pubsched.tender_page`), then the open week (its shifts as offered to
     this tender at ``now``, what they submitted), else the latest week past its form and
     not yet sent (closed, the schedule expected by the end of its send window), else
-    nothing to fill in. ``covers``: their open requests for cover, the shifts they gave
-    away, the requests they could take (:func:`pubsched.cover_view.for_tender`).
+    nothing to fill in.
 
     ``status`` is ``open``, ``closed`` or ``none``; one global survey, so at most one week
     is open (H3 with v2; the legacy rule otherwise)."""
@@ -168,7 +166,6 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
                      None)
     if shown is None:
         return {"status": "none", "tender": tender.as_json(), "upcoming": mine_to_come,
-                "covers": for_tender(pub, tender, at),
                 "zone": zone_words(pub.config.tz, [at])}
     key = str(shown["week_of"])
     mine = next((s for s in of_week(pub, key) if s["email"] == tender.email), None)
@@ -181,7 +178,6 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
         "schedule_by": times["send_window_at"],
         "shifts": form_shifts(pub, tender, key, at),
         "upcoming": mine_to_come,
-        "covers": for_tender(pub, tender, at),  # ask, cancel, take (pubsched.cover_view)
         "zone": zone_words(pub.config.tz, [s.starts_at for s in shifts(pub, key)] or [at]),
         "submitted": None if mine is None else {
             "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"]},

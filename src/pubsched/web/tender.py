@@ -21,6 +21,7 @@ from .. import links, tenders, view
 from ..pub import BadInput
 from .forms import text
 from .site import Site
+from .tender_covers import tender_page
 
 
 class TenderPages:
@@ -35,7 +36,7 @@ class TenderPages:
                                          request.path_params["token"], "form")
         if tender is None:
             return self._bad_link(request)
-        form = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
+        form = await run_in_threadpool(tender_page, pub, tender, self.site.now())
         saved = request.query_params.get("saved") == "1"
         return self._page(request, tender, form, notice="Saved." if saved else None)
 
@@ -82,10 +83,10 @@ class TenderPages:
                 lambda: submit(pub, week, tender.email, picked, max_shifts=limit,
                                now=self.site.now()))
         except BadInput as exc:
-            shown = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
+            shown = await run_in_threadpool(tender_page, pub, tender, self.site.now())
             return self._page(request, tender, shown, error=str(exc), status=400)
         if not outcome.applied:
-            shown = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
+            shown = await run_in_threadpool(tender_page, pub, tender, self.site.now())
             return self._page(request, tender, shown, status=409, error=(
                 "The form for this week is closed: your change was not saved."
                 if outcome.reason == "FORM_CLOSED" else outcome.message))

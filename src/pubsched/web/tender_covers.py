@@ -17,22 +17,32 @@ revoked, a request that does not exist) is one 404 that tells a guesser nothing.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from .. import cover_view, covers, links
+from .. import cover_view, covers, links, view
 from ..covers import Cover
 from ..covers.machine import CANCELLED, TAKEN
-from ..pub import BadInput, Verdict
+from ..pub import BadInput, Pub, Verdict
 from ..tenders import Tender, by_id
 from .cover_mail import deliver_after
 from .forms import text, week_of
 from .site import Site
 
 NO_STORE = {"cache-control": "no-store"}
+
+
+def tender_page(pub: Pub, tender: Tender, now: datetime) -> dict[str, Any]:
+    """What the tender's page shows (:func:`pubsched.view.tender_form`) and, as
+    ``covers``, their requests and the ones they could take
+    (:func:`pubsched.cover_view.for_tender`): read here, not in ``view``, which the
+    domain's words read back, so that ``view`` does not import the covers domain."""
+    return {**view.tender_form(pub, tender, now),
+            "covers": cover_view.for_tender(pub, tender, now)}
 
 
 class TenderCovers:
