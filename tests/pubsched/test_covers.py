@@ -188,6 +188,19 @@ def test_a_take_moves_the_assignment_once_and_owes_three_emails(pub: Pub) -> Non
     assert roster(pub)[ids[THU]] == ["Bob", "Dan"]
 
 
+def test_covers_work_the_same_under_the_legacy_engine(pub: Pub) -> None:
+    """A request is not the week's: ask, take and cancel hold the sent week through the
+    engine in charge, whichever it is."""
+    ids = sent_week(pub)
+    set_v2(pub, False)
+    cover = ask_ann(pub, ids)
+    assert covers.take(pub, cover, email("cat"), now=NOW)
+    assert roster(pub)[ids[THU]] == ["Bob", "Cat"]
+    eve = covers.ask(pub, WEEK, ids[SAT], email("eve"), now=NOW)
+    assert eve.applied and covers.cancel(pub, int(eve.detail["cover_id"]), now=NOW)
+    assert week_show(pub, WEEK)["state"] == "SENT"
+
+
 def test_the_take_judges_anew_and_a_stale_offer_is_dropped(pub: Pub,
                                                            smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
@@ -347,3 +360,47 @@ def test_the_take_cancels_the_askers_event_by_its_uid_and_adds_the_takers(
 
     assert shift_uid(week, ids[THU], email("ann")) not in uids("ann")
     assert shift_uid(week, ids[THU], email("dan")) in uids("dan")
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_every_cover_email_reads_on_a_phone(pub: Pub, smtp: SmtpTestServer, tmp_path: Any,
+                                            browser: Any) -> None:
+    """Each kind of cover email as received, opened in Chromium at 375 px: nothing scrolls
+    sideways, the text is 16px, a button a thumb can hit; screenshots to look at."""
+    from support.browser import PHONE, fits, phone, shot
+
+    ids = sent_week(pub)
+    first = ask_ann(pub, ids, note="Sick, sorry! Back on Saturday.")
+    covers.deliver(pub, NOW)
+    assert covers.take(pub, first, email("dan"), now=NOW)
+    second = covers.ask(pub, WEEK, ids[SAT], email("eve"), now=NOW).detail["cover_id"]
+    assert covers.cancel(pub, second, now=NOW)
+    third = covers.ask(pub, WEEK, ids[FRI], email("cat"), now=NOW).detail["cover_id"]
+    covers.deliver(pub, NOW)
+    tick(pub, NOW.replace(month=12, day=11, hour=23))  # Friday's shift starts: it ends
+    assert covers.get(pub, third).state == "EXPIRED"  # type: ignore[union-attr]
+    kinds: dict[str, EmailMessage] = {}
+    for m in cover_mail(smtp):
+        kind = str(m.message["Message-ID"]).split(".")[2]  # <cover.ID.KIND.WHO@...>
+        who = "operator" if m.rcpt_tos[0] == OPERATOR else "tender"
+        if kind == "taken" and who == "tender":
+            who = "taker" if "working" in str(m.message["Subject"]) else "asker"
+        kinds.setdefault(f"{kind}-{who}", m.message)
+    assert sorted(kinds) == [  # every kind of email, each recipient's
+        "asked-operator", "cancelled-operator", "cancelled-tender", "expired-operator",
+        "expired-tender", "offer-tender", "taken-asker", "taken-operator", "taken-taker"]
+    for kind, message in kinds.items():
+        path = tmp_path / f"{kind}.html"
+        path.write_text(bodies(message)[1], encoding="utf-8")
+        page = phone(browser)
+        page.goto(path.as_uri())
+        shot(page, f"email-cover-{kind}-375")
+        assert fits(page) <= PHONE["width"], kind
+        sizes = page.eval_on_selector_all(
+            "p, td", "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+        assert min(sizes) >= 14 and max(sizes) >= 16, (kind, sizes)
+        buttons = page.eval_on_selector_all(
+            "a[href]", "els => els.filter(e => getComputedStyle(e).display == "
+            "'inline-block').map(e => e.getBoundingClientRect().height)")
+        assert not buttons or min(buttons) >= 44, (kind, buttons)
+        page.context.close()

@@ -160,8 +160,10 @@ def _already_asked(pub: Pub, tx: Any, shift_id: int, asker_id: int,
 
 
 def _closed(cover: Cover, pub: Pub, state: str, taker: str | None) -> Verdict:
-    return _refused(CLOSED_REASON[state], cover.id, shift=cover.when(pub.config.tz),
-                    taker=taker or "someone else", asker=cover.asker_name)
+    """The refusal of a request no longer open, said by the state it is in now."""
+    return _refused(CLOSED_REASON.get(state, words.COVER_TAKEN), cover.id,
+                    shift=cover.when(pub.config.tz), taker=taker or "someone else",
+                    asker=cover.asker_name)
 
 
 def take(pub: Pub, cover_id: int, email: str, *, now: datetime | None = None) -> Verdict:

@@ -48,8 +48,9 @@ class CoverFacts:
 @dataclass(frozen=True)
 class CoverNote:
     """One email's content: ``greeting`` (None for the operator's), ``paragraphs``, the
-    asker's ``note`` quoted after them, one ``button`` (address, label) and the ``links``
-    written out under it (label, address), then ``closing`` paragraphs."""
+    asker's ``note`` quoted after them (headed by ``note_from``'s name), one ``button``
+    (address, label) and the ``links`` written out under it (label, address), then
+    ``closing`` paragraphs."""
 
     subject: str
     greeting: str | None
@@ -58,6 +59,11 @@ class CoverNote:
     button: tuple[str, str] | None = None
     links: tuple[tuple[str, str], ...] = ()
     closing: tuple[str, ...] = ()
+    note_from: str | None = None
+
+    @property
+    def note_heading(self) -> str:
+        return "Their note" if self.note_from is None else f"{self.note_from}'s note"
 
 
 def offer(facts: CoverFacts, pub: str, name: str, take_url: str) -> CoverNote:
@@ -72,6 +78,7 @@ def offer(facts: CoverFacts, pub: str, name: str, take_url: str) -> CoverNote:
         (take_url, "I'll take it"),
         (("Or open this link", take_url),),
         ("If you can't, there is nothing to do: ignore this email.",),
+        facts.asker,
     )
 
 
@@ -94,6 +101,8 @@ def asked(facts: CoverFacts, pub: str, offered: tuple[str, ...],
          f"(request {facts.cover_id}).", reach),
         facts.note,
         *_admin(admin_url),
+        (),
+        facts.asker,
     )
 
 
@@ -169,10 +178,10 @@ def expired(facts: CoverFacts, pub: str, name: str | None,
 
 
 def _admin(url: str | None) -> tuple[tuple[str, str] | None, tuple[tuple[str, str], ...]]:
-    """The operator's button and written-out link to the request's page."""
+    """The operator's button and written-out link to the cover requests' page."""
     if url is None:
         return None, ()
-    return (url, "Open the request"), (("The request", url),)
+    return (url, "Open the cover requests"), (("The cover requests", url),)
 
 
 def note_text(pub: str, note: CoverNote, address: str | None = None) -> str:
@@ -182,7 +191,7 @@ def note_text(pub: str, note: CoverNote, address: str | None = None) -> str:
     for paragraph in note.paragraphs:
         lines += [paragraph, ""]
     if note.note:
-        lines += [f"Their note: \u201c{note.note}\u201d", ""]
+        lines += [f"{note.note_heading}: \u201c{note.note}\u201d", ""]
     if note.button is not None:
         lines += [f"{note.button[1]}:", note.button[0], ""]
     for label, url in note.links:
@@ -200,7 +209,7 @@ def note_html(pub: str, note: CoverNote, address: str | None = None) -> str:
         body.append(h.paragraph(note.greeting))
     body += [h.paragraph(p) for p in note.paragraphs]
     if note.note:
-        body.append(h.stacked([("Their note", note.note)]))
+        body.append(h.stacked([(note.note_heading, note.note)]))
     if note.button is not None:
         body.append(h.button(*note.button))
     body += [h.paragraph(p) for p in note.closing]
