@@ -397,6 +397,21 @@ def test_the_covers_page_says_each_request_and_its_emails(
     assert "flash-refused" in read(unknown) and "no cover request 999" in read(unknown)
 
 
+def test_the_covers_page_says_which_email_did_not_go_and_the_tick_retries_it(
+        operator: TestClient, client: TestClient, pub: Pub, week: list[Shift],
+        smtp: SmtpTestServer) -> None:
+    people = team(pub)
+    smtp.refuse_recipient(people["Bob"].email)
+    assert "You asked for cover" in ask(client, pub, "Alice", week[0])  # answered all the same
+    row = _row(read(operator.get("/admin/covers")), only_cover(pub).id)
+    assert "Bob: not delivered (" in row and "tried again at the next tick" in row
+    assert "Carol: sent" in row
+    smtp.clear_faults()
+    covers.deliver(pub, NOW)  # what the tick does with what is left
+    row = _row(read(operator.get("/admin/covers")), only_cover(pub).id)
+    assert "Bob: sent" in row and "not delivered" not in row
+
+
 def test_the_covers_page_says_a_started_request_expired(
         operator: TestClient, client: TestClient, pub: Pub, week: list[Shift],
         clock: Clock) -> None:
