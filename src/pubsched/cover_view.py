@@ -132,7 +132,7 @@ def _names(pub: Pub) -> dict[int, str]:
 
 
 def admin_rows(pub: Pub, week: str | None, now: datetime) -> list[dict[str, Any]]:
-    """The covers page: every request (of ``week``, or all), newest shift last, each with
+    """The covers page: every request (of ``week``, or all) in the order asked, each with
     its words, whether it can still be cancelled, who was offered it and what else was
     sent."""
     names = _names(pub)
