@@ -54,7 +54,8 @@ class CoverAdmin:
             pub, now = self.site.pub, self.site.now()
             rows = cover_view.admin_rows(pub, week, now)
             starts = [r["cover"].starts_at for r in rows] or [now]
-            return {"rows": rows, "week": week, "weeks": cover_view.weeks_with_covers(pub),
+            shown = set(cover_view.weeks_with_covers(pub)) | ({week} if week else set())
+            return {"rows": rows, "week": week, "weeks": sorted(shown),
                     "diagram": diagram(), "zone": zone_words(pub.config.tz, starts)}
 
         return self.pages.admin_page(request, "covers.html", await run_in_threadpool(context))
