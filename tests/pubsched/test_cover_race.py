@@ -8,6 +8,9 @@
 * A ``cover take`` command SIGKILLed while the mail server holds its first email (the
   data sent, no answer): that email's fate is unknown, so it is never sent again; the
   tick sends the other two, once.
+* Asks at once (threads, each with its own store, on PostgreSQL): each request gets a
+  number of its own, and one tender's two asks for one shift open one request; ticks at
+  once end a request once and mail each of its notes once.
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pubsched import covers, notices, tenders
 from pubsched.pub import Pub
 from pubsched.tick import tick
-from support.pub_covers import THU, cover_mail, email, roster, sent_week
+from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
 from support.pub_v2 import NOW, OPERATOR, WEEK
 from support.smtp_server import SmtpTestServer
 
@@ -178,3 +183,76 @@ def test_a_take_command_killed_while_its_first_email_hangs_never_sends_it_twice(
              and n.recipient == notices.to_tender(tenders.get(pub, email("ann")).id)]
     assert ann.status == "in_flight"  # shown as uncertain, not re-sent
     assert cover_mail(smtp, email("dan"))  # the taker's arrived, from the tick
+
+
+def _at_once(pubs: list[Pub], call: Any) -> list[Any]:
+    """``call(pub, i)`` in one thread per pub (each its own store), released together."""
+    barrier = threading.Barrier(len(pubs))
+    out: list[Any] = [None] * len(pubs)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            out[i] = call(pubs[i], i)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(pubs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return out
+
+
+@pytest.mark.postgres
+def test_asks_at_once_get_numbers_of_their_own_and_one_open_request_each(
+        pg_db_url: str, smtp: SmtpTestServer) -> None:
+    from pubsched.engines.flags import set_v2
+    from support import pub_v2
+
+    pubs = [pub_v2.make_pub(pg_db_url, smtp) for _ in range(6)]
+    try:
+        set_v2(pubs[0], True, now=NOW)
+        ids = sent_week(pubs[0])
+        # Ann twice for Thursday (one of them is told it is asked already), Bob Thursday,
+        # Cat and Dan Friday, Eve Saturday: all at once
+        who = [("ann", THU), ("ann", THU), ("bob", THU), ("cat", FRI), ("dan", FRI),
+               ("eve", SAT)]
+        got = _at_once(pubs, lambda p, i: covers.ask(p, WEEK, ids[who[i][1]],
+                                                      email(who[i][0]), now=NOW))
+        applied = [g for g in got if g.applied]
+        assert len(applied) == 5 and sorted(g.detail["cover_id"] for g in applied) == [
+            1, 2, 3, 4, 5]
+        [refused] = [g for g in got if not g.applied]
+        assert refused.reason == "ALREADY_ASKED"
+        assert [(c.id, c.state) for c in covers.listed(pubs[0])] == [
+            (i, "OPEN") for i in range(1, 6)]
+    finally:
+        for p in pubs:
+            p.close()
+
+
+@pytest.mark.postgres
+def test_ticks_at_once_end_a_request_once_and_mail_each_once(
+        pg_db_url: str, smtp: SmtpTestServer) -> None:
+    from pubsched.engines.flags import set_v2
+    from support import pub_v2
+
+    pubs = [pub_v2.make_pub(pg_db_url, smtp) for _ in range(3)]
+    try:
+        set_v2(pubs[0], True, now=NOW)
+        ids, cover = _asked(pubs[0])
+        start = covers.existing(pubs[0], cover).starts_at
+        said = _at_once(pubs, lambda p, i: tick(p, start))
+        ended = [v for out in said for v in out if v.detail.get("cover_id") == cover]
+        assert len(ended) == 1  # one tick ended it
+        expired = Counter(m.rcpt_tos[0] for m in smtp.accepted
+                          if "nobody covered" in str(m.message["Subject"]))
+        assert expired == Counter({email("ann"): 1, OPERATOR: 1})
+        assert roster(pubs[0])[ids[THU]] == ["Ann", "Bob"]
+    finally:
+        for p in pubs:
+            p.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from email.message import EmailMessage
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from icalendar import Calendar
@@ -404,3 +405,39 @@ def test_every_cover_email_reads_on_a_phone(pub: Pub, smtp: SmtpTestServer, tmp_
             "'inline-block').map(e => e.getBoundingClientRect().height)")
         assert not buttons or min(buttons) >= 44, (kind, buttons)
         page.context.close()
+
+
+@pytest.mark.parametrize(("tz", "starts", "hours", "said"), [
+    ("America/New_York", "2026-03-08T22:00:00+00:00", 8,
+     "Sun 8 Mar, 18:00 - 02:00, New York time (EDT)"),
+    # through the spring-forward at 02:00: eight hours end at 03:00 EDT
+    ("America/New_York", "2026-03-07T23:00:00+00:00", 8,
+     "Sat 7 Mar, 18:00 - 03:00, New York time (EST)"),
+    ("Europe/London", "2026-03-29T17:00:00+00:00", 8,
+     "Sun 29 Mar, 18:00 - 02:00, London time (BST)"),
+    # through the fall-back at 02:00 BST: nine hours end at 02:00 GMT
+    ("Europe/London", "2026-10-24T17:00:00+00:00", 9,
+     "Sat 24 Oct, 18:00 - 02:00, London time (BST)"),
+])
+def test_a_cover_email_says_the_shift_in_the_pubs_time_across_the_clock_change(
+        tz: str, starts: str, hours: int, said: str) -> None:
+    """The words come from the shift's instants in the pub's zone, on the nights the
+    clocks change too; the calendar file is named by the local day."""
+    from datetime import datetime
+
+    from pubsched.mail import cover as words
+    from pubsched.mail.compose import CoverFacts, Recipient, ShiftLine, compose_cover
+    from pubsched.mail.settings import load_mail_settings
+
+    start = datetime.fromisoformat(starts)
+    shift = ShiftLine(7, "Night", start, start + timedelta(hours=hours), tz)
+    facts = CoverFacts(3, date(2026, 3, 2), shift, "Ann", note=None)
+    settings = load_mail_settings({"PUBSCHED_MAIL_FROM": "pub@pub.test",
+                                   "PUBSCHED_PUB_NAME": "The Crown"})
+    note = words.offer(facts, "The Crown", "Cat", "https://pub.test/c/x")
+    sent = compose_cover(note, Recipient("cat@pub.test", "Cat"), facts, kind="offer",
+                         settings=settings, now=start, calendar="add")
+    plain, html = bodies(sent.message)
+    assert said in plain and said in html
+    [part] = list(sent.message.iter_attachments())
+    assert part.get_filename() == f"pub-shift-{start.astimezone(ZoneInfo(tz)):%Y-%m-%d}-add.ics"

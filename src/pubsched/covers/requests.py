@@ -27,7 +27,7 @@ sends none twice.
 
 Bad input (no such week, shift, tender or request) is :class:`~pubsched.pub.BadInput`
 with nothing written; a refusal is a Verdict whose reason is one of
-:data:`pubsched.words.COVER_REFUSALS`', said in the operator's words.
+:data:`pubsched.words.COVER_REFUSALS`, said in the operator's words.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from .cover import CoverFacts, CoverNote, note_html, note_text
 from .schedule import ScheduleView, in_order, schedule_html, schedule_text
 from .settings import MailSettings
 from .values import Nudge, Outgoing, Recipient, Roster, ShiftLine, TenderLinks
-from .wording import calendar_summary, day, moment
+from .wording import calendar_summary, day, moment, zone
 
 __all__ = ["CoverFacts", "CoverNote", "Nudge", "Outgoing", "Recipient", "Roster", "ShiftLine",
            "TenderLinks", "compose_cover", "compose_late_open", "compose_nudge",
@@ -281,9 +281,10 @@ def compose_cover(
                                      shift.starts_at, shift.ends_at, stamp=now,
                                      location=settings.pub_address)
         method = "PUBLISH" if calendar == "add" else "CANCEL"
+        local_day = shift.starts_at.astimezone(zone(shift.tz))
         message.add_attachment(
             ics, maintype="text", subtype="calendar",
-            filename=f"pub-shift-{facts.shift.starts_at:%Y-%m-%d}-{calendar}.ics",
+            filename=f"pub-shift-{local_day:%Y-%m-%d}-{calendar}.ics",
             params={"method": method, "charset": "utf-8"})
     return _addressed(message, recipient, note.subject, settings=settings, now=now,
                       message_key=f"cover.{facts.cover_id}.{kind}")
