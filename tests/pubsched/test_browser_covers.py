@@ -126,6 +126,15 @@ def test_a_tender_on_a_phone_asks_and_another_takes_it_from_the_email(
     assert fits(offer) <= PHONE["width"]
     offer.context.close()
 
+    # Carol's link, on a desktop: someone else was first, and no button
+    late = desktop(browser)
+    late.goto(site.url + path_of(wait_for_offer(site, people["Carol"].email)))
+    assert late.locator("#answer").inner_text() == "Someone else took it first"
+    assert late.locator("#take").count() == 0
+    shot(late, "covers-offer-late-desktop")
+    assert fits(late) <= DESKTOP["width"]
+    late.context.close()
+
     # both calendars show the change: Alice's event gone, Bob's there
     assert uid not in uids(site, "Alice")
     assert bob_uid in uids(site, "Bob")

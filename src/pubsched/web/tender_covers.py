@@ -57,6 +57,9 @@ class TenderCovers:
     def _answer(self, request: Request, tender: Tender | None, title: str, text: str, *,
                 tone: str = "ok", status: int = 200, cover: Cover | None = None,
                 form: dict[str, Any] | None = None) -> HTMLResponse:
+        """``cover_answer.html``: ``tone`` ok (it happened), note (nothing changes for the
+        tender: taken by someone else, called off, started) or refused (what they asked
+        for was not done, and why); ``form``: the offer's "I'll take it" button."""
         config = self.site.pub.config
         home = calendar = None
         if tender is not None:
@@ -193,14 +196,14 @@ class TenderCovers:
         if cover.state == TAKEN:
             return self._answer(request, tender, "Someone else took it first",
                                 "Thank you all the same: nothing changes for you.",
-                                tone="refused", status=409, cover=cover)
+                                tone="note", status=409, cover=cover)
         if cover.state == CANCELLED:
             return self._answer(request, tender, "This request was cancelled", (
                 f"{cover.asker_name} can work it after all: nothing changes for you."),
-                tone="refused", status=409, cover=cover)
+                tone="note", status=409, cover=cover)
         if not cover_view.is_open(cover, now):  # expired, or OPEN past its start
             return self._answer(request, tender, "The shift has started",
-                                "It can no longer be taken.", tone="refused",
+                                "It can no longer be taken.", tone="note",
                                 status=409, cover=cover)
         return None
 
