@@ -43,11 +43,26 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
         out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
     if has_columns(pub, "pub_covers", "id"):
         out += covers.expire_due(pub, at)
-        out += [_told(v) for v in notices.deliver(pub, COMPOSERS, at)]
+        out += _told(notices.deliver(pub, COMPOSERS, at))
     return out
 
 
-def _told(verdict: Verdict) -> Verdict:
-    """A delivery's verdict as the tick reports it."""
-    return Verdict(verdict.applied, verdict.reason, verdict.failed,
-                   f"tick: email {verdict.message}", verdict.detail)
+def _told(delivered: list[Verdict]) -> list[Verdict]:
+    """The outbox's deliveries as the tick reports them, in words: how many went (sent,
+    or dropped as no longer true), and one line for each that did not go through."""
+    done = sum(1 for v in delivered if v.applied)
+    out = [Verdict(True, message=f"tick: {done} email{'' if done == 1 else 's'} dealt with "
+                                 "(sent, or no longer needed)")] if done else []
+    out += [Verdict(False, failed=v.failed, message=f"tick: {not_delivered(v)}")
+            for v in delivered if not v.applied]
+    return out
+
+
+def not_delivered(verdict: Verdict) -> str:
+    """What became of an email :func:`pubsched.notices.deliver` could not deliver, in
+    words and with what happens next: refused (tried again by a later tick), or handed
+    over with no answer (it may have arrived, so it is not sent again)."""
+    if "may not have arrived" in verdict.message:  # notices' word for an unknown fate
+        return (f"an email may not have arrived ({verdict.failed}); it is not sent again "
+                "on its own")
+    return f"an email did not go through ({verdict.failed}); the next tick tries again"

@@ -20,14 +20,14 @@ from ..output import listing
 def _delivered(ctx: Context, pub: Pub, verdict: Verdict) -> int:
     """The move's verdict, then (applied) its emails sent now, in words."""
     from ...covers import deliver
+    from ...tick import not_delivered
 
     code = report(ctx, verdict)
     if code != EXIT_APPLIED:
         return code
     for sent in deliver(pub, utc(ctx.now)):
-        if sent.failed:
-            ctx.complain(f"warning: an email was not sent ({sent.failed}); "
-                         "`pubsched tick` tries again")
+        if not sent.applied:
+            ctx.complain(f"warning: {not_delivered(sent)}")
     return code
 
 
