@@ -5,8 +5,9 @@ A link that does not verify (mistyped, replaced by a newer one, revoked) is a 40
 what to do; a submission refused because the form closed is a 409 with the form as it is
 now, never a silent loss; one that ticks a shift not offered to the tender (started, or
 needing a skill they lack: :mod:`pubsched.offer`) is a 400 saying which, nothing saved.
-The page shows the tender's shifts still to come above the form. These pages are never
-cached (they show the tender's own choices).
+The page shows the tender's shifts still to come above the form, with their requests for
+cover and the ones they could take (:mod:`.tender_covers`: those forms and their answers).
+These pages are never cached (they show the tender's own choices).
 """
 
 from __future__ import annotations
