@@ -389,6 +389,8 @@ def test_the_covers_page_says_each_request_and_its_emails(
     page = read(operator.get(f"/admin/covers?week={WEEK}"))
     assert "taken by Bob" in _row(page, first.id) and "/cancel" not in _row(page, first.id)
     assert "cancelled" in _row(page, second.id) and "/cancel" not in _row(page, second.id)
+    assert "Told Carol it was called off: sent" in _row(page, second.id)  # sent at once
+    assert "Told Alice it was taken: sent" in _row(page, first.id)
     # cancelling again is refused in words
     again = operator.post(f"/admin/covers/{second.id}/cancel", follow_redirects=True)
     assert "flash-refused" in read(again) and "Traceback" not in read(again)
