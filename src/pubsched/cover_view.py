@@ -35,7 +35,9 @@ from .weektime import as_utc
 # an email's fate, as the covers page says it (pubsched.notices' statuses)
 SENT_WORDS = {
     notices.PENDING: "waiting to go",
-    notices.IN_FLIGHT: "uncertain: handed to the mail server, no answer",
+    # claimed: being handed over right now, or its answer was lost (then with the error);
+    # never sent again on its own (pubsched.notices)
+    notices.IN_FLIGHT: "handed to the mail server, no answer yet",
     notices.SENT: "sent",
     notices.FAILED: "not delivered",
     notices.DROPPED: "not sent: no longer needed",

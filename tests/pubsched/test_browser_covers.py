@@ -174,4 +174,14 @@ def test_the_covers_page_on_a_desktop_and_a_phone(site: Site, browser: Any,
         assert "Alice can't make it — covered by Bob" in notes
     assert fits(page) <= width
     shot(page, f"covers-week-{'phone' if width == PHONE['width'] else 'desktop'}")
+    # the operator calls Carol's request off from the covers page (its question accepted)
+    page.click("text=Requests for cover this week")
+    page.wait_for_url(f"**/admin/covers?week={WEEK}")
+    page.locator("table.covers button[data-cancel]").click()
+    page.wait_for_selector(".flash-ok")
+    assert "is called off: Carol still works" in page.locator(".flash-ok").inner_text()
+    assert page.locator("table.covers button[data-cancel]").count() == 0
+    assert not any(c.state == "OPEN" for c in covers.listed(site.pub, WEEK))
+    assert fits(page) <= width
+    shot(page, f"covers-admin-cancelled-{'phone' if width == PHONE['width'] else 'desktop'}")
     page.context.close()
