@@ -250,7 +250,10 @@ def test_a_tender_no_longer_eligible_cannot_take_it(
     ask(client, pub, "Alice", week[0])
     tenders.edit(pub, people["Carol"].email, max_shifts=1)  # at her maximum since
     link = path_of(offers_to(smtp, people["Carol"].email)[0])
-    refused = client.post(link)
+    shown = client.get(link)  # no button that could only be refused
+    assert shown.status_code == 200 and "You can't take this one now" in read(shown)
+    assert 'id="take"' not in read(shown)
+    refused = client.post(link)  # a form kept from before: refused with the reason
     assert refused.status_code == 409 and "You can't take this one" in read(refused)
     assert only_cover(pub).state == "OPEN"
     assert roster(pub)[week[0].id] == [people["Alice"].email]

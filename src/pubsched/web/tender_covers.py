@@ -174,6 +174,12 @@ class TenderCovers:
         over = self._over(request, tender, cover)
         if over is not None:
             return over
+        allowed = await run_in_threadpool(covers.eligible, self.site.pub, cover.id)
+        if all(t.id != tender.id for t in allowed):  # no button that can only be refused
+            return self._answer(request, tender, "You can't take this one now", (
+                "It was offered to you, but something changed since: you may now work "
+                "that night, be away that day, or have as many shifts that week as you "
+                "can work. Nothing changes for you."), tone="note", cover=cover)
         return self._answer(request, tender, "Can you cover this shift?", (
             f"{cover.asker_name} can't make it."), cover=cover,
             form={"action": f"/c/{request.path_params['token']}"})
