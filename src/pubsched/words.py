@@ -236,10 +236,12 @@ def _failure(f: _Facts, name: str) -> str:
 
 def _open_week(pub: Pub, besides: object) -> str | None:
     """The other week whose form is open, by the engine in charge."""
-    from .view import weeks_list
+    from .engines.choose import engine_for  # not .view: view reads the covers, which
+    # read these words (docs/architecture.md: imports run one way)
 
-    return next((w["week_of"] for w in weeks_list(pub)
-                 if w["state"] == COLLECTING and w["week_of"] != besides), None)
+    engine = engine_for(pub)
+    return next((str(r["week_of"]) for r in pub.runs.find(order_by="week_of", limit=10_000)
+                 if engine.state_of(pub, r) == COLLECTING and r["week_of"] != besides), None)
 
 
 __all__ = ["ALREADY_ASKED", "AT_MOST", "AWAY", "BUSY", "CANNOT_TAKE", "COVER_CANCELLED",
