@@ -62,7 +62,7 @@ def test_the_tender_sees_their_next_shifts_then_the_form(site: Site, browser: An
     page.goto(site.url + site.alice.form(site.pub))
     shot(page, f"tender-page-{width}")
     assert fits(page) <= width
-    upcoming = page.locator("#upcoming li")
+    upcoming = page.locator("#upcoming li .when")
     assert upcoming.all_inner_texts() == [
         "Thu 10 Dec, 18:00 - 02:00", "Fri 11 Dec, 18:00 - 02:00",
         "Sat 12 Dec, 18:00 - 02:00"]

@@ -56,8 +56,9 @@ def upcoming(page: str) -> list[str]:
     found = re.search(r'<ul class="shifts" id="upcoming">(.*?)</ul>', page, re.S)
     if found is None:
         return []
-    return [re.sub(r"<[^>]+>", "", li).strip()
-            for li in re.findall(r"<li>(.*?)</li>", found.group(1), re.S)]
+    return [re.sub(r"<[^>]+>", "", li).strip()  # each shift's words (not its cover form)
+            for li in re.findall(r'<li><span class="when">(.*?)</span>', found.group(1),
+                                 re.S)]
 
 
 def tickable(page: str) -> set[int]:

@@ -18,7 +18,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import tenders, view
+from .. import cover_view, tenders, view
 from ..pub import BadInput
 from ..week_shifts import BEFORE_ROSTER
 from ..week_status import week_status
@@ -79,6 +79,8 @@ class AdminPages:
             "days": [(monday + timedelta(days=n)).isoformat() for n in range(7)],
             # the roster by hand (web/roster.py): who the "add" select offers
             "roster_people": [(t.email, t.name) for t in by_email.values() if t.active],
+            # a sent week's requests for cover, on their shifts (pubsched.cover_view)
+            "cover_notes": cover_view.on_shifts(pub, shown["week_of"], self.site.now()),
         }
 
     async def act(self, request: Request) -> Response:

@@ -25,9 +25,12 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/operators/add   POST /admin/operators/{id}/remove
     POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
     POST /admin/tenders/{id}/away|back   a tender's time off, by the operator  away.py
+    GET  /admin/covers   POST /admin/covers/{id}/cancel   the cover requests   covers.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     POST /t/{token}/away   POST /t/{token}/back   their time off, by the tender  away.py
     POST /t/{token}/reminders            their switch of the shift reminders  reminders.py
+    POST /t/{token}/covers/ask  .../covers/{id}/cancel|take  their covers  tender_covers.py
+    GET  /c/{token}      POST /c/{token}  a cover's offer link: the shift; "I'll take it"
     GET  /cal/{token}.ics                a tender's calendar feed (signed link)
 
 Why the shape (Datasette's: an app that wires views kept one module per kind of page):
@@ -64,6 +67,7 @@ from starlette.staticfiles import StaticFiles
 from ..pub import Pub
 from .admin import AdminPages
 from .away import AwayPages
+from .covers import CoverAdmin
 from .cutover import CutoverPages
 from .hours import HoursPages
 from .limits import BodyLimit
@@ -80,6 +84,7 @@ from .settings import WebSettings
 from .site import Site
 from .template import TemplatePages
 from .tender import TenderPages
+from .tender_covers import TenderCovers
 from .tenders import TenderAdmin
 
 log = logging.getLogger("pubsched.web")
@@ -105,6 +110,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     metrics = Metrics(pub)
     time_off = AwayPages(site, tender)
     reminders = ReminderSwitch(site)
+    cover_desk, own_covers = CoverAdmin(site), TenderCovers(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -146,6 +152,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/weeks/{week}/roster/unassign", by_hand.unassign, methods=["POST"]),
         Route("/tenders/{tender_id:int}/away", time_off.admin_away, methods=["POST"]),
         Route("/tenders/{tender_id:int}/back", time_off.admin_back, methods=["POST"]),
+        Route("/covers", cover_desk.page, methods=["GET"]),
+        Route("/covers/{cover_id:int}/cancel", cover_desk.cancel, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
@@ -176,6 +184,11 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/t/{token}/back", time_off.tender_back, methods=["POST"]),
         Route("/t/{token}/reminders", reminders.switch, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),
+        Route("/t/{token}/covers/ask", own_covers.ask, methods=["POST"]),
+        Route("/t/{token}/covers/{cover_id:int}/cancel", own_covers.cancel, methods=["POST"]),
+        Route("/t/{token}/covers/{cover_id:int}/take", own_covers.take_here, methods=["POST"]),
+        Route("/c/{token}", own_covers.offer, methods=["GET"]),
+        Route("/c/{token}", own_covers.offer_take, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={Exception: _crash(site.pages)})

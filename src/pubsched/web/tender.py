@@ -5,9 +5,11 @@ A link that does not verify (mistyped, replaced by a newer one, revoked) is a 40
 what to do; a submission refused because the form closed is a 409 with the form as it is
 now, never a silent loss; one that ticks a shift not offered to the tender (started, or
 needing a skill they lack: :mod:`pubsched.offer`) is a 400 saying which, nothing saved.
-The page shows the tender's shifts still to come above the form. These pages are never
-cached (they show the tender's own choices). The page also lists the tender's time off
-with its forms (:mod:`.away` handles them) and offers "save this as my usual".
+The page shows the tender's shifts still to come above the form, with their requests for
+cover and the ones they could take (:mod:`.tender_covers`: those forms and their answers).
+The page also lists the tender's time off with its forms (:mod:`.away` handles them) and
+offers "save this as my usual". These pages are never cached (they show the tender's own
+choices).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..pub import BadInput, Verdict
 from .away_words import notice as away_notice
 from .forms import text
 from .site import Site
+from .tender_covers import tender_page
 
 
 class TenderPages:
@@ -37,7 +40,7 @@ class TenderPages:
                                          request.path_params["token"], "form")
         if tender is None:
             return self._bad_link(request)
-        form = await run_in_threadpool(view.tender_form, pub, tender, self.site.now())
+        form = await run_in_threadpool(tender_page, pub, tender, self.site.now())
         saved = request.query_params.get("saved")
         return self._page(request, tender, form,
                           notice="Saved." if saved == "1" else away_notice(saved))
@@ -46,7 +49,7 @@ class TenderPages:
                     status: int) -> HTMLResponse:
         """The tender's page as it is now, drawn with ``error``: the answer to a refused
         form of theirs drawn elsewhere on the page (their time off, :mod:`.away`)."""
-        form = await run_in_threadpool(view.tender_form, self.site.pub, tender,
+        form = await run_in_threadpool(tender_page, self.site.pub, tender,
                                        self.site.now())
         return self._page(request, tender, form, error=error, status=status)
 
@@ -109,8 +112,8 @@ class TenderPages:
             except BadInput as exc:
                 outcome = exc
             saved = isinstance(outcome, Verdict) and outcome.applied
-            return tender, outcome, None if saved else view.tender_form(pub, tender,
-                                                                        self.site.now())
+            return tender, outcome, None if saved else tender_page(pub, tender,
+                                                                    self.site.now())
 
         tender, outcome, shown = await run_in_threadpool(answer)
         if tender is None or outcome is None:
