@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import covers, notices
@@ -123,7 +123,11 @@ def mails(pub: Pub, cover: Cover, names: dict[int, str]) -> list[Mail]:
         if notice.error and notice.status in (notices.FAILED, notices.IN_FLIGHT):
             went = f"{went} ({notice.error})"
         if notice.status == notices.FAILED and notice.attempts < notices.MAX_ATTEMPTS:
-            went += ", tried again at the next tick"
+            wait = notices.retry_wait(notice.attempts)
+            went += (f", tried again in {int(wait.total_seconds() // 60)} min"
+                     if wait < timedelta(hours=1) else ", tried again within the hour")
+        elif notice.status == notices.FAILED:
+            went += f", given up after {notice.attempts} tries"
         out.append(Mail(to, TOLD.get(notice.kind, notice.kind), notice.kind, went,
                         notice.status))
     return out
