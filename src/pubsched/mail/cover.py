@@ -72,8 +72,9 @@ def offer(facts: CoverFacts, pub: str, name: str, take_url: str) -> CoverNote:
         f"{pub}: can you cover {facts.day}?",
         f"Hi {name},",
         (f"{facts.asker} can't work {facts.when} and is looking for someone to take it.",
-         "If you can work it, tap the button: the shift is yours if nobody took it first, "
-         "and you get an email saying so, with the shift for your calendar."),
+         "If you can work it, tap the button and confirm on the page it opens: the shift "
+         "is yours if nobody took it first, and you get an email saying so, with the "
+         "shift for your calendar."),
         facts.note,
         (take_url, "I'll take it"),
         (("Or open this link", take_url),),
