@@ -61,20 +61,10 @@ def feed_calendar(
     """The ``.ics`` bytes of shifts over several weeks, as (week, shift id, summary,
     starts_at, ends_at): a tender's subscribed feed. Each event keeps the UID the schedule
     email's attachment gave it, so a calendar holding both shows each shift once."""
-    calendar = Calendar()
-    calendar.add("prodid", PRODID)
-    calendar.add("version", "2.0")
-    calendar.add("method", "PUBLISH")
-    calendar.add("calscale", "GREGORIAN")
+    calendar = _calendar("PUBLISH")
     for week_of, shift_id, summary, starts_at, ends_at in events:
-        event = Event()
-        event.add("uid", shift_uid(week_of, shift_id, tender_email))
-        event.add("dtstamp", _utc(stamp, "stamp"))
-        event.add("dtstart", _utc(starts_at, "starts_at"))
-        event.add("dtend", _utc(ends_at, "ends_at"))
-        event.add("summary", summary)
-        if location:
-            event.add("location", location)
+        event = _event(week_of, shift_id, tender_email, summary, starts_at, ends_at,
+                       stamp=stamp, location=location)
         event.add("transp", "OPAQUE")
         calendar.add_component(event)
     ical: bytes = calendar.to_ical()
@@ -96,11 +86,30 @@ def cancelled_calendar(
     them): ``METHOD:CANCEL``, the event's own UID (:func:`shift_uid`, so the calendar that
     holds it from the schedule email or the feed removes that very event),
     ``STATUS:CANCELLED`` and a higher ``SEQUENCE`` than the published event's 0."""
+    calendar = _calendar("CANCEL")
+    event = _event(week_of, shift_id, tender_email, summary, starts_at, ends_at,
+                   stamp=stamp, location=location)
+    event.add("status", "CANCELLED")
+    event.add("sequence", 1)
+    calendar.add_component(event)
+    ical: bytes = calendar.to_ical()
+    return ical
+
+
+def _calendar(method: str) -> Calendar:
     calendar = Calendar()
     calendar.add("prodid", PRODID)
     calendar.add("version", "2.0")
-    calendar.add("method", "CANCEL")
+    calendar.add("method", method)
     calendar.add("calscale", "GREGORIAN")
+    return calendar
+
+
+def _event(week_of: date, shift_id: int | str, tender_email: str, summary: str,
+           starts_at: datetime, ends_at: datetime, *, stamp: datetime,
+           location: str | None) -> Event:
+    """One shift's event as every calendar of ours carries it (its UID: :func:`shift_uid`);
+    the caller adds what makes it a publication or a cancellation."""
     event = Event()
     event.add("uid", shift_uid(week_of, shift_id, tender_email))
     event.add("dtstamp", _utc(stamp, "stamp"))
@@ -109,11 +118,7 @@ def cancelled_calendar(
     event.add("summary", summary)
     if location:
         event.add("location", location)
-    event.add("status", "CANCELLED")
-    event.add("sequence", 1)
-    calendar.add_component(event)
-    ical: bytes = calendar.to_ical()
-    return ical
+    return event
 
 
 def _utc(moment: datetime, name: str) -> datetime:
