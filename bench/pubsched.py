@@ -100,18 +100,10 @@ def _served(argv: list[str], url: str, port: int, log: Path) -> Iterator[None]:
     with log.open("a") as out:
         proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                    c.request("GET", "/healthz")
-                    c.getresponse().read()
-                    c.close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"{argv[2:4]} did not start (see {log})") from None
-                    time.sleep(0.1)
+            from support.services import http_answers, wait_for_process
+
+            wait_for_process(proc, lambda: http_answers(f"http://127.0.0.1:{port}/healthz"),
+                             f"{argv[2:4]} (log: {log})", timeout=60)
             yield
         finally:
             proc.send_signal(signal.SIGTERM)

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from pubsched.view import week_show
 from pubsched.weeks import shifts
 from support.databases import database_dsn, make_database
 from support.pub_engines import EMAILS, NEXT, WEEK, moment
-from support.services import free_port
+from support.services import free_port, http_answers, wait_for_process
 from support.smtp_server import SmtpTestServer
 
 pytestmark = pytest.mark.pub_setup("engines")
@@ -67,14 +66,9 @@ def serving(url: str, tmp_path: Path) -> subprocess.Popen[str]:
     server = subprocess.Popen([str(PUBSCHED), "serve", "--port", str(port)], cwd=tmp_path,
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                return server
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "serve never answered"
-            time.sleep(0.2)
+    wait_for_process(server, lambda: http_answers(f"http://127.0.0.1:{port}/healthz"),
+                     "pubsched serve")
+    return server
 
 
 def restored(url: str, backup_path: Path, tmp_path: Path, request: pytest.FixtureRequest,

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from pubsched.submissions import submit
 from pubsched.tick_status import run_tick
 from pubsched.web.app import create_app
 from support.pub_web import NOW, WEEK, login, people, web_settings
-from support.services import free_port
+from support.services import free_port, http_answers, wait_for_process
 
 pytestmark = pytest.mark.pub_setup("web")
 PUBSCHED = Path(sys.executable).parent / "pubsched"
@@ -120,16 +119,10 @@ def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
                                str(scrape)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{scrape}/metrics",
-                                            timeout=2) as r:
-                    text = r.read().decode()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline
-                time.sleep(0.2)
+        metrics = f"http://127.0.0.1:{scrape}/metrics"
+        wait_for_process(server, lambda: http_answers(metrics), "pubsched serve")
+        with urllib.request.urlopen(metrics, timeout=5) as r:
+            text = r.read().decode()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5):
             pass
         found = samples(text)

@@ -21,7 +21,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ from urllib.parse import urlencode
 import pytest
 
 from support.doc_blocks import fenced_blocks
-from support.services import free_port, services_required
+from support.services import free_port, services_required, tcp_answers, wait_for_process
 from support.tls import Certificate, self_signed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,35 +59,13 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> Certificate:
     return self_signed(tmp_path_factory.mktemp("proxy-tls"))
 
 
-def wait_until_listening(port: int, proc: subprocess.Popen[str], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket_to(port):
-                return
-        except OSError:
-            if proc.poll() is not None:
-                out, _ = proc.communicate()
-                raise AssertionError(f"{what} exited {proc.returncode}: {out}") from None
-            assert time.monotonic() < deadline, f"{what} never listened on {port}"
-            time.sleep(0.1)
-
-
-@contextmanager
-def socket_to(port: int) -> Iterator[None]:
-    import socket
-
-    with socket.create_connection(("127.0.0.1", port), timeout=2):
-        yield
-
-
 @contextmanager
 def running(argv: list[str], what: str, port: int, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        wait_until_listening(port, proc, what)
+        wait_for_process(proc, lambda: tcp_answers("127.0.0.1", port), what)
         yield proc
     finally:
         if proc.poll() is None:

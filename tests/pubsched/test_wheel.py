@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from support.services import free_port
+from support.services import free_port, http_answers, wait_for_process
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -88,15 +87,7 @@ def fetch(url: str) -> tuple[int, str, bytes]:
 
 
 def wait_for(base: str, server: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            assert fetch(f"{base}/healthz")[0] == 200
-            return
-        except OSError:
-            assert server.poll() is None, server.stdout.read() if server.stdout else ""
-            assert time.monotonic() < deadline, "pubsched serve did not answer"
-            time.sleep(0.2)
+    wait_for_process(server, lambda: http_answers(f"{base}/healthz"), "pubsched serve")
 
 
 def dockerfile_json(op: str) -> list[str]:

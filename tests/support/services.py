@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 PG_DSN_ENV = "ROWSTATE_PG_DSN"
 NATS_URL_ENV = "ROWSTATE_NATS_URL"
@@ -115,6 +116,34 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+def http_answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether ``url`` answers at all (any status)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+
+
+def wait_for_process(proc: subprocess.Popen[Any], ready: Callable[[], bool], what: str,
+                     timeout: float = 30.0) -> None:
+    """Wait until a server we started is ``ready`` (it answers); fail with what it
+    printed if it exits first, or after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            out, _ = proc.communicate()
+            raise AssertionError(f"{what} exited {proc.returncode} before it answered: {out}")
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} did not answer within {timeout:g} s")
+        time.sleep(0.1)
 
 
 def start_first(starters: list[tuple[str, Callable[[], S]]]) -> S:
