@@ -80,8 +80,4 @@ def away_on(pub: Pub, days: Iterable[date]) -> dict[date, frozenset[int]]:
     return {day: frozenset(s.tender_id for s in found if s.covers(day)) for day in wanted}
 
 
-def is_away(pub: Pub, tender_id: int, day: date) -> bool:
-    return any(s.covers(day) for s in spans(pub, tender_id, since=day, until=day))
-
-
-__all__ = ["Span", "away_clause", "away_on", "is_away", "spans"]
+__all__ = ["Span", "away_clause", "away_on", "spans"]
