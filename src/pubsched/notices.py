@@ -37,7 +37,7 @@ import logging
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import rowstate
@@ -46,6 +46,7 @@ from .mail.compose import Outgoing
 from .mail.mailer import Delivery, MailSession
 from .mail_log import log_mail
 from .pub import Pub, Verdict
+from .weeks import instant
 
 log = logging.getLogger("pubsched.notices")
 
@@ -128,15 +129,7 @@ def due(pub: Pub, kinds: Iterable[str], now: datetime, *, limit: int = 100) -> l
                      f"(%s, %s) AND attempts < %s AND kind IN ({marks}) ORDER BY id LIMIT %s",
                      [PENDING, FAILED, MAX_ATTEMPTS, *wanted, limit])
     return [_notice(r) for r in rows if r["status"] == PENDING
-            or _instant(r["attempted_at"]) + retry_wait(int(r["attempts"])) <= now]
-
-
-def _instant(value: Any) -> datetime:
-    """A timestamp as stored (PostgreSQL: aware; SQLite: ISO text), aware."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    read = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return read if read.tzinfo is not None else read.replace(tzinfo=UTC)
+            or instant(r["attempted_at"]) + retry_wait(int(r["attempts"])) <= now]
 
 
 def listed(pub: Pub, *, week: str | None = None, about: str | None = None) -> list[Notice]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
 from typing import Any
 
 from prometheus_client import (
@@ -50,6 +49,7 @@ from ..pub import Pub
 from ..schema import has_columns
 from ..tick_status import last
 from ..view import weeks_list
+from ..weeks import instant
 
 log = logging.getLogger("pubsched.metrics")
 MAIL_OUTCOMES = ("delivered", "refused", "unknown")
@@ -163,11 +163,9 @@ def _counts(rows: Iterable[Mapping[str, Any]], *keys: str) -> dict[tuple[str, ..
 
 def _seconds(value: Any) -> float:
     """A timestamp column as Unix time (SQLite keeps ISO text), or a number as it is."""
-    if isinstance(value, datetime):
-        return value.timestamp()
     if isinstance(value, int | float):
         return float(value)
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    return instant(value).timestamp()
 
 
 def route_templates(routes: Iterable[BaseRoute], prefix: str = "") -> dict[Any, str]:
