@@ -184,11 +184,8 @@ class Pub:
             check = _FENCE.get()
             if check is not None:
                 check(tx)
-            token = self._open.set(tx)
-            try:
+            with self._reading_in(tx):
                 yield tx
-            finally:
-                self._open.reset(token)
 
     @contextmanager
     def fenced(self, check: Fence | None) -> Iterator[None]:
@@ -224,12 +221,17 @@ class Pub:
         if current is not None:
             yield current
             return
-        with self.store.atomic(door=self.runs, read_only=True) as tx:
-            token = self._open.set(tx)
-            try:
-                yield tx
-            finally:
-                self._open.reset(token)
+        with self.store.atomic(door=self.runs, read_only=True) as tx, self._reading_in(tx):
+            yield tx
+
+    @contextmanager
+    def _reading_in(self, tx: rowstate.Unit) -> Iterator[None]:
+        """``tx`` is the unit :meth:`query` reads in, for this block (this thread, task)."""
+        token = self._open.set(tx)
+        try:
+            yield
+        finally:
+            self._open.reset(token)
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
               ) -> list[dict[str, Any]]:
