@@ -65,8 +65,8 @@ def _row_doc(x: StuckRow) -> dict[str, Any]:
 
 def text(r: StuckReport, out: IO[str]) -> None:
     what = "nothing is stuck" if not r.total else f"{r.total} stuck"
-    out.write(f"{r.machine} in {r.table}: {what} (read at {stamp(r.now)}, the "
-              "database's clock)\n")
+    out.write(f"{r.machine} in {r.table}: {what}\n")
+    out.write(f"  read at {stamp(r.now)} (the database's clock)\n")
     for g in r.groups:
         title, words = TITLES[g.name]
         if g.name == "unrelayed_events":
