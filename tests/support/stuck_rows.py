@@ -88,6 +88,7 @@ def app_module(folder: Path) -> Any:
 def seed(url: str, app: Any) -> datetime:
     """The rows of the module's table (above); returns the past clock's instant."""
     past = datetime.now(UTC) - HOUR
+    past = past.replace(microsecond=past.microsecond // 1000 * 1000)  # SQLite keeps ms
     store = connect(url)
     try:
         then = Lifecycle(store, app.JOBS, clock=lambda: past)
