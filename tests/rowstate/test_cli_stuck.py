@@ -176,3 +176,23 @@ def test_a_sqlite_file_without_the_table_is_exit_1(tmp_path: Path, app: Any) -> 
     ran = rowstate("stuck", f"sqlite:///{tmp_path}/empty.db", "cliapp:JOBS", cwd=tmp_path)
     assert ran.returncode == 1 and "no such table: cli_jobs" in ran.stderr
     assert "Traceback" not in ran.stderr and ran.stderr.count("\n") == 1
+
+
+SQLITE_ONLY = """
+import io, sys
+from rowstate.cli import main
+code = main(["stuck", {url!r}, "cliapp:JOBS", "--json"], stdout=io.StringIO())
+assert code == 0, code
+print(",".join(sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)))
+"""
+
+
+def test_on_sqlite_the_command_loads_no_postgres_driver(tmp_path: Path, app: Any) -> None:
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path}/app.db"
+    seed(url, app)
+    ran = subprocess.run([sys.executable, "-c", SQLITE_ONLY.format(url=url)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert ran.stdout.strip() == ""
