@@ -4,12 +4,14 @@ Exit codes, which scripts depend on:
 
 ===  =====================================================================================
 0    done (the row was found; the stuck report was read, stuck rows or not)
-1    the database failed (unreachable, a missing table): one line on stderr saying what
+1    the database failed (unreachable, a missing table): one line on stderr saying what;
+     or the reader of stdout left early (``| head``)
 2    bad usage or bad input (a URL, a MODULE:ATTR, a key), or no row has the key
 ===  =====================================================================================
 
-Every failure is one line on stderr, never a traceback. The commands only read: inspect and
-stuck run in a read-only unit of work.
+Every failure is one line on stderr, never a traceback (bad usage is argparse's: its
+message and exit 2, raised as ``SystemExit`` by :func:`main`). The commands only read:
+inspect and stuck run in a read-only unit of work.
 """
 
 from __future__ import annotations

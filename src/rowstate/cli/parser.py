@@ -18,8 +18,7 @@ def _positive(text: str) -> int:
 
 
 def _events(text: str) -> int:
-    n = _positive(text) if text != "0" else 0
-    return n
+    return 0 if text.strip() == "0" else _positive(text)
 
 
 def _seconds(text: str) -> float:
@@ -39,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("diagram", help="print a machine as a Mermaid stateDiagram-v2")
-    d.add_argument("target", help="MODULE:ATTR naming a Machine or a Binding")
+    d.add_argument("target", metavar="MODULE:ATTR",
+                   help="MODULE:ATTR naming a Machine or a Binding")
     d.set_defaults(run=diagram.run)
 
     url_help = "database URL: sqlite:///path.db or postgresql://..."
@@ -49,10 +49,11 @@ def parser() -> argparse.ArgumentParser:
         description="Print one row as the engine sees it now: every column, its lease and "
         "finalization claim (expired?), every edge with whether it is allowed and why not, "
         "its timers and notices, and its last events. Read-only.")
-    i.add_argument("url", help=url_help)
-    i.add_argument("target", help=binding_help)
-    i.add_argument("key", help="the row's key: the text for a one-column key (converted "
-                   "by the column's type), a JSON array for several ('[\"v1\", 3]')")
+    i.add_argument("url", metavar="URL", help=url_help)
+    i.add_argument("target", metavar="MODULE:BINDING", help=binding_help)
+    i.add_argument("key", metavar="KEY", help="the row's key: the text for a one-column "
+                   "key (converted by the column's type), a JSON array for several "
+                   "('[\"v1\", 3]')")
     i.add_argument("--events", type=_events, default=10, metavar="N",
                    help="how many of the last events to show (default 10; 0: none)")
     i.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -64,8 +65,8 @@ def parser() -> argparse.ArgumentParser:
         description="List the rows of a binding with an expired lease, an overdue timer "
         "(one fire_due would fire now), a finalization claim past its TTL, and events "
         "no relay delivered for --older seconds. Read-only.")
-    s.add_argument("url", help=url_help)
-    s.add_argument("target", help=binding_help)
+    s.add_argument("url", metavar="URL", help=url_help)
+    s.add_argument("target", metavar="MODULE:BINDING", help=binding_help)
     s.add_argument("--older", type=_seconds, default=60.0, metavar="SECONDS",
                    help="an undelivered event is stuck after this long (default 60)")
     s.add_argument("--limit", type=_positive, default=50, metavar="N",
