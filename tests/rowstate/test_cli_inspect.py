@@ -66,6 +66,8 @@ def test_a_live_lease_blocks_every_other_edge_and_holds_its_timer(url: str, app:
     assert [(e["edge"], e["from"], e["to"]) for e in doc["events"]] == [
         (None, None, "NEW"), ("prepare", "NEW", "READY")]
     assert doc["events_total"] == 2
+    assert [(e["by"], e["note"]) for e in doc["events"]] == [(None, None),
+                                                              ("ann", "ready to run")]
     assert tables(url, app) == before  # read-only: nothing written
 
 
@@ -89,7 +91,7 @@ def test_an_overdue_timer_and_a_stale_claim(url: str, app: Any) -> None:
     assert claim["held"] and claim["expired"] and claim["holder"] == "finalizer"
     assert claim["scope"] == "purge" and 3500 < claim["age_seconds"] < 3700
     fresh = inspect(url, "5")
-    assert fresh["lease"]["held"] is False and fresh["row"]["note"] == "fresh"
+    assert fresh["lease"]["held"] is False and fresh["row"]["label"] == "fresh"
 
 
 def test_events_shows_the_last_n(url: str, app: Any) -> None:
@@ -145,6 +147,7 @@ def test_the_text_is_for_a_person(tmp_path: Path, app: Any) -> None:
     assert "no: STATE_MISMATCH" in out
     assert "  STATE_MISMATCH \u2014 the row is not in a from-state of this edge\n" in out
     assert "not due: NOT_DUE" in out
+    assert "  prepare    NEW -> READY  ann  ready to run\n" in out  # who and why
     assert all(len(line) <= 80 for line in out.splitlines()), out
     code, out, _ = run("inspect", url, "cliapp:JOBS", "1")
     assert "  status  live \u2014 held " in out and "no: LEASE_HELD" in out

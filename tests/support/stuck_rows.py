@@ -55,7 +55,7 @@ JOBS = Binding(
     finalization=FinalizationClaim(holder="fin_holder", scope="fin_scope", at="fin_at",
                                    ttl=120),
     timers=(TimedEdge("expire", due="expires_at"),),
-    payload=("note",),
+    payload=("label",),
     column_types={"id": "INTEGER"},
 )
 
@@ -97,12 +97,12 @@ def seed(url: str, app: Any) -> datetime:
         Lifecycle(store, app.SEATS).create_schema()
         for key in (1, 2, 3):
             then.create(key, expires_at=past if key != 2 else None)
-            then.transition(key, "READY")
+            then.transition(key, "READY", by="ann", note="ready to run")
         then.create(4)
         assert now.claim(1, "start", holder="worker-live").claimed
         assert then.claim(2, "start", holder="worker-dead").claimed
         assert then.claim_finalization(4, "finalizer", "purge").claimed
-        now.create(5, note="fresh")
+        now.create(5, label="fresh")
         seats = Lifecycle(store, app.SEATS)
         seats.create(("v1", 3))
         seats.transition(("v1", 3), "HELD")

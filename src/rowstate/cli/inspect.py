@@ -93,7 +93,8 @@ def _claim_doc(v: ClaimView) -> dict[str, Any]:
 
 def _event_doc(e: Event) -> dict[str, Any]:
     return {"id": e.id, "at": iso(e.at), "edge": e.edge, "from": e.from_state,
-            "to": e.to_state, "owner": e.owner, "data": e.data, "version": e.version}
+            "to": e.to_state, "by": e.by, "note": e.note, "owner": e.owner, "data": e.data,
+            "version": e.version}
 
 
 # -- text ------------------------------------------------------------------------------
@@ -137,9 +138,18 @@ def text(r: RowReport, out: IO[str]) -> None:
     shown = len(r.events)
     out.write(f"\nEvents (the last {shown} of {r.events_total}, oldest first)\n"
               if shown < r.events_total else f"\nEvents ({r.events_total}, oldest first)\n")
-    table(["id", "at", "edge", "from -> to", "data"],
+    table(["id", "at", "edge", "from -> to", "by", "note"],
           [[cell(e.id), stamp(e.at), e.edge or "(created)",
-            f"{e.from_state or '-'} -> {e.to_state}", cell(e.data)] for e in r.events], out)
+            f"{e.from_state or '-'} -> {e.to_state}", cell(e.by), _said(e)]
+           for e in r.events], out)
+
+
+def _said(e: Event) -> str:
+    """The event's note, and its data when it has some."""
+    parts = [e.note] if e.note else []
+    if e.data is not None:
+        parts.append(f"data {cell(e.data)}")
+    return "; ".join(parts) or "-"
 
 
 def _times(r: RowReport) -> set[str]:
