@@ -108,6 +108,9 @@ def test_a_composite_key_is_a_json_array(url: str, app: Any) -> None:
     doc = json.loads(out)
     assert doc["key"] == ["v1", 3] and doc["state"] == "HELD"
     assert doc["lease"] is None and doc["finalization"] is None and doc["timers"] == []
+    assert doc["events"] is None and doc["events_total"] is None  # no events table
+    code, out, _ = run("inspect", url, "cliapp:SEATS", '["v1", 3]')
+    assert code == 0 and "\nEvents: the binding has no events table\n" in out
     # "3" for the INTEGER column is read by its type, as a one-column key is
     code, out, _ = run("inspect", url, "cliapp:SEATS", '["v1", "3"]', "--json")
     assert code == 0 and json.loads(out)["key"] == ["v1", 3]

@@ -114,6 +114,14 @@ def test_nothing_stuck_says_so(tmp_path: Path, app: Any) -> None:
     assert "Expired leases: none" in out and "Unrelayed events: none" in out
 
 
+def test_a_binding_with_nothing_that_can_stick(url: str, app: Any) -> None:
+    seed(url, app)
+    code, out, _ = run("stuck", url, "cliapp:SEATS", "--json")
+    assert code == 0 and json.loads(out)["groups"] == {} and json.loads(out)["total"] == 0
+    code, out, _ = run("stuck", url, "cliapp:SEATS")
+    assert out.startswith("cli_seat in cli_seats: nothing is stuck\n")
+
+
 def test_the_console_script_and_python_m(url: str, tmp_path: Path, app: Any) -> None:
     seed(url, app)
     write_app(tmp_path)

@@ -15,7 +15,8 @@ The rows of :data:`APP`'s ``JOBS`` after :func:`seed`:
 ====  ==========================================================================
 
 Rows 1-4 were created an hour ago, so their events (never relayed) are an hour old; row
-5's event is new. ``SEATS`` has a two-column key (venue, INTEGER seat).
+5's event is new. ``SEATS`` has a two-column key (venue, INTEGER seat), and no lease, timer,
+claim or events table: nothing of it can be stuck.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ JOBS = Binding(
 SEAT = Machine("cli_seat", states=["FREE", "HELD"], initial="FREE",
                edges=[Edge("hold", "FREE", "HELD"), Edge("free", "HELD", "FREE")])
 SEATS = Binding(SEAT, table="cli_seats", key=("venue", "seat"), version="version",
-                column_types={"seat": "INTEGER"})
+                column_types={"seat": "INTEGER"}, events=None)
 '''
 
 HOUR = timedelta(hours=1)
