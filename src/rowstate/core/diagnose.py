@@ -191,8 +191,9 @@ class Diagnose:
         out = SqlOut()
         statements: list[tuple[str, Any]] = [Statement(f"SELECT {d.now(out)}", tuple(
             out.params)).bind(d, base)]
-        # (group, the columns after the key, how a row reads)
-        parts: list[tuple[str, int, Any]] = []
+        # per listing: (its group, how many key columns lead its rows, the columns after
+        # them: the time the row is stuck since first)
+        parts: list[tuple[str, int, tuple[str, ...]]] = []
         table, keys = self.context.compiler.table, tuple(b.key)
         if b.lease is not None:
             lease, values = b.lease, dict(base)
