@@ -204,3 +204,32 @@ def test_on_sqlite_the_command_loads_no_postgres_driver(tmp_path: Path, app: Any
     ran = subprocess.run([sys.executable, "-c", SQLITE_ONLY.format(url=url)], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60, check=True)
     assert ran.stdout.strip() == ""
+
+
+def test_it_reads_while_a_writer_holds_the_rows(url: str, tmp_path: Path, app: Any) -> None:
+    """A stuck system is often a locked one: the read-only unit waits for no writer (SQLite
+    WAL: a snapshot without the write lock; PostgreSQL: a plain read of locked rows)."""
+    import sqlite3
+    import time
+
+    seed(url, app)
+    write_app(tmp_path)
+    if url.startswith("sqlite:"):
+        holder: Any = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+    else:
+        import psycopg
+
+        holder = psycopg.connect(url)  # a transaction left open, as a hung worker's
+    try:
+        holder.execute("UPDATE cli_jobs SET label = 'mid-write' WHERE id = 2")
+        started = time.monotonic()
+        ran = rowstate("stuck", url, "cliapp:JOBS", "--json", cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        assert time.monotonic() - started < 10  # not the 30 s busy timeout
+        assert json.loads(ran.stdout)["groups"]["expired_leases"]["count"] == 1
+        ran = rowstate("inspect", url, "cliapp:JOBS", "2", "--json", cwd=tmp_path)
+        assert json.loads(ran.stdout)["row"]["label"] is None  # the committed row
+    finally:
+        holder.rollback()
+        holder.close()
