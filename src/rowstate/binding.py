@@ -137,7 +137,8 @@ class Binding:
                 if new not in self.machine.states or not isinstance(old, str):
                     raise DefinitionError(f"derived state {old!r} -> {new!r}: unknown state")
             derived = (self.derived.column, tuple(self.derived.mapping.items()))
-        set_(self, "state_ref", Ref(self.state, (), derived))
+        aliases = tuple(self.machine.aliases.items())
+        set_(self, "state_ref", Ref(self.state, (), derived, aliases))
         self._check_definition()
 
     def _check_definition(self) -> None:
@@ -208,6 +209,9 @@ class Binding:
                 check_scalar(v, f"guard {name!r}", error, allow_none=True)
                 if declared is not None:
                     check_compared_kind(v, declared, f"guard {name!r}", error)
+            if ref is self.state_ref and self.machine.aliases:  # an old name: the new one
+                values = tuple(self.machine.aliases.get(v, v) if isinstance(v, str) else v
+                               for v in values)
             items.append((ref, Guard(values, guard.reason)))
         return tuple(items)
 

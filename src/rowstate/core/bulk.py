@@ -57,6 +57,7 @@ class Bulk:
                         from_: Iterable[str] | str | None = None, owner: object = None,
                         guards: GuardSpec | None = None, data: Any = None,
                         limit: int = MAX_FIND) -> Op[BulkResult]:
+        to = self.inputs.target(to)
         froms = self.inputs.froms(to, from_)
         if len(self.binding.key) != 1:
             raise ValidationError(f"{self.binding.table}: transition_many needs a one-column key")
