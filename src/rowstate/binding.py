@@ -28,6 +28,7 @@ from .dialects import Dialect, Postgres, SQLite, check_ident
 from .errors import DefinitionError, ValidationError
 from .machine import Machine
 from .protocol import drive
+from .stale import StaleStates
 from .specs import (
     Derived,
     FinalizationClaim,
@@ -343,11 +344,12 @@ class Binding:
         d = dialect if isinstance(dialect, Dialect) else self.dialect_for(dialect)
         return schema.migration_sql(self, d, existing)
 
-    def check_schema(self, store: Any) -> None:
+    def check_schema(self, store: Any) -> StaleStates:
         """Raise :class:`~rowstate.errors.SchemaMismatch` naming everything a (migrated)
-        table lacks for this binding; a sync store (the lifecycles' ``check_schema`` runs
-        on either twin)."""
-        drive(store, schemacheck.check_schema(self, self.dialect_for(store.dialect)))
+        table lacks for this binding; else the rows in states the machine no longer has
+        (:mod:`rowstate.stale`). A sync store (the lifecycles' ``check_schema`` runs on
+        either twin)."""
+        return drive(store, schemacheck.check_schema(self, self.dialect_for(store.dialect)))
 
     def schema_sql(self, dialect: str | Dialect) -> str:
         """DDL for the columns and indexes the engine needs, and for the events table.
