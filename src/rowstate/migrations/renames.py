@@ -243,10 +243,11 @@ class Renames:
         table = c.table
         stmts = []
 
-        def none_refusing(out: SqlOut) -> str:
+        def none_refusing(out: SqlOut) -> str:  # parameters appended in the text's order
+            old = d.value(Slot("old"), out)
             refusing = self._refusing(checks, "r", out)
-            return (f"NOT EXISTS (SELECT 1 FROM {table} AS r WHERE r.{state} = "
-                    f"{d.value(Slot('old'), out)} AND {refusing})")
+            return (f"NOT EXISTS (SELECT 1 FROM {table} AS r WHERE r.{state} = {old} "
+                    f"AND {refusing})")
 
         out = SqlOut()
         why = self._why(checks, "r", out)
@@ -255,10 +256,10 @@ class Renames:
                                f"WHERE {where} ORDER BY k LIMIT {MAX_NAMED}",
                                tuple(out.params)))
         out = SqlOut()
+        old = d.value(Slot("old"), out)
         refusing = self._refusing(checks, "r", out)
-        stmts.append(Statement(f"SELECT COUNT(*) FROM {table} AS r WHERE r.{state} = "
-                               f"{d.value(Slot('old'), out)} AND {refusing}",
-                               tuple(out.params)))
+        stmts.append(Statement(f"SELECT COUNT(*) FROM {table} AS r WHERE r.{state} = {old} "
+                               f"AND {refusing}", tuple(out.params)))
         if self.context.event_table:
             out = SqlOut()
             version = f"COALESCE(src.{d.quote(b.version)}, 0) + 1" if b.version else "NULL"
