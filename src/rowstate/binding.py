@@ -28,7 +28,6 @@ from .dialects import Dialect, Postgres, SQLite, check_ident
 from .errors import DefinitionError, ValidationError
 from .machine import Machine
 from .protocol import drive
-from .stale import StaleStates
 from .specs import (
     Derived,
     FinalizationClaim,
@@ -39,6 +38,7 @@ from .specs import (
     TimedEdge,
     Unique,
 )
+from .stale import StaleStates
 from .values import (
     INT64_MAX,
     INT64_MIN,

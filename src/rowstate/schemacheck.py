@@ -24,7 +24,7 @@ from .errors import SchemaMismatch
 from .outbox import EVENT_LAYOUT, index_names
 from .protocol import Batch, Op
 from .schema import Layout, column_types, required_indexes
-from .stale import Stateful, StaleStates, count_stale
+from .stale import StaleStates, Stateful, count_stale
 
 log = logging.getLogger("rowstate")
 

@@ -228,7 +228,7 @@ def test_check_schema_returns_and_logs_the_stale_states(
 
 
 def test_a_unique_target_broken_by_the_rename_refuses_it_whole(backend: Backend) -> None:
-    _, v2 = seeded(backend)
+    seeded(backend)
     unique = backend.make(docs(V2, invariants=(Unique("DONE"),)))
     assert unique.schema_sql().count("UNIQUE INDEX") == 1  # make() created it
     got = retire_state(unique, "GONE", into="DONE")  # two rows into a one-row state

@@ -32,8 +32,8 @@ from ..results import (
     TransitionResult,
 )
 from ..schemacheck import check_schema
-from ..stale import StaleStates
 from ..specs import GuardSpec
+from ..stale import StaleStates
 from ..units import AsyncUnit
 
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver
