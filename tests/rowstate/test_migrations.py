@@ -341,3 +341,33 @@ def test_leases_claimed_while_renaming_are_never_overrun(engine_pg_schema: str) 
         assert len(v2.history(0)) >= 3
     finally:
         store.close()
+
+
+def test_the_renames_statement_shape_once_per_dialect() -> None:
+    """PostgreSQL: one statement, the old name's rows locked before they are judged;
+    SQLite: one transaction whose writes are each conditioned on no refusing row."""
+    from rowstate.dialects import Postgres, SQLite
+    from rowstate.migrations.renames import Renames
+
+    (pg,) = Renames(docs(V2), Postgres())._statements()
+    assert pg.sql.count("FOR UPDATE") == 1 and pg.sql.startswith("WITH cur AS (SELECT")
+    assert "NOT EXISTS (SELECT 1 FROM blocked)" in pg.sql
+    assert 'INSERT INTO "rowstate_events"' in pg.sql and "FROM upd" in pg.sql
+    lite = Renames(docs(V2), SQLite())._statements()
+    assert [s.sql.split()[0] for s in lite] == ["SELECT", "SELECT", "INSERT", "UPDATE",
+                                                "SELECT"]
+    assert all("NOT EXISTS" in s.sql for s in lite[2:4])
+
+
+def test_a_machine_without_aliases_renders_its_state_checks_as_before() -> None:
+    from rowstate.conditions import Const, In, SqlOut, render
+    from rowstate.dialects import Postgres
+
+    plain, aliased = docs(V3), docs(V2)
+    assert plain.state_ref.aliases == ()
+    check = In(plain.state_ref, (Const("IN_REVIEW"),))
+    assert render(check, Postgres(), None, SqlOut()) == '"state" = %s'
+    check = In(aliased.state_ref, (Const("IN_REVIEW"),))
+    out = SqlOut()
+    assert render(check, Postgres(), None, out) == '"state" IN (%s, %s)'
+    assert [p.value for p in out.params] == ["IN_REVIEW", "REVIEW"]  # type: ignore[union-attr]
