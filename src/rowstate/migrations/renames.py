@@ -45,7 +45,7 @@ from ..core.context import Context
 from ..core.rules import Ask, Rules
 from ..dialects import Dialect
 from ..errors import InvariantViolation, ValidationError
-from ..outbox import EVENT_COLUMNS
+from ..outbox import EVENT_COLUMNS, EVENT_WRITTEN
 from ..protocol import Batch, Op
 from ..results import Reason
 from ..values import check_scalar
@@ -99,11 +99,14 @@ class Renames:
             if value is not None and not isinstance(value, str):
                 raise ValidationError(f"{edge}_state: {what} is a string, got {value!r}")
             check_scalar(value, f"{edge}_state: {what}", ValidationError, allow_none=True)
-        data: dict[str, Any] = {"note": note if note is not None else said}
-        if by is not None:
-            data["by"] = by
+        said = note if isinstance(note, str) else said
         values = self.context.clock_values()
-        values.update(old=old, new=new, ev_data=json.dumps(data), edge=edge)
+        values.update(old=old, new=new, edge=edge, by=by, note=said)
+        if "note" in EVENT_WRITTEN:  # the events table's own columns say who and why
+            values["ev_data"] = None
+        else:
+            data = {"note": said, **({"by": by} if by is not None else {})}
+            values["ev_data"] = json.dumps(data)
         return self._run(old, new, values)
 
     def _names(self, old: object, new: object, edge: str) -> tuple[str, str]:
@@ -197,11 +200,24 @@ class Renames:
                                       for ch in checks) + ")"
 
     def _event_head(self, alias: str, version: str, out: SqlOut) -> str:
+        """The event's values, in the events table's own column order (``EVENT_WRITTEN``;
+        an ``actor``/``note`` column, where the layout has them, takes ``by`` and the
+        note; else both are in the event's data)."""
         d = self.dialect
-        return (f"{d.value(Const(self.machine.name), out)}, {self._row_key(alias)}, "
-                f"{d.value(Slot('edge'), out)}, {d.value(Slot('old'), out)}, "
-                f"{d.value(Slot('new'), out)}, NULL, {d.json_param(Slot('ev_data'), out)}, "
-                f"{version}, {d.now(out)}")
+        exprs: dict[str, Callable[[], str]] = {
+            "machine": lambda: d.value(Const(self.machine.name), out),
+            "row_key": lambda: self._row_key(alias),
+            "edge": lambda: d.value(Slot("edge"), out),
+            "from_state": lambda: d.value(Slot("old"), out),
+            "to_state": lambda: d.value(Slot("new"), out),
+            "owner": lambda: "NULL",
+            "data": lambda: d.json_param(Slot("ev_data"), out),
+            "version": lambda: version,
+            "created_at": lambda: d.now(out),
+            "actor": lambda: d.value(Slot("by"), out),
+            "note": lambda: d.value(Slot("note"), out),
+        }
+        return ", ".join(exprs[column]() for column in EVENT_WRITTEN)
 
     def _postgres(self, checks: list[Any]) -> tuple[Statement, ...]:
         d, c, b = self.dialect, self.context.compiler, self.binding
