@@ -36,7 +36,13 @@ class Edge:
 
 @dataclass(frozen=True)
 class Machine:
-    """States, edges, and which states are active (work in flight) or final (no way out)."""
+    """States, edges, and which states are active (work in flight) or final (no way out).
+
+    ``aliases`` maps old names of renamed states to their states, for the release between a
+    rename and its migration (docs/engine.md, "Renaming a state with live rows"): a name
+    given to :meth:`check_state` or :meth:`resolve` is read as the state it names, and the
+    binding reads rows still holding it so too. An alias that is a state, or names none,
+    is a :class:`DefinitionError`."""
 
     name: str
     states: tuple[str, ...]
