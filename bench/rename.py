@@ -16,7 +16,6 @@ ratio = library rows/s / hand-written rows/s (the median of the per-round ratios
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -30,7 +29,8 @@ from .env import Env
 from .harness import Result, Settings
 
 TARGET = 0.80  # the set-based move's goal (bulk_transition): the lease check costs < 20%
-EVENTS = "machine, row_key, edge, from_state, to_state, owner, data, version, created_at"
+EVENTS = ("machine, row_key, edge, from_state, to_state, owner, data, version, created_at, "
+          "actor, note")
 
 
 def machine(renamed: str) -> Machine:
@@ -66,21 +66,21 @@ def _handwritten(backend: str, store: Any) -> Callable[[str, str], int]:
         sql = ("WITH upd AS (UPDATE rename_rows SET state = %s, version = version + 1 "
                "WHERE state = %s RETURNING id, version), "
                f"ev AS (INSERT INTO rename_events ({EVENTS}) SELECT 'ren', "
-               "'[' || upd.id || ']', 'rename', %s, %s, NULL, %s::jsonb, upd.version, now() "
+               "'[' || upd.id || ']', 'rename', %s, %s, NULL, NULL, upd.version, now(), NULL, %s "
                "FROM upd RETURNING 1) SELECT count(*) FROM ev")
 
         def move(src: str, dst: str) -> int:
-            note = json.dumps({"note": f"renamed from {src} to {dst}"})
+            note = f"renamed from {src} to {dst}"
             rows = store.run(Batch(((sql, [dst, src, src, dst, note]),)))
             return int(rows[0][0][0])
         return move
     ev = (f"INSERT INTO rename_events ({EVENTS}) SELECT 'ren', '[' || id || ']', 'rename', "
-          "?, ?, NULL, ?, version + 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now') "
+          "?, ?, NULL, NULL, version + 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), NULL, ? "
           "FROM rename_rows WHERE state = ?")
     up = "UPDATE rename_rows SET state = ?, version = version + 1 WHERE state = ?"
 
     def smove(src: str, dst: str) -> int:
-        note = json.dumps({"note": f"renamed from {src} to {dst}"})
+        note = f"renamed from {src} to {dst}"
         rows = store.run(Batch(((ev, [src, dst, note, src]), (up, [dst, src]),
                                 ("SELECT changes()", [])), transaction=True))
         return int(rows[-1][0][0])

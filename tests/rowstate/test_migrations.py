@@ -85,7 +85,8 @@ def test_rename_moves_every_row_with_an_event_each_read_back_by_history(
     last = v2.history("d3")[-1]
     assert (last.edge, last.from_state, last.to_state) == ("rename", "REVIEW", "IN_REVIEW")
     assert last.version == 2 == v2.get("d3")["version"]  # created 0, submitted 1, renamed 2
-    assert last.data == {"note": "renamed from REVIEW to IN_REVIEW", "by": "ops@example.org"}
+    assert (last.by, last.note) == ("ops@example.org", "renamed from REVIEW to IN_REVIEW")
+    assert last.data is None and last.owner is None
     assert v2.history("d8")[-1].edge is None  # untouched rows: no event
     # once more: nothing left to move, and nothing written
     again = rename_state(v2, "REVIEW", "IN_REVIEW", note="second pass")
@@ -129,7 +130,7 @@ def test_retire_state_moves_a_dropped_states_rows_into_another(backend: Backend)
     assert per_state(backend) == {"REVIEW": 6, "DRAFT": 4}
     last = v2.history("d6")[-1]
     assert (last.edge, last.from_state, last.to_state) == ("retire", "GONE", "DRAFT")
-    assert last.data == {"note": "GONE is no more"}
+    assert (last.by, last.note) == (None, "GONE is no more")
     assert retire_state(v2, "GONE", into="DONE").moved == 0
 
 
@@ -144,7 +145,9 @@ def test_bad_names_and_values_are_refused_before_any_io(backend: Backend) -> Non
         ((None, "DONE"), {}),
         (("REVIEW", "IN_REVIEW"), {"by": 7}),
         (("REVIEW", "IN_REVIEW"), {"note": "nul\x00inside"}),
-        (("REVIEW", "IN_REVIEW"), {"note": "x" * 5000}),
+        (("REVIEW", "IN_REVIEW"), {"note": "x" * 100_000}),
+        (("REVIEW", "IN_REVIEW"), {"by": ""}),
+        (("REVIEW", "IN_REVIEW"), {"by": "two\nlines"}),
     ]
     for args, kw in bad:
         with pytest.raises(ValidationError):

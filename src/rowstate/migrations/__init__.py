@@ -43,8 +43,8 @@ def rename_state(lc: AsyncLifecycle, old: str, new: str, *, by: str | None = Non
 def rename_state(lc: Lifecycle | AsyncLifecycle, old: str, new: str, *,
                  by: str | None = None, note: str | None = None) -> Any:
     """Every row in ``old`` (a name the machine no longer has) moved to ``new`` (one of its
-    states), one event per row (edge ``rename``, note "renamed from OLD to NEW" unless
-    ``note`` is given); refused, nothing written, while any of them holds a live lease.
+    states), one event per row (edge ``rename``, actor ``by``, note "renamed from OLD to
+    NEW" unless ``note`` is given); refused, nothing written, while any of them holds a live lease.
     Bad names raise :class:`~rowstate.errors.ValidationError` before any I/O."""
     op = _renames(lc).move(old, new, edge="rename", by=by, note=note,
                            said=f"renamed from {old} to {new}")

@@ -39,16 +39,16 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from ..binding import Binding
-from ..compiler import Statement
+from ..compiler import Statement, event_said
 from ..conditions import Const, Slot, SqlOut, render
 from ..core.context import Context
 from ..core.rules import Ask, Rules
 from ..dialects import Dialect
 from ..errors import InvariantViolation, ValidationError
-from ..outbox import EVENT_COLUMNS, EVENT_WRITTEN
+from ..outbox import EVENT_COLUMNS
 from ..protocol import Batch, Op
 from ..results import Reason
-from ..values import check_scalar
+from ..values import check_by, check_note, check_scalar
 
 #: the refusing keys a result names, at most (the count of them is always exact)
 MAX_NAMED = 100
@@ -95,18 +95,10 @@ class Renames:
         generator returned has not run). ``said`` is the event's note when the caller
         gives none."""
         old, new = self._names(old, new, edge)
-        for value, what in ((by, "by"), (note, "note")):
-            if value is not None and not isinstance(value, str):
-                raise ValidationError(f"{edge}_state: {what} is a string, got {value!r}")
-            check_scalar(value, f"{edge}_state: {what}", ValidationError, allow_none=True)
-        said = note if isinstance(note, str) else said
+        by, note = check_by(by), check_note(note)  # the events' own rules, before any I/O
         values = self.context.clock_values()
-        values.update(old=old, new=new, edge=edge, by=by, note=said)
-        if "note" in EVENT_WRITTEN:  # the events table's own columns say who and why
-            values["ev_data"] = None
-        else:
-            data = {"note": said, **({"by": by} if by is not None else {})}
-            values["ev_data"] = json.dumps(data)
+        values.update(old=old, new=new, edge=edge, ev_by=by,
+                      ev_note=note if note is not None else said)
         return self._run(old, new, values)
 
     def _names(self, old: object, new: object, edge: str) -> tuple[str, str]:
@@ -200,24 +192,14 @@ class Renames:
                                       for ch in checks) + ")"
 
     def _event_head(self, alias: str, version: str, out: SqlOut) -> str:
-        """The event's values, in the events table's own column order (``EVENT_WRITTEN``;
-        an ``actor``/``note`` column, where the layout has them, takes ``by`` and the
-        note; else both are in the event's data)."""
+        """The event's values, in :data:`~rowstate.outbox.EVENT_WRITTEN` order: no owner
+        and no data (a rename is nobody's move of the row), who and why in ``actor`` and
+        ``note`` (:func:`~rowstate.compiler.event_said`)."""
         d = self.dialect
-        exprs: dict[str, Callable[[], str]] = {
-            "machine": lambda: d.value(Const(self.machine.name), out),
-            "row_key": lambda: self._row_key(alias),
-            "edge": lambda: d.value(Slot("edge"), out),
-            "from_state": lambda: d.value(Slot("old"), out),
-            "to_state": lambda: d.value(Slot("new"), out),
-            "owner": lambda: "NULL",
-            "data": lambda: d.json_param(Slot("ev_data"), out),
-            "version": lambda: version,
-            "created_at": lambda: d.now(out),
-            "actor": lambda: d.value(Slot("by"), out),
-            "note": lambda: d.value(Slot("note"), out),
-        }
-        return ", ".join(exprs[column]() for column in EVENT_WRITTEN)
+        return (f"{d.value(Const(self.machine.name), out)}, {self._row_key(alias)}, "
+                f"{d.value(Slot('edge'), out)}, {d.value(Slot('old'), out)}, "
+                f"{d.value(Slot('new'), out)}, NULL, NULL, {version}, {d.now(out)}, "
+                f"{event_said(d, out)}")
 
     def _postgres(self, checks: list[Any]) -> tuple[Statement, ...]:
         d, c, b = self.dialect, self.context.compiler, self.binding
