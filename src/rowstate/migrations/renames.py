@@ -129,9 +129,9 @@ class Renames:
         except InvariantViolation:  # a UNIQUE state: the statement wrote nothing
             return RenameResult(False, old, new, reason=Reason.INVARIANT)
         if self.dialect.writable_ctes:
-            got = rows[0]
-            moved = int(got[0][0])
-            named, blocked = [(r[1], r[2]) for r in got[1:]], int(got[0][3] or 0)
+            head = next(r for r in rows[0] if r[1] is None)  # the counts; then the keys
+            moved, blocked = int(head[0]), int(head[3])
+            named = [(r[1], r[2]) for r in rows[0] if r[1] is not None]
         else:
             named = [(r[0], r[1]) for r in rows[0]]
             blocked = int(rows[1][0][0])
