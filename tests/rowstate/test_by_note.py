@@ -268,3 +268,26 @@ def test_no_event_table_no_columns_asked(tmp_path: Any) -> None:
         assert (got.event.by, got.event.note) == ("ann", "in process")
     finally:
         store.close()
+
+
+@on("postgres-sync", "sqlite-sync")
+def test_racing_movers_the_history_names_the_one_that_won(backend: Backend) -> None:
+    """Eight threads move one row, each naming itself: one applies, and the one event says
+    that one, never another racer's name (the by is written by the winning statement)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = backend.make(JOBS)
+    backend.seed(JOBS, id="j1", state="NEW")
+    barrier = threading.Barrier(8)
+
+    def move(i: int) -> Any:
+        barrier.wait(timeout=30)
+        return jobs.transition("j1", "READY", by=f"worker-{i}", note=f"try {i}")
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(move, range(8)))
+    won = [i for i, r in enumerate(results) if r.applied]
+    assert len(won) == 1
+    assert said(jobs.history("j1")) == [(f"worker-{won[0]}", f"try {won[0]}")]
+    assert {r.reason for r in results if not r.applied} == {"STATE_MISMATCH"}
