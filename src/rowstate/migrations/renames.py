@@ -216,12 +216,14 @@ class Renames:
         ctes.append(f"blocked AS (SELECT {self._row_key('cur')} AS rs_key, {why} AS rs_why "
                     f"FROM cur WHERE {refusing})")
         sets = c.set_clause(self.rules.rename_sets(), out)
-        joined = " AND ".join(f"t.{k} = cur.{k}" for k in keys)
         version = f"t.{d.quote(b.version)}" if b.version else "NULL::bigint"
         returned = ", ".join(f"t.{k}" for k in keys)
-        ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} FROM cur WHERE {joined} AND "
-                    f"NOT EXISTS (SELECT 1 FROM blocked) RETURNING {returned}, "
-                    f"{version} AS rs_version)")
+        # the rows ``cur`` locked, found again by the same snapshot (no join with cur: the
+        # planner would hash 250k keys); the one-time NOT EXISTS reads all of ``blocked``,
+        # so every row is locked and judged before the first is written
+        ctes.append(f"upd AS (UPDATE {c.table} AS t SET {sets} WHERE t.{d.quote(b.state)} = "
+                    f"{d.value(Slot('old'), out)} AND NOT EXISTS (SELECT 1 FROM blocked) "
+                    f"RETURNING {returned}, {version} AS rs_version)")
         counted = "upd"
         if self.context.event_table:
             head = self._event_head("upd", "upd.rs_version", out)
