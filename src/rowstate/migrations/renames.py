@@ -134,7 +134,7 @@ class Renames:
             named = [(r[1], r[2]) for r in rows[0] if r[1] is not None]
         else:
             named = [(r[0], r[1]) for r in rows[0]]
-            blocked = int(rows[1][0][0])
+            blocked = int(rows[0][0][2]) if rows[0] else 0
             moved = int(rows[-1][0][0])
         if blocked:
             refused = tuple((tuple(json.loads(k)), str(why)) for k, why in named)
@@ -237,7 +237,9 @@ class Renames:
 
     def _sqlite(self, checks: list[Any]) -> tuple[Statement, ...]:
         """Inside BEGIN IMMEDIATE: the refusing rows named and counted, then the events
-        and the UPDATE (each only if there are none), then how many rows it moved."""
+        and the UPDATE (each only if there are none), then how many rows it moved. (Each
+        write's NOT EXISTS is one more scan for the first refusing row: the price of
+        deciding inside the one transaction, where no Python runs between statements.)"""
         d, c, b = self.dialect, self.context.compiler, self.binding
         state = d.quote(b.state)
         table = c.table
@@ -252,14 +254,10 @@ class Renames:
         out = SqlOut()
         why = self._why(checks, "r", out)
         where = f"r.{state} = {d.value(Slot('old'), out)} AND {self._refusing(checks, 'r', out)}"
-        stmts.append(Statement(f"SELECT {self._row_key('r')} AS k, {why} FROM {table} AS r "
-                               f"WHERE {where} ORDER BY k LIMIT {MAX_NAMED}",
+        # the window counts every refusing row before the LIMIT: one scan names and counts
+        stmts.append(Statement(f"SELECT {self._row_key('r')} AS k, {why}, COUNT(*) OVER () "
+                               f"FROM {table} AS r WHERE {where} ORDER BY k LIMIT {MAX_NAMED}",
                                tuple(out.params)))
-        out = SqlOut()
-        old = d.value(Slot("old"), out)
-        refusing = self._refusing(checks, "r", out)
-        stmts.append(Statement(f"SELECT COUNT(*) FROM {table} AS r WHERE r.{state} = {old} "
-                               f"AND {refusing}", tuple(out.params)))
         if self.context.event_table:
             out = SqlOut()
             version = f"COALESCE(src.{d.quote(b.version)}, 0) + 1" if b.version else "NULL"
