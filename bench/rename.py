@@ -90,7 +90,7 @@ def _handwritten(backend: str, store: Any) -> Callable[[str, str], int]:
 def run(env: Env, settings: Settings, backends: list[str],
         report: Callable[[Result], None]) -> None:
     size = 100_000 if settings.quick else 1_000_000
-    rounds = 2 if settings.quick else 3
+    rounds = 2 if settings.quick else 5
     for backend in backends:
         _run_one(env, backend, size, rounds, report)
 
