@@ -373,3 +373,51 @@ def test_a_machine_without_aliases_renders_its_state_checks_as_before() -> None:
     out = SqlOut()
     assert render(check, Postgres(), None, out) == '"state" IN (%s, %s)'
     assert [p.value for p in out.params] == ["IN_REVIEW", "REVIEW"]  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+def test_a_rename_and_a_set_based_move_over_the_same_rows_never_deadlock(
+        engine_pg_schema: str) -> None:
+    """Both lock the rows in key order (the rename's ``cur``, transition_many's), so one
+    waits for the other; PostgreSQL would otherwise cancel one of them as a deadlock (a
+    store error instead of a verdict). Release 1 moves pages of REVIEW rows to DONE, in
+    descending pages, while release 2 renames REVIEW."""
+    store = PostgresStore(engine_pg_schema, min_size=1, max_size=8)
+    try:
+        v1, v2 = Lifecycle(store, docs(V1)), Lifecycle(store, docs(V2))
+        v1.create_schema()
+        for attempt in range(6):
+            keys = [f"r{attempt}-{i:03d}" for i in range(150)]
+            # created out of key order: a scan meets them in another order than the keys
+            v1.do(_seed_in_review(v1, random.Random(attempt).sample(keys, len(keys))))
+            errors: list[BaseException] = []
+            barrier = threading.Barrier(3)
+
+            def mover(part: list[str]) -> None:
+                try:
+                    barrier.wait(timeout=10)
+                    v1.transition_many("DONE", keys=part, from_="REVIEW")
+                except BaseException as exc:  # a deadlock would surface here or below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=mover, args=(keys[::-1][:100],)),
+                       threading.Thread(target=mover, args=(keys[50:],))]
+            for t in threads:
+                t.start()
+            barrier.wait(timeout=10)
+            got = rename_state(v2, "REVIEW", "IN_REVIEW")
+            for t in threads:
+                t.join(timeout=30)
+            assert errors == [] and got.applied
+            left = {r[0] for r in store.run(rowstate.Batch((
+                ("SELECT state FROM docs WHERE id LIKE %s", (f"r{attempt}-%",)),)))[0]}
+            assert left <= {"DONE", "IN_REVIEW"}
+    finally:
+        store.close()
+
+
+def _seed_in_review(lc: Any, keys: list[str]) -> Any:
+    """Rows created and moved to REVIEW, as release 1 would (one operation)."""
+    for key in keys:
+        yield from lc.core.create(key)
+        yield from lc.core.transition(key, "REVIEW")
