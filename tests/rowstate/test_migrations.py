@@ -393,15 +393,16 @@ def test_a_rename_and_a_set_based_move_over_the_same_rows_never_deadlock(
             errors: list[BaseException] = []
             barrier = threading.Barrier(3)
 
-            def mover(part: list[str]) -> None:
+            def mover(part: list[str], barrier: threading.Barrier,
+                      errors: list[BaseException]) -> None:
                 try:
                     barrier.wait(timeout=10)
                     v1.transition_many("DONE", keys=part, from_="REVIEW")
                 except BaseException as exc:  # a deadlock would surface here or below
                     errors.append(exc)
 
-            threads = [threading.Thread(target=mover, args=(keys[::-1][:100],)),
-                       threading.Thread(target=mover, args=(keys[50:],))]
+            threads = [threading.Thread(target=mover, args=(part, barrier, errors))
+                       for part in (keys[::-1][:100], keys[50:])]
             for t in threads:
                 t.start()
             barrier.wait(timeout=10)
