@@ -41,7 +41,6 @@ from .cas import (
 from .env import Env
 from .harness import Result, Settings, Team, _per_worker, async_phase, sync_phase
 
-
 SIDES = ("no observer", "Prometheus", "hand-written")
 
 
