@@ -115,37 +115,14 @@ def end(finish: Finish | None, observation: Observation) -> None:
         log.exception("rowstate: observer failed for %s", observation)
 
 
-# (edge, to, outcome, reason) of an operation that returned: from its arguments and result
-Facts = Callable[[Machine, tuple[Any, ...], Mapping[str, Any], Any], tuple[
-    str | None, str | None, str, str | None]]
+# What the call names (edge, to), read from its arguments, before or without a result;
+# and what its result says (outcome, reason, and the edge its write moved along, if any)
+Named = Callable[[Machine, tuple[Any, ...], Mapping[str, Any]], tuple[str | None, str | None]]
+Verdict = Callable[[Any], tuple[str, str | None, str | None]]
 
 
 def _arg(args: tuple[Any, ...], kwargs: Mapping[str, Any], i: int, name: str) -> Any:
     return args[i] if len(args) > i else kwargs.get(name)
-
-
-def _verdict(ok: bool, reason: str | None) -> tuple[str, str | None]:
-    return (APPLIED, None) if ok else (REFUSED, reason)
-
-
-def _transition(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    event = r.event
-    return (None if event is None else event.edge, _arg(a, k, 1, "to"),
-            *_verdict(r.applied, r.reason))
-
-
-def _with_claim(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    """finalize / release: the claim presented names the edge."""
-    edge = getattr(_arg(a, k, 1, "claim"), "edge", None)
-    ok = r.applied if hasattr(r, "applied") else r.released
-    return edge, _destination(m, edge), *_verdict(ok, r.reason)
-
-
-def _leased(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    """claim / run: the edge is the call's second argument."""
-    edge = _arg(a, k, 1, "edge")
-    ok = r.claimed if hasattr(r, "claimed") else r.applied
-    return edge, _destination(m, edge), *_verdict(ok, r.reason)
 
 
 def _destination(m: Machine, edge: object) -> str | None:
@@ -153,67 +130,103 @@ def _destination(m: Machine, edge: object) -> str | None:
         return None
     try:
         return m.edge(edge).dst
-    except Exception:  # the operation itself judged the name; no second error here
+    except Exception:  # the operation itself judges the name; no second error here
         return None
 
 
-def _birth(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    to = k.get("state") or m.initial
-    if isinstance(r, Mapping):  # ensure: the row exists now, found or created
-        return None, to, APPLIED, None
-    return None, to, *_verdict(r.applied, r.reason)
+def _target(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any]) -> tuple[None, Any]:
+    return None, _arg(a, k, 1, "to")
 
 
-def _finalization(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    ok = r.claimed if hasattr(r, "claimed") else r.released
-    return None, None, *_verdict(ok, r.reason)
+def _many_target(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any]) -> tuple[None, Any]:
+    return None, _arg(a, k, 0, "to")
 
 
-def _many(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    to = _arg(a, k, 0, "to")
+def _edge(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any]) -> tuple[Any, str | None]:
+    edge = _arg(a, k, 1, "edge")
+    return edge, _destination(m, edge)
+
+
+def _claims_edge(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any],
+                 ) -> tuple[Any, str | None]:
+    edge = getattr(_arg(a, k, 1, "claim"), "edge", None)
+    return edge, _destination(m, edge)
+
+
+def _birth_state(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any]) -> tuple[None, Any]:
+    return None, k.get("state") or m.initial
+
+
+def _nothing(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any]) -> tuple[None, None]:
+    return None, None
+
+
+def _moved(r: Any) -> tuple[str, str | None, str | None]:
     if r.applied:
-        return None, to, APPLIED, None
-    if r.refused:
-        return None, to, REFUSED, r.refused[0][1]
-    return None, to, READ, None
+        return APPLIED, None, None if r.event is None else r.event.edge
+    return REFUSED, r.reason, None
 
 
-def _fired(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
+def _claimed(r: Any) -> tuple[str, str | None, None]:
+    return (APPLIED, None, None) if r.claimed else (REFUSED, r.reason, None)
+
+
+def _released(r: Any) -> tuple[str, str | None, None]:
+    return (APPLIED, None, None) if r.released else (REFUSED, r.reason, None)
+
+
+def _ran(r: Any) -> tuple[str, str | None, None]:
+    return (APPLIED, None, None) if r.applied else (REFUSED, r.reason, None)
+
+
+def _ensured(r: Any) -> tuple[str, None, None]:
+    return APPLIED, None, None  # the row exists now, found or created
+
+
+def _many(r: Any) -> tuple[str, str | None, None]:
+    if r.applied:
+        return APPLIED, None, None
+    return (REFUSED, r.refused[0][1], None) if r.refused else (READ, None, None)
+
+
+def _fired(r: Any) -> tuple[str, str | None, None]:
     if not r.fired:
-        return None, None, READ, None
+        return READ, None, None
     if r.applied:
-        return None, None, APPLIED, None
+        return APPLIED, None, None
     first = r.fired[0]  # a refused move's reason, or its callback's failure
-    return None, None, REFUSED, first.reason or ("ACT_ERROR" if first.error else None)
+    return REFUSED, first.reason or ("ACT_ERROR" if first.error else None), None
 
 
-def _check(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    return None, _arg(a, k, 1, "to"), READ, r.reasons[0] if r.reasons else None
+def _checked(r: Any) -> tuple[str, str | None, None]:
+    return READ, r.reasons[0] if r.reasons else None, None
 
 
-def _read(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any], r: Any) -> Any:
-    return None, None, READ, None
+def _read(r: Any) -> tuple[str, None, None]:
+    return READ, None, None
 
 
-#: every observed operation and how its observation is read from its call and result
-OPERATIONS: dict[str, Facts] = {
-    "transition": _transition,
-    "can_transition": _check,
-    "claim": _leased,
-    "finalize": _with_claim,
-    "release": _with_claim,
-    "run": _leased,
-    "create": _birth,
-    "ensure": _birth,
-    "transition_many": _many,
-    "fire_due": _fired,
-    "claim_finalization": _finalization,
-    "release_finalization": _finalization,
-    "get": _read,
-    "history": _read,
-    "find": _read,
-    "count": _read,
-    "enabled_edges": _read,
+#: every observed operation: what its call names, and what its result says. ``ensure`` is
+#: "applied" whether it found the row or created it; ``can_transition`` is a "read" whose
+#: reason is the first reason the move would be refused.
+OPERATIONS: dict[str, tuple[Named, Verdict]] = {
+    "transition": (_target, _moved),
+    "can_transition": (_target, _checked),
+    "claim": (_edge, _claimed),
+    "finalize": (_claims_edge, _moved),
+    "release": (_claims_edge, _released),
+    "run": (_edge, _ran),
+    "create": (_birth_state, _moved),
+    "ensure": (_birth_state, _ensured),
+    "transition_many": (_many_target, _many),
+    "fire_due": (_nothing, _fired),
+    "claim_finalization": (_nothing, _claimed),
+    "release_finalization": (_nothing, _released),
+    "get": (_nothing, _read),
+    "history": (_nothing, _read),
+    "find": (_nothing, _read),
+    "count": (_nothing, _read),
+    "enabled_edges": (_nothing, _read),
 }
 
 #: the operations that may take over an expired lease: observed, the row's lease is read
@@ -229,14 +242,17 @@ def claimed(result: Any) -> bool:
 def observation(operation: str, machine: Machine, args: tuple[Any, ...],
                 kwargs: Mapping[str, Any], result: Any, round_trips: int, duration: float,
                 leased_before: bool) -> Observation:
-    edge, to, outcome, reason = OPERATIONS[operation](machine, args, kwargs, result)
-    takeover = leased_before and claimed(result)
-    return Observation(operation, machine.name, edge, to, outcome,
+    named, verdict = OPERATIONS[operation]
+    edge, to = named(machine, args, kwargs)
+    outcome, reason, moved = verdict(result)
+    return Observation(operation, machine.name, moved or edge, to, outcome,
                        None if reason is None else str(reason), round_trips, duration,
-                       takeover)
+                       leased_before and claimed(result))
 
 
-def failed(operation: str, machine: Machine, exc: BaseException, round_trips: int,
-           duration: float) -> Observation:
-    return Observation(operation, machine.name, None, None, ERROR, type(exc).__name__,
+def failed(operation: str, machine: Machine, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+           exc: BaseException, round_trips: int, duration: float) -> Observation:
+    edge, to = OPERATIONS[operation][0](machine, args, kwargs)
+    return Observation(operation, machine.name, edge if isinstance(edge, str) else None,
+                       to if isinstance(to, str) else None, ERROR, type(exc).__name__,
                        round_trips, duration)

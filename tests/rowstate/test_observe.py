@@ -133,7 +133,7 @@ def test_an_error_is_observed_and_raised(backend: Backend) -> None:
     jobs = observed(backend, JOBS, Calling(seen.append))
     with pytest.raises(InvalidTransitionError):
         jobs.claim("a", "prepare")  # no side effect: not a leased edge
-    assert brief(seen[-1]) == ("claim", None, None, "error", "InvalidTransitionError", 0)
+    assert brief(seen[-1]) == ("claim", "prepare", "READY", "error", "InvalidTransitionError", 0)
 
 
 class Raising:

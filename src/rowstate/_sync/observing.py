@@ -33,6 +33,7 @@ from ..protocol import Batch, Rows, SyncRunner, drive
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver
     from ..core import Core
 
+
 class CountingRunner:
     """The store, counting the batches (round trips) of the observed operation running."""
 
@@ -70,7 +71,7 @@ def _observed(method: Callable[..., Any], name: str, observer: Observer, machine
         except BaseException as exc:
             took = perf_counter() - started
             TRIPS.reset(token)
-            end(finish, failed(name, machine, exc, cell[0], took))
+            end(finish, failed(name, machine, args, kwargs, exc, cell[0], took))
             raise
         took = perf_counter() - started
         TRIPS.reset(token)
