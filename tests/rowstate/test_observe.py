@@ -16,7 +16,7 @@ import pytest
 from rowstate import ActiveLease, AsyncLifecycle, Binding, Lifecycle
 from rowstate.errors import InvalidTransitionError
 from rowstate.observe import OPERATIONS, Calling, Finish, Observation
-from support.engine import JOBS, TICKETS, Backend, Clock
+from support.engine import JOBS, TICKETS, Backend, Clock, on
 
 
 def observed(backend: Backend, binding: Binding, observer: Any,
@@ -205,3 +205,16 @@ def test_round_trips_are_counted_per_call_at_once(backend: Backend) -> None:
     assert [r.reason for r in results] == [None] * 7 + ["RECORD_NOT_FOUND"]
     assert sorted((o.outcome, o.reason, o.round_trips) for o in seen) == (
         [("applied", None, 1)] * 7 + [("refused", "RECORD_NOT_FOUND", 1)])
+
+
+@on("sync")
+def test_an_observed_operation_joins_the_unit_it_runs_in(backend: Backend) -> None:
+    seen: list[Observation] = []
+    jobs = observed(backend, JOBS, Calling(seen.append))
+    jobs.create("a")
+    with pytest.raises(RuntimeError), jobs.atomic():
+        assert jobs.transition("a", "READY").applied
+        raise RuntimeError("rolled back")
+    assert jobs.state("a") == "NEW"  # the counting runner ran the write in the unit
+    assert [brief(o)[:4] for o in seen[1:]] == [
+        ("transition", "prepare", "READY", "applied"), ("get", None, None, "read")]
