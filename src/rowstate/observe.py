@@ -39,6 +39,7 @@ from .machine import Machine
 from .results import Reason
 
 log = logging.getLogger("rowstate")
+_new = tuple.__new__
 
 APPLIED, REFUSED, READ, ERROR = "applied", "refused", "read", "error"
 
@@ -245,9 +246,10 @@ def observation(operation: str, machine: Machine, args: tuple[Any, ...],
     named, verdict = OPERATIONS[operation]
     edge, to = named(machine, args, kwargs)
     outcome, reason, moved = verdict(result)
-    return Observation(operation, machine.name, moved or edge, to, outcome,
-                       None if reason is None else str(reason), round_trips, duration,
-                       leased_before and claimed(result))
+    # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per observed call
+    return _new(Observation, (operation, machine.name, moved or edge, to, outcome,
+                              None if reason is None else str(reason), round_trips, duration,
+                              leased_before and claimed(result)))
 
 
 def failed(operation: str, machine: Machine, args: tuple[Any, ...], kwargs: Mapping[str, Any],
