@@ -11,17 +11,24 @@ hand-written ``UPDATE ... RETURNING``. Two rows per backend and mode:
 * ``observer_prom``: Prometheus observer / hand-written; its note says the ratio to the
   unobserved library (median of the per-round ratios) and the cost per call in
   microseconds (median of the per-round differences of the two sides' time per call).
+
+And one row that a loaded machine cannot blur, ``observer_cpu``: the same transition on an
+in-memory SQLite database in this process, the two lifecycles (Prometheus observer /
+none) alternating short runs of 200 calls, each side's best run kept: the observer's own
+CPU cost per call, without the disk or the network.
 """
 
 from __future__ import annotations
 
 import asyncio
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+import rowstate
 from rowstate import AsyncLifecycle, Lifecycle
 from rowstate.contrib.prometheus import PrometheusObserver
 
@@ -151,10 +158,38 @@ async def _async(env: Env, tables: Tables, settings: Settings) -> list[Result]:
         await store.close()
 
 
+def _cpu(settings: Settings) -> Result:
+    store = rowstate.connect("sqlite://")
+    try:
+        binding = model.ab_binding("bench_observed")
+        plain = Lifecycle(store, binding)
+        plain.create_schema()
+        metered = Lifecycle(store, binding, observer=PrometheusObserver(CollectorRegistry()))
+        sides = [LibFlip(plain, Flip(range(1, 2))), LibFlip(metered, Flip(range(2, 3)))]
+        for i in (1, 2):
+            plain.create(i, state="A")
+        best = [float("inf"), float("inf")]
+        for _ in range(settings.rounds * 40):
+            for i, side in enumerate(sides):
+                t0 = time.perf_counter()
+                for _ in range(200):
+                    side.op()
+                best[i] = min(best[i], (time.perf_counter() - t0) / 200)
+        none_s, prom_s = best
+        note = (f"in-process: {none_s * 1e6:.2f} us/call unobserved, {prom_s * 1e6:.2f} "
+                f"with Prometheus ({(prom_s - none_s) * 1e6:+.2f} us)")
+        return Result("observer_cpu", "sqlite", "in-memory, sync", 1, 1 / prom_s, 1 / none_s,
+                      None, detail={"note": note, "none_us": round(none_s * 1e6, 2),
+                                    "prometheus_us": round(prom_s * 1e6, 2)})
+    finally:
+        store.close()
+
+
 def run(env: Env, settings: Settings, backends: list[str],
         report: Callable[[Result], None]) -> None:
     team = Team(1)
     try:
+        report(_cpu(settings))
         for backend in backends:
             tables = Tables(env, backend)
             try:
