@@ -158,11 +158,14 @@ def test_a_raising_observer_breaks_nothing(backend: Backend, when: str,
     jobs = observed(backend, JOBS, observer)
     with caplog.at_level(logging.ERROR, logger="rowstate"):
         assert jobs.create("a").applied
-        assert jobs.transition("a", "READY").applied
+        assert jobs.transition("a", "READY", by="ann", note="ready").applied
         assert jobs.run("a", "start", lambda lease: True).applied
     assert jobs.state("a") == "RUNNING"
     assert observer.calls == 4
     assert sum("observer" in r.getMessage() for r in caplog.records) == 4
+    moved = backend.make(JOBS)  # unobserved: read behind the observer's back
+    assert [(e.to_state, e.by, e.note) for e in moved.history("a")][1] == (
+        "READY", "ann", "ready")  # the observed call passed every argument on
 
 
 def test_without_an_observer_nothing_is_wrapped(backend: Backend) -> None:
