@@ -33,9 +33,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from time import perf_counter
 from typing import Any, NamedTuple, Protocol
 
 from .machine import Machine
+from .protocol import Batch, Op
 from .results import Reason
 
 log = logging.getLogger("rowstate")
@@ -207,10 +209,21 @@ def _read(r: Any) -> tuple[str, None, None]:
     return READ, None, None
 
 
+def _fenced_edge(m: Machine, a: tuple[Any, ...], k: Mapping[str, Any],
+                 ) -> tuple[str | None, None]:
+    edge = getattr(_arg(a, k, 0, "lease"), "edge", None)  # a LeaseClaim's name, an Edge
+    return (edge if isinstance(edge, str) else getattr(edge, "name", None)), None
+
+
+def _held(r: Any) -> tuple[str, str | None, None]:
+    return (APPLIED, None, None) if r.held else (REFUSED, r.reason, None)
+
+
 #: every observed operation: what its call names, and what its result says. ``ensure`` is
 #: "applied" whether it found the row or created it; ``can_transition`` is a "read" whose
-#: reason is the first reason the move would be refused.
-OPERATIONS: dict[str, tuple[Named, Verdict]] = {
+#: reason is the first reason the move would be refused; ``hold`` and ``fence`` are a unit
+#: of work's row checks (a refused fence is a fencing refusal, LEASE_LOST).
+FACTS: dict[str, tuple[Named, Verdict]] = {
     "transition": (_target, _moved),
     "can_transition": (_target, _checked),
     "claim": (_edge, _claimed),
@@ -228,7 +241,12 @@ OPERATIONS: dict[str, tuple[Named, Verdict]] = {
     "find": (_nothing, _read),
     "count": (_nothing, _read),
     "enabled_edges": (_nothing, _read),
+    "hold": (_nothing, _held),
+    "fence": (_fenced_edge, _held),
 }
+#: the front ends' observed methods (a unit's hold and fence are its core's operations)
+UNIT_CHECKS = ("hold", "fence")
+OPERATIONS = tuple(name for name in FACTS if name not in UNIT_CHECKS)
 
 #: the operations that may take over an expired lease: observed, the row's lease is read
 #: just before (one more round trip, not counted in the operation's)
@@ -243,7 +261,7 @@ def claimed(result: Any) -> bool:
 def observation(operation: str, machine: Machine, args: tuple[Any, ...],
                 kwargs: Mapping[str, Any], result: Any, round_trips: int, duration: float,
                 leased_before: bool) -> Observation:
-    named, verdict = OPERATIONS[operation]
+    named, verdict = FACTS[operation]
     edge, to = named(machine, args, kwargs)
     outcome, reason, moved = verdict(result)
     # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per observed call
@@ -254,7 +272,46 @@ def observation(operation: str, machine: Machine, args: tuple[Any, ...],
 
 def failed(operation: str, machine: Machine, args: tuple[Any, ...], kwargs: Mapping[str, Any],
            exc: BaseException, round_trips: int, duration: float) -> Observation:
-    edge, to = OPERATIONS[operation][0](machine, args, kwargs)
+    edge, to = FACTS[operation][0](machine, args, kwargs)
     return Observation(operation, machine.name, edge if isinstance(edge, str) else None,
                        to if isinstance(to, str) else None, ERROR, type(exc).__name__,
                        round_trips, duration)
+
+
+def watched(make: Callable[..., Op[Any]], operation: str, observer: Observer,
+            machine: Machine) -> Callable[..., Op[Any]]:
+    """A core operation observed by itself, whoever drives it: a unit of work runs its
+    ``hold``/``fence`` on its own connection, not through the front end's runner, so the
+    operation's batches are counted as it yields them."""
+
+    def call(*args: Any, **kwargs: Any) -> Op[Any]:
+        return _watch(make(*args, **kwargs), operation, observer, machine, args, kwargs)
+
+    return call
+
+
+def _watch(op: Op[Any], operation: str, observer: Observer, machine: Machine,
+           args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Op[Any]:
+    finish = begin(observer, operation, machine.name)
+    trips = 0
+    started = perf_counter()
+    try:
+        step = next(op)
+        while True:
+            if type(step) is Batch:
+                trips += 1
+            try:
+                got = yield step
+            except BaseException as exc:  # thrown in by the driver: the operation's to handle
+                step = op.throw(exc)
+            else:
+                step = op.send(got)
+    except StopIteration as stop:
+        result = stop.value
+    except BaseException as exc:
+        end(finish, failed(operation, machine, args, kwargs, exc, trips,
+                           perf_counter() - started))
+        raise
+    end(finish, observation(operation, machine, args, kwargs, result, trips,
+                            perf_counter() - started, False))
+    return result

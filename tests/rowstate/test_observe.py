@@ -221,3 +221,29 @@ def test_an_observed_operation_joins_the_unit_it_runs_in(backend: Backend) -> No
     assert jobs.state("a") == "NEW"  # the counting runner ran the write in the unit
     assert [brief(o)[:4] for o in seen[1:]] == [
         ("transition", "prepare", "READY", "applied"), ("get", None, None, "read")]
+
+
+@on("sync")
+def test_a_units_hold_and_fence(backend: Backend) -> None:
+    """A unit of work runs its row checks on its own connection: they are observed as the
+    core's operations they are, a refused fence a fencing refusal."""
+    clock = Clock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
+    seen: list[Observation] = []
+    jobs = observed(backend, JOBS, Calling(seen.append), clock=clock)
+    backend.seed(JOBS, id="a", state="READY")
+    with jobs.atomic() as tx:
+        assert tx.hold("a", "READY").held
+    assert brief(seen[-1]) == ("hold", None, None, "applied", None, 1)
+    zombie = jobs.claim("a", "start")
+    with jobs.atomic(fence=zombie) as tx:
+        assert not tx.refused
+    assert brief(seen[-1]) == ("fence", "start", None, "applied", None, 1)
+    clock.advance(61)
+    jobs.claim("a", "start")
+    with jobs.atomic(fence=zombie) as tx:
+        assert tx.refused == "LEASE_LOST"
+    assert brief(seen[-1]) == ("fence", "start", None, "refused", "LEASE_LOST", 1)
+    assert seen[-1].fenced
+    with pytest.raises(InvalidTransitionError), jobs.atomic() as tx:
+        tx.hold("a", "NOWHERE")  # no such state: refused before any I/O
+    assert brief(seen[-1]) == ("hold", None, None, "error", "InvalidTransitionError", 0)

@@ -102,3 +102,20 @@ def test_the_gauges_read_at_each_scrape(backend: Backend) -> None:
     assert value("rowstate_overdue_timers", {"machine": "ticket", "edge": "expire"}) == 1
     clock.advance(3)
     assert value("rowstate_outbox_lag_seconds", {"machine": "job"}) == 3.0
+
+
+@on("sync")
+def test_a_zombies_refused_unit_is_a_fencing_refusal(backend: Backend) -> None:
+    registry = CollectorRegistry()
+    clock = Clock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
+    jobs = metered(backend, JOBS, PrometheusObserver(registry), clock)
+    backend.seed(JOBS, id="a", state="READY")
+    zombie = jobs.claim("a", "start")
+    clock.advance(120)
+    jobs.claim("a", "start")
+    with jobs.atomic(fence=zombie) as tx:  # the zombie's own writes, fenced
+        assert tx.refused == "LEASE_LOST"
+    assert registry.get_sample_value("rowstate_fencing_refusals_total", {"machine": "job"}) == 1
+    assert registry.get_sample_value("rowstate_operations_total", {
+        "machine": "job", "operation": "fence", "outcome": "refused",
+        "reason": "LEASE_LOST"}) == 1

@@ -3,7 +3,8 @@
 
 Chosen once, in the front end's ``__init__``: without an observer nothing here runs (the
 methods are the class's own, and the front end's runner is the store itself). With one,
-each public operation is wrapped on the instance (:func:`observe_front`), and the runner
+each public operation is wrapped on the instance (:func:`observe_front`; a unit of work's
+``hold`` and ``fence`` on the instance's core), and the runner
 the methods drive is an :class:`AsyncCountingRunner`, which counts each batch into the
 cell of the operation running in this task (:data:`rowstate.observe.TRIPS`). See
 :mod:`rowstate.observe` for what the observer is told.
@@ -20,11 +21,13 @@ from ..observe import (
     CLAIMING,
     OPERATIONS,
     TRIPS,
+    UNIT_CHECKS,
     Observer,
     begin,
     end,
     failed,
     observation,
+    watched,
 )
 from ..protocol import AsyncRunner, Batch, Rows, adrive
 
@@ -52,6 +55,9 @@ def observe_front(front: Any, observer: Observer) -> None:
     for name in OPERATIONS:
         setattr(front, name, _observed(getattr(front, name), name, observer, front.machine,
                                        front.store, front.core, front.binding.lease))
+    for name in UNIT_CHECKS:  # a unit's row checks: the core's own, driven by the unit
+        setattr(front.core, name, watched(getattr(front.core, name), name, observer,
+                                          front.machine))
 
 
 def _observed(method: Callable[..., Any], name: str, observer: Observer, machine: Machine,
