@@ -10,8 +10,9 @@ outcome,reason}``                                       (applied/refused/read/er
 ``rowstate_operation_seconds{machine,operation}``       a histogram of their durations
 ``rowstate_lease_takeovers_total{machine,edge}``        claims that took over an expired
                                                         lease
-``rowstate_fencing_refusals_total{machine}``            writes refused LEASE_LOST (a zombie
-                                                        holder's finalize or release)
+``rowstate_fencing_refusals_total{machine}``            refused LEASE_LOST: a zombie
+                                                        holder's finalize, release or
+                                                        fenced unit of work
 ======================================================  ===================================
 
 The database's own figures are gauges, read when asked (never per operation):
