@@ -7,8 +7,8 @@ observer.start(operation, machine)`` just before the operation runs, and
 outcome, reason, round trips and duration. Why two calls and not one: a tracer's span must
 be open while the operation runs, so that what runs inside it (an act's own spans, a
 database driver's instrumentation) is its child, and so that it covers the real duration;
-an observer that only counts returns the same bound method every time and pays nothing
-for the first call.
+an observer that only counts returns the same bound method every time and pays one call
+for the first. A unit of work's ``hold`` and ``fence`` are observed too (:func:`watched`).
 
 What an observer may rely on:
 
@@ -19,7 +19,10 @@ What an observer may rely on:
 * an observer that raises never breaks or undoes the operation: its error is logged
   (logger ``rowstate``) and the caller gets the operation's own result or exception;
 * without an observer the front end is exactly what it was: the observed methods are
-  wrapped on the instance only when one is given (:mod:`rowstate._async.observing`).
+  wrapped on the instance only when one is given (:mod:`rowstate._async.observing`);
+* with one, an observed ``claim`` or ``run`` on a leased binding first reads the row's
+  lease (one primary-key read, not counted in the operation's round trips): if the row
+  had a lease and the claim then landed, that lease had expired, a takeover.
 
 Outcomes: ``"applied"`` (a write that landed: a transition, claim, release, create...),
 ``"refused"`` (a write the database refused; ``reason`` says why, as the result does),
