@@ -179,8 +179,8 @@ class AsyncLifecycle(FrontEnd):
     async def gauges(self) -> Gauges:
         """The database's figures now, in one round trip: rows per state, the outbox's lag,
         overdue timers (:mod:`rowstate.gauges`; ``PrometheusObserver.set_gauges``)."""
-        return await adrive(self.runner, read_gauges(self.binding, self.core.dialect,
-                                                     self.core.clock))
+        return await adrive(self.store, read_gauges(self.binding, self.core.dialect,
+                                                    self.core.clock))
 
     # -- the application door -----------------------------------------------------------
 

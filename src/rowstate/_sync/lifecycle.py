@@ -181,8 +181,8 @@ class Lifecycle(FrontEnd):
     def gauges(self) -> Gauges:
         """The database's figures now, in one round trip: rows per state, the outbox's lag,
         overdue timers (:mod:`rowstate.gauges`; ``PrometheusObserver.set_gauges``)."""
-        return drive(self.runner, read_gauges(self.binding, self.core.dialect,
-                                              self.core.clock))
+        return drive(self.store, read_gauges(self.binding, self.core.dialect,
+                                             self.core.clock))
 
     # -- the application door -----------------------------------------------------------
 
