@@ -4,6 +4,7 @@ ERROR. On the four backends."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from opentelemetry.trace import StatusCode
 from rowstate import ActiveLease, AsyncLifecycle, Lifecycle
 from rowstate.contrib.otel import OpenTelemetryObserver
 from rowstate.errors import InvalidTransitionError
-from support.engine import JOBS, Backend
+from support.engine import JOBS, Backend, on
 
 
 @pytest.fixture
@@ -79,3 +80,25 @@ def test_an_error_span(backend: Backend, exporter: InMemorySpanExporter) -> None
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "InvalidTransitionError"
     assert dict(span.attributes or {})["rowstate.outcome"] == "error"
+
+
+@on("async")
+def test_spans_of_tasks_at_once_are_not_each_others_children(
+        backend: Backend, exporter: InMemorySpanExporter) -> None:
+    """Each task's span is current in its own task only: six transitions gathered on one
+    loop make six root spans, none the parent of another."""
+    jobs, _ = traced(backend, exporter)
+    for i in range(6):
+        jobs.create(f"j{i}")
+    exporter.clear()
+    raw = backend.raw(jobs)
+
+    async def all_at_once() -> list[Any]:
+        return list(await asyncio.gather(*(raw.transition(f"j{i}", "READY")
+                                           for i in range(6))))
+
+    assert all(r.applied for r in backend.wait(all_at_once()))
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == ["rowstate.transition"] * 6
+    assert all(s.parent is None for s in spans)
+    assert len({s.context.trace_id for s in spans}) == 6
