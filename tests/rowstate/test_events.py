@@ -375,3 +375,13 @@ def test_event_data_round_trips_whatever_json_it_is(backend: Backend) -> None:
     got: list[Event] = []
     assert backend.relay([got.append]).drain() == len(DATA)
     assert [(e.data, type(e.data)) for e in got] == [(d, type(d)) for d in DATA]
+
+
+def test_a_birth_without_an_events_table(backend: Backend) -> None:
+    """create() on a binding without an outbox: its one statement returns the row and the
+    clock, no event id (on PostgreSQL it read an id that was not there: IndexError)."""
+    lc = backend.make(JOBS_NO_OUTBOX)
+    born = lc.create("solo")
+    assert born.applied and born.state == "NEW" and born.row is not None
+    assert born.event is not None and born.event.id is None and born.event.at is not None
+    assert lc.create("solo").reason == "RECORD_EXISTS"
