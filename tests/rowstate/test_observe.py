@@ -5,7 +5,9 @@ nothing; no observer, no change. On the four backends."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -247,3 +249,63 @@ def test_a_units_hold_and_fence(backend: Backend) -> None:
     with pytest.raises(InvalidTransitionError), jobs.atomic() as tx:
         tx.hold("a", "NOWHERE")  # no such state: refused before any I/O
     assert brief(seen[-1]) == ("hold", None, None, "error", "InvalidTransitionError", 0)
+
+
+def _verdict_of(result: Any) -> tuple[Any, ...]:
+    """What a result says, without what differs between two tables (event ids, times)."""
+    if isinstance(result, tuple) and hasattr(result, "_fields"):
+        fields = [f for f in ("applied", "claimed", "released", "allowed", "reason",
+                              "reasons", "state", "previous") if f in result._fields]
+        return tuple(getattr(result, f) for f in fields)
+    if isinstance(result, dict):
+        return (result.get("state"),)
+    return (result,)
+
+
+def test_an_observer_changes_no_result(backend: Backend) -> None:
+    """A random history on two twin tables, one lifecycle observed and one not: every
+    result alike, and every observation's outcome and reason the result's own."""
+    rng = random.Random(21)
+    seen: list[Observation] = []
+    plain = backend.make(JOBS)
+    twin = dataclasses.replace(JOBS, table="jobs_observed")
+    watched = observed(backend, twin, Calling(seen.append))
+    claims: dict[str, list[Any]] = {"plain": [], "watched": []}
+    states = ("READY", "DONE", "FAILED")  # the states a plain edge leads into
+    for step in range(120):
+        key = f"k{rng.randrange(4)}"
+        what = rng.choice(["create", "transition", "transition", "claim", "finalize",
+                           "release", "can", "get"])
+        got = []
+        for name, lc in (("plain", plain), ("watched", watched)):
+            if what == "create":
+                got.append(lc.create(key))
+            elif what == "transition":
+                got.append(lc.transition(key, states[step % len(states)]))
+            elif what == "can":
+                got.append(lc.can_transition(key, states[step % len(states)]))
+            elif what == "get":
+                got.append(lc.get(key))
+            elif what == "claim":
+                c = lc.claim(key, "start")
+                if c.claimed:
+                    claims[name].append(c)
+                got.append(c)
+            elif claims[name]:
+                c = claims[name].pop(0)
+                got.append(lc.finalize(c.key[0], c) if what == "finalize"
+                           else lc.release(c.key[0], c))
+        if len(got) < 2:
+            continue
+        assert _verdict_of(got[0]) == _verdict_of(got[1]), (step, what, key)
+        o, r = seen[-1], got[1]
+        ok = next((getattr(r, f) for f in ("applied", "claimed", "released")
+                   if hasattr(r, f)), None)
+        if ok is not None:
+            assert o.outcome == ("applied" if ok else "refused"), (step, o, r)
+            assert o.reason == (None if ok else r.reason), (step, o, r)
+        else:
+            assert o.outcome == "read"
+    assert {o.operation for o in seen} == {"create", "transition", "claim", "finalize",
+                                           "release", "can_transition", "get"}
+    assert {o.outcome for o in seen} == {"applied", "refused", "read"}
