@@ -74,7 +74,7 @@ class Rows:
     def _start_state(self, state: str | None) -> str:
         if state is None:
             return self.machine.initial
-        self.machine.check_state(state)
+        state = self.machine.check_state(state)
         if state not in self.machine.starts:
             raise ValidationError(
                 f"{self.machine.name}: rows start in {', '.join(sorted(self.machine.starts))}, "
@@ -210,8 +210,7 @@ class Rows:
             states = (state,) if isinstance(state, str) else tuple(state)
             if not states:
                 raise ValidationError("find/count: state= lists no state")
-            for s in states:
-                self.machine.check_state(s)
+            states = tuple(self.machine.check_state(s) for s in states)  # aliases read
             checks.append(self.rules.state(states))
         if where:
             checks.extend(self.rules.guards(where, "w", values)[1])

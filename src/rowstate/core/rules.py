@@ -61,6 +61,9 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "leased_timer_due": ("state", "due", "guards", "lease_claimable", "backing_off"),
     # a notice's due query and its once-per-row claim
     "notice": ("notice_state", "notice_unsent", "due", "guards"),
+    # a state renamed (rowstate.migrations): every row of the old name, or none, while no
+    # lease is live on any of them; not a move into a new meaning, so nothing else applies
+    "rename": ("lease_free",),
     # finalization claims, keyed by (holder, scope)
     "claim_finalization": ("finalization_claimable",),
     "release_finalization": ("finalization_mine",),
@@ -299,6 +302,16 @@ class Rules:
         for name, value in payload.items():
             values[f"p:{name}"] = self.dialect.payload_value(value)
             sets.append(c.set_value(name, Slot(f"p:{name}")))
+        return sets
+
+    def rename_sets(self) -> list[Set]:
+        """A state renamed (the ``new`` value): the state and the version, nothing else.
+        No entry write runs and no lease or claim is cleared: the row stays where it was
+        under its new name (docs/engine.md, "Renaming a state with live rows")."""
+        b, c = self.binding, self.compiler
+        sets: list[Set] = [c.set_value(b.state, Slot("new"))]
+        if b.version:
+            sets.append(c.incremented(b.version))
         return sets
 
     def claim_sets(self) -> list[Set]:
