@@ -19,7 +19,7 @@ from .harness import Result, Settings, print_header, print_row
 
 ALL_CASES = ("pure_transition", "outbox_transition", "leased_edge", "finalization_path",
              "contention", "django_fsm2", "growth", "relay_nats", "bulk_transition",
-             "pub_picker", "pub_week_page", "pub_rush")
+             "pub_picker", "pub_week_page", "pub_rush", "observer_cost")
 PUB_CASES = {"pub_picker", "pub_week_page", "pub_rush"}
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -79,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             from . import bulk
 
             bulk.run(env, settings, backends, report)
+        if "observer_cost" in cases:
+            from . import observer
+
+            observer.run(env, settings, backends, report)
         if "contention" in cases:
             from . import contention
 

@@ -46,6 +46,7 @@ TWINS: list[tuple[str, str]] = [
      "src/dataset_lifecycle/_sync/store_adapter.py"),
     ("src/rowstate/_async/__init__.py", "src/rowstate/_sync/__init__.py"),
     ("src/rowstate/_async/lifecycle.py", "src/rowstate/_sync/lifecycle.py"),
+    ("src/rowstate/_async/observing.py", "src/rowstate/_sync/observing.py"),
     ("src/rowstate/_async/relay.py", "src/rowstate/_sync/relay.py"),
     ("src/rowstate/_async/units.py", "src/rowstate/_sync/units.py"),
 ]
@@ -63,6 +64,8 @@ NAMES: dict[str, str] = {
     "AsyncUnit": "Unit",
     "AsyncRaw": "Raw",
     "AsyncRelay": "Relay",
+    # the observed front end's runner (rowstate._async.observing)
+    "AsyncCountingRunner": "CountingRunner",
     # the unit of work's flow (rowstate._async.units): an async after-commit callback is
     # awaited, a sync one called
     "anested": "nested",

@@ -48,8 +48,10 @@ from .errors import (
     UsageError,
     ValidationError,
 )
+from .gauges import Gauges
 from .lifecycle import AsyncLifecycle, Lifecycle
 from .machine import Edge, Machine
+from .observe import Observation, Observer
 from .protocol import ActiveLease, Batch, Call, Op, adrive, drive
 from .relay import AsyncRelay, NatsPublisher, Relay
 from .results import (
@@ -131,6 +133,7 @@ __all__ = [  # noqa: RUF022 (grouped: the door, then the extension seam)
     "FinalizationClaimResult",
     "FireReport",
     "Fired",
+    "Gauges",
     "Guard",
     "HoldResult",
     "InvalidTransitionError",
@@ -141,6 +144,8 @@ __all__ = [  # noqa: RUF022 (grouped: the door, then the extension seam)
     "Machine",
     "NatsPublisher",
     "Notice",
+    "Observation",
+    "Observer",
     "Op",
     "PostgresStore",
     "Reason",

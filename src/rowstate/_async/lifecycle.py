@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..binding import Binding
 from ..core.lane import adrive_lane
 from ..frontend import FrontEnd, Publisher, accept_act_async, apublish_one, log
-from ..protocol import ActiveLease, Op, adrive
+from ..gauges import Gauges, read_gauges
+from ..observe import Observer
+from ..protocol import ActiveLease, AsyncRunner, Op, adrive
 from ..results import (
     BulkResult,
     CheckResult,
@@ -35,6 +37,7 @@ from ..schemacheck import check_schema
 from ..specs import GuardSpec
 from ..stale import StaleStates
 from ..units import AsyncUnit
+from .observing import AsyncCountingRunner, observe_front
 
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver
     from ..stores import AsyncStore
@@ -50,8 +53,17 @@ class AsyncLifecycle(FrontEnd):
 
     def __init__(self, store: AsyncStore, binding: Binding, *,
                  clock: Callable[[], datetime] | None = None,
-                 publishers: Sequence[Publisher] = ()) -> None:
+                 publishers: Sequence[Publisher] = (),
+                 observer: Observer | None = None) -> None:
         super().__init__(store, binding, clock=clock, publishers=publishers, door=self)
+        # chosen once (rowstate.observe): without an observer the methods are the class's
+        # own and drive the store itself; with one, each is wrapped on this instance and
+        # drives a runner counting its round trips
+        self.observer = observer
+        self.runner: AsyncRunner = store
+        if observer is not None:
+            self.runner = AsyncCountingRunner(store)
+            observe_front(self, observer)
 
     async def create_schema(self) -> None:
         await self.store.execute_script(self.schema_sql())
@@ -89,9 +101,9 @@ class AsyncLifecycle(FrontEnd):
                 if payload is None and guards is None and data is None and by is None
                 and note is None else None)
         if call is not None:
-            result = await adrive_lane(self.store, call)
+            result = await adrive_lane(self.runner, call)
         else:
-            result = await adrive(self.store, self.core.transition(
+            result = await adrive(self.runner, self.core.transition(
                 key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,
                 returning=returning, by=by, note=note))
         if self.publishers:  # no coroutine or call per write without one
@@ -101,31 +113,31 @@ class AsyncLifecycle(FrontEnd):
     async def can_transition(self, key: object, to: str, *,
                              from_: Iterable[str] | str | None = None, owner: object = None,
                              guards: GuardSpec | None = None) -> CheckResult:
-        return await adrive(self.store, self.core.can_transition(
+        return await adrive(self.runner, self.core.can_transition(
             key, to, from_=from_, owner=owner, guards=guards))
 
     async def claim(self, key: object, edge: str, *, holder: str | None = None,
                     owner: object = None, guards: GuardSpec | None = None,
                     returning: Iterable[str] | None = None, by: str | None = None,
                     note: str | None = None) -> LeaseClaim:
-        return await adrive(self.store, self.core.claim(key, edge, holder=holder,
-                                                        owner=owner, guards=guards,
-                                                        returning=returning, by=by, note=note))
+        return await adrive(self.runner, self.core.claim(key, edge, holder=holder,
+                                                         owner=owner, guards=guards,
+                                                         returning=returning, by=by, note=note))
 
     async def finalize(self, key: object, claim: LeaseClaim, *,
                        payload: Mapping[str, Any] | None = None, owner: object = None,
                        data: Any = None, by: str | None = None,
                        note: str | None = None) -> TransitionResult:
-        result = await adrive(self.store, self.core.finalize(key, claim, payload=payload,
-                                                             owner=owner, data=data, by=by,
-                                                             note=note))
+        result = await adrive(self.runner, self.core.finalize(key, claim, payload=payload,
+                                                              owner=owner, data=data, by=by,
+                                                              note=note))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result
 
     async def release(self, key: object, claim: LeaseClaim, *, error: str | None = None,
                       ) -> ReleaseResult:
-        return await adrive(self.store, self.core.release(key, claim, error=error))
+        return await adrive(self.runner, self.core.release(key, claim, error=error))
 
     async def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
                   holder: str | None = None, owner: object = None,
@@ -133,7 +145,7 @@ class AsyncLifecycle(FrontEnd):
                   data: Any = None, returning: Iterable[str] | None = None,
                   by: str | None = None, note: str | None = None) -> RunResult:
         accept_act_async(act)
-        result = await adrive(self.store, self.core.run(
+        result = await adrive(self.runner, self.core.run(
             key, edge, act, holder=holder, owner=owner, payload=payload, guards=guards,
             data=data, returning=returning, by=by, note=note))
         if self.publishers:  # no coroutine or call per write without one
@@ -143,15 +155,15 @@ class AsyncLifecycle(FrontEnd):
     async def claim_finalization(self, key: object, holder: str, scope: str | None = None,
                                  *, returning: Iterable[str] | None = None,
                                  ) -> FinalizationClaimResult:
-        return await adrive(self.store, self.core.claim_finalization(
+        return await adrive(self.runner, self.core.claim_finalization(
             key, holder, scope, returning=returning))
 
     async def release_finalization(self, key: object, holder: str,
                                    scope: str | None = None) -> ReleaseResult:
-        return await adrive(self.store, self.core.release_finalization(key, holder, scope))
+        return await adrive(self.runner, self.core.release_finalization(key, holder, scope))
 
     async def get(self, key: object) -> dict[str, Any] | None:
-        return await adrive(self.store, self.core.get(key))
+        return await adrive(self.runner, self.core.get(key))
 
     async def state(self, key: object) -> str | None:
         row = await self.get(key)
@@ -165,7 +177,13 @@ class AsyncLifecycle(FrontEnd):
         return self.core.state_of(row)
 
     async def history(self, key: object) -> list[Event]:
-        return await adrive(self.store, self.core.history(key))
+        return await adrive(self.runner, self.core.history(key))
+
+    async def gauges(self) -> Gauges:
+        """The database's figures now, in one round trip: rows per state, the outbox's lag,
+        overdue timers (:mod:`rowstate.gauges`; ``PrometheusObserver.set_gauges``)."""
+        return await adrive(self.store, read_gauges(self.binding, self.core.dialect,
+                                                    self.core.clock))
 
     # -- the application door -----------------------------------------------------------
 
@@ -188,8 +206,8 @@ class AsyncLifecycle(FrontEnd):
                      **columns: Any) -> TransitionResult:
         """The row with ``columns``, in ``state`` (default the machine's initial); ``data``,
         ``by`` and ``note``: its birth event's, as a transition's."""
-        result = await adrive(self.store, self.core.create(key, state=state, columns=columns,
-                                                           data=data, by=by, note=note))
+        result = await adrive(self.runner, self.core.create(key, state=state, columns=columns,
+                                                            data=data, by=by, note=note))
         if self.publishers:
             await self._published(result.event)
         return result
@@ -197,12 +215,12 @@ class AsyncLifecycle(FrontEnd):
     async def ensure(self, key: object, *, state: str | None = None, data: Any = None,
                      by: str | None = None, note: str | None = None,
                      **columns: Any) -> dict[str, Any]:
-        return await adrive(self.store, self.core.ensure(key, state=state, columns=columns,
-                                                         data=data, by=by, note=note))
+        return await adrive(self.runner, self.core.ensure(key, state=state, columns=columns,
+                                                          data=data, by=by, note=note))
 
     async def enabled_edges(self, key: object, *,
                             owner: object = None) -> tuple[EdgeCheck, ...]:
-        return await adrive(self.store, self.core.enabled_edges(key, owner=owner))
+        return await adrive(self.runner, self.core.enabled_edges(key, owner=owner))
 
     async def transition_many(self, to: str, *, keys: Iterable[object] | None = None,
                               where: GuardSpec | None = None,
@@ -210,7 +228,7 @@ class AsyncLifecycle(FrontEnd):
                               guards: GuardSpec | None = None, data: Any = None,
                               limit: int = 10_000, by: str | None = None,
                               note: str | None = None) -> BulkResult:
-        result = await adrive(self.store, self.core.transition_many(
+        result = await adrive(self.runner, self.core.transition_many(
             to, keys=keys, where=where, from_=from_, owner=owner, guards=guards, data=data,
             limit=limit, by=by, note=note))
         if self.publishers:
@@ -222,18 +240,18 @@ class AsyncLifecycle(FrontEnd):
                    where: GuardSpec | None = None,
                    order_by: str | Sequence[str] | None = None,
                    limit: int = 100) -> list[dict[str, Any]]:
-        return await adrive(self.store, self.core.find(state=state, where=where,
-                                                       order_by=order_by, limit=limit))
+        return await adrive(self.runner, self.core.find(state=state, where=where,
+                                                        order_by=order_by, limit=limit))
 
     async def count(self, *, state: str | Sequence[str] | None = None,
                     where: GuardSpec | None = None) -> int:
-        return await adrive(self.store, self.core.count(state=state, where=where))
+        return await adrive(self.runner, self.core.count(state=state, where=where))
 
     async def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                        notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                        limit: int = 100, holder: str | None = None,
                        now: datetime | None = None, data: Any = None, by: str | None = None,
                        note: str | None = None) -> FireReport:
-        return await adrive(self.store, self.core.fire_due(acts=acts, notify=notify,
-                                                           limit=limit, holder=holder, now=now,
-                                                           data=data, by=by, note=note))
+        return await adrive(self.runner, self.core.fire_due(acts=acts, notify=notify,
+                                                            limit=limit, holder=holder, now=now,
+                                                            data=data, by=by, note=note))

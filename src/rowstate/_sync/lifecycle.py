@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..binding import Binding
 from ..core.lane import drive_lane
 from ..frontend import FrontEnd, Publisher, accept_act, log, publish_one
-from ..protocol import ActiveLease, Op, drive
+from ..gauges import Gauges, read_gauges
+from ..observe import Observer
+from ..protocol import ActiveLease, Op, SyncRunner, drive
 from ..results import (
     BulkResult,
     CheckResult,
@@ -37,6 +39,7 @@ from ..schemacheck import check_schema
 from ..specs import GuardSpec
 from ..stale import StaleStates
 from ..units import Unit
+from .observing import CountingRunner, observe_front
 
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver
     from ..stores import Store
@@ -52,8 +55,17 @@ class Lifecycle(FrontEnd):
 
     def __init__(self, store: Store, binding: Binding, *,
                  clock: Callable[[], datetime] | None = None,
-                 publishers: Sequence[Publisher] = ()) -> None:
+                 publishers: Sequence[Publisher] = (),
+                 observer: Observer | None = None) -> None:
         super().__init__(store, binding, clock=clock, publishers=publishers, door=self)
+        # chosen once (rowstate.observe): without an observer the methods are the class's
+        # own and drive the store itself; with one, each is wrapped on this instance and
+        # drives a runner counting its round trips
+        self.observer = observer
+        self.runner: SyncRunner = store
+        if observer is not None:
+            self.runner = CountingRunner(store)
+            observe_front(self, observer)
 
     def create_schema(self) -> None:
         self.store.execute_script(self.schema_sql())
@@ -91,9 +103,9 @@ class Lifecycle(FrontEnd):
                 if payload is None and guards is None and data is None and by is None
                 and note is None else None)
         if call is not None:
-            result = drive_lane(self.store, call)
+            result = drive_lane(self.runner, call)
         else:
-            result = drive(self.store, self.core.transition(
+            result = drive(self.runner, self.core.transition(
                 key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,
                 returning=returning, by=by, note=note))
         if self.publishers:  # no coroutine or call per write without one
@@ -103,31 +115,31 @@ class Lifecycle(FrontEnd):
     def can_transition(self, key: object, to: str, *,
                        from_: Iterable[str] | str | None = None, owner: object = None,
                        guards: GuardSpec | None = None) -> CheckResult:
-        return drive(self.store, self.core.can_transition(
+        return drive(self.runner, self.core.can_transition(
             key, to, from_=from_, owner=owner, guards=guards))
 
     def claim(self, key: object, edge: str, *, holder: str | None = None,
               owner: object = None, guards: GuardSpec | None = None,
               returning: Iterable[str] | None = None, by: str | None = None,
               note: str | None = None) -> LeaseClaim:
-        return drive(self.store, self.core.claim(key, edge, holder=holder,
-                                                 owner=owner, guards=guards,
-                                                 returning=returning, by=by, note=note))
+        return drive(self.runner, self.core.claim(key, edge, holder=holder,
+                                                  owner=owner, guards=guards,
+                                                  returning=returning, by=by, note=note))
 
     def finalize(self, key: object, claim: LeaseClaim, *,
                  payload: Mapping[str, Any] | None = None, owner: object = None,
                  data: Any = None, by: str | None = None,
                  note: str | None = None) -> TransitionResult:
-        result = drive(self.store, self.core.finalize(key, claim, payload=payload,
-                                                      owner=owner, data=data, by=by,
-                                                      note=note))
+        result = drive(self.runner, self.core.finalize(key, claim, payload=payload,
+                                                       owner=owner, data=data, by=by,
+                                                       note=note))
         if self.publishers:  # no coroutine or call per write without one
             self._published(result.event)
         return result
 
     def release(self, key: object, claim: LeaseClaim, *, error: str | None = None,
                 ) -> ReleaseResult:
-        return drive(self.store, self.core.release(key, claim, error=error))
+        return drive(self.runner, self.core.release(key, claim, error=error))
 
     def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
             holder: str | None = None, owner: object = None,
@@ -135,7 +147,7 @@ class Lifecycle(FrontEnd):
             data: Any = None, returning: Iterable[str] | None = None,
             by: str | None = None, note: str | None = None) -> RunResult:
         accept_act(act)
-        result = drive(self.store, self.core.run(
+        result = drive(self.runner, self.core.run(
             key, edge, act, holder=holder, owner=owner, payload=payload, guards=guards,
             data=data, returning=returning, by=by, note=note))
         if self.publishers:  # no coroutine or call per write without one
@@ -145,15 +157,15 @@ class Lifecycle(FrontEnd):
     def claim_finalization(self, key: object, holder: str, scope: str | None = None,
                            *, returning: Iterable[str] | None = None,
                            ) -> FinalizationClaimResult:
-        return drive(self.store, self.core.claim_finalization(
+        return drive(self.runner, self.core.claim_finalization(
             key, holder, scope, returning=returning))
 
     def release_finalization(self, key: object, holder: str,
                              scope: str | None = None) -> ReleaseResult:
-        return drive(self.store, self.core.release_finalization(key, holder, scope))
+        return drive(self.runner, self.core.release_finalization(key, holder, scope))
 
     def get(self, key: object) -> dict[str, Any] | None:
-        return drive(self.store, self.core.get(key))
+        return drive(self.runner, self.core.get(key))
 
     def state(self, key: object) -> str | None:
         row = self.get(key)
@@ -167,7 +179,13 @@ class Lifecycle(FrontEnd):
         return self.core.state_of(row)
 
     def history(self, key: object) -> list[Event]:
-        return drive(self.store, self.core.history(key))
+        return drive(self.runner, self.core.history(key))
+
+    def gauges(self) -> Gauges:
+        """The database's figures now, in one round trip: rows per state, the outbox's lag,
+        overdue timers (:mod:`rowstate.gauges`; ``PrometheusObserver.set_gauges``)."""
+        return drive(self.store, read_gauges(self.binding, self.core.dialect,
+                                             self.core.clock))
 
     # -- the application door -----------------------------------------------------------
 
@@ -190,8 +208,8 @@ class Lifecycle(FrontEnd):
                **columns: Any) -> TransitionResult:
         """The row with ``columns``, in ``state`` (default the machine's initial); ``data``,
         ``by`` and ``note``: its birth event's, as a transition's."""
-        result = drive(self.store, self.core.create(key, state=state, columns=columns,
-                                                    data=data, by=by, note=note))
+        result = drive(self.runner, self.core.create(key, state=state, columns=columns,
+                                                     data=data, by=by, note=note))
         if self.publishers:
             self._published(result.event)
         return result
@@ -199,12 +217,12 @@ class Lifecycle(FrontEnd):
     def ensure(self, key: object, *, state: str | None = None, data: Any = None,
                by: str | None = None, note: str | None = None,
                **columns: Any) -> dict[str, Any]:
-        return drive(self.store, self.core.ensure(key, state=state, columns=columns,
-                                                  data=data, by=by, note=note))
+        return drive(self.runner, self.core.ensure(key, state=state, columns=columns,
+                                                   data=data, by=by, note=note))
 
     def enabled_edges(self, key: object, *,
                       owner: object = None) -> tuple[EdgeCheck, ...]:
-        return drive(self.store, self.core.enabled_edges(key, owner=owner))
+        return drive(self.runner, self.core.enabled_edges(key, owner=owner))
 
     def transition_many(self, to: str, *, keys: Iterable[object] | None = None,
                         where: GuardSpec | None = None,
@@ -212,7 +230,7 @@ class Lifecycle(FrontEnd):
                         guards: GuardSpec | None = None, data: Any = None,
                         limit: int = 10_000, by: str | None = None,
                         note: str | None = None) -> BulkResult:
-        result = drive(self.store, self.core.transition_many(
+        result = drive(self.runner, self.core.transition_many(
             to, keys=keys, where=where, from_=from_, owner=owner, guards=guards, data=data,
             limit=limit, by=by, note=note))
         if self.publishers:
@@ -224,18 +242,18 @@ class Lifecycle(FrontEnd):
              where: GuardSpec | None = None,
              order_by: str | Sequence[str] | None = None,
              limit: int = 100) -> list[dict[str, Any]]:
-        return drive(self.store, self.core.find(state=state, where=where,
-                                                order_by=order_by, limit=limit))
+        return drive(self.runner, self.core.find(state=state, where=where,
+                                                 order_by=order_by, limit=limit))
 
     def count(self, *, state: str | Sequence[str] | None = None,
               where: GuardSpec | None = None) -> int:
-        return drive(self.store, self.core.count(state=state, where=where))
+        return drive(self.runner, self.core.count(state=state, where=where))
 
     def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                  notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                  limit: int = 100, holder: str | None = None,
                  now: datetime | None = None, data: Any = None, by: str | None = None,
                  note: str | None = None) -> FireReport:
-        return drive(self.store, self.core.fire_due(acts=acts, notify=notify,
-                                                    limit=limit, holder=holder, now=now,
-                                                    data=data, by=by, note=note))
+        return drive(self.runner, self.core.fire_due(acts=acts, notify=notify,
+                                                     limit=limit, holder=holder, now=now,
+                                                     data=data, by=by, note=note))
