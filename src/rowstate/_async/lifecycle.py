@@ -165,10 +165,15 @@ class AsyncLifecycle(FrontEnd):
         return await adrive(self.store, op)
 
     @contextlib.asynccontextmanager
-    async def atomic(self, *, fence: Any = None) -> AsyncIterator[AsyncUnit]:
+    async def atomic(self, *, fence: Any = None, connection: Any = None,
+                     session: Any = None) -> AsyncIterator[AsyncUnit]:
         """A unit of work on this lifecycle's store (:mod:`rowstate.units`); with
-        ``fence=lease``, fenced by that lease at once."""
-        async with self.store.atomic(door=self) as tx:
+        ``fence=lease``, fenced by that lease at once. ``connection=``/``session=``: inside
+        the caller's open transaction, on a store that can join one
+        (:mod:`rowstate.contrib.sqlalchemy`)."""
+        join = {name: value for name, value in (("connection", connection),
+                                                ("session", session)) if value is not None}
+        async with self.store.atomic(door=self, **join) as tx:
             if fence is not None:
                 await tx.fence(fence)
             yield tx

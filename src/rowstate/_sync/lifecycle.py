@@ -167,10 +167,15 @@ class Lifecycle(FrontEnd):
         return drive(self.store, op)
 
     @contextlib.contextmanager
-    def atomic(self, *, fence: Any = None) -> Iterator[Unit]:
+    def atomic(self, *, fence: Any = None, connection: Any = None,
+               session: Any = None) -> Iterator[Unit]:
         """A unit of work on this lifecycle's store (:mod:`rowstate.units`); with
-        ``fence=lease``, fenced by that lease at once."""
-        with self.store.atomic(door=self) as tx:
+        ``fence=lease``, fenced by that lease at once. ``connection=``/``session=``: inside
+        the caller's open transaction, on a store that can join one
+        (:mod:`rowstate.contrib.sqlalchemy`)."""
+        join = {name: value for name, value in (("connection", connection),
+                                                ("session", session)) if value is not None}
+        with self.store.atomic(door=self, **join) as tx:
             if fence is not None:
                 tx.fence(fence)
             yield tx
