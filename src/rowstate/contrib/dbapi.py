@@ -91,6 +91,25 @@ def sync_raw(dialect: str, conn: Any, counter: StatementCounter) -> Raw:
     return _pg_raw(conn, counter)
 
 
+def plain_psycopg_cursor(conn: Any) -> None:
+    """Make the engine's statements on ``conn`` run on a cursor of psycopg's own, with
+    psycopg's JSON loaders: Django's connections hand out client-side-binding cursors and
+    load ``jsonb`` as text (its ``JSONField`` decodes itself), while the engine reads a
+    JSON column's value as the value. Seeds the stores' cursor cache (``pgwire._cursor``)."""
+    import psycopg
+    from psycopg.types.json import JsonbLoader, JsonLoader
+
+    from ..stores.pgwire import _cursors
+
+    current = _cursors.get(conn)
+    if current is not None and not current.closed:
+        return
+    cur = psycopg.Cursor(conn)
+    cur.adapters.register_loader("jsonb", JsonbLoader)
+    cur.adapters.register_loader("json", JsonLoader)
+    _cursors[conn] = cur
+
+
 def async_raw(dialect: str, conn: Any, counter: StatementCounter) -> AsyncRaw:
     """One statement on an aiosqlite or psycopg async connection."""
     if dialect != "sqlite":
