@@ -375,3 +375,13 @@ def test_event_data_round_trips_whatever_json_it_is(backend: Backend) -> None:
     got: list[Event] = []
     assert backend.relay([got.append]).drain() == len(DATA)
     assert [(e.data, type(e.data)) for e in got] == [(d, type(d)) for d in DATA]
+
+
+def test_a_birth_without_an_outbox_is_published_in_process(backend: Backend) -> None:
+    """``create`` with no events table: the row's birth is an Event with no id (on
+    PostgreSQL its one statement returns no event id to read)."""
+    seen: list[Event] = []
+    jobs = backend.make(JOBS_NO_OUTBOX, publishers=[seen.append])
+    made = jobs.create("j1")
+    assert made.applied and made.event is not None and made.event.id is None
+    assert [(e.to_state, e.id) for e in seen] == [("NEW", None)]

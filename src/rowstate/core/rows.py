@@ -118,7 +118,7 @@ class Rows:
                                     now_in, now_in, current)
         first = rows[0][0]
         row = dict(zip(self.context.columns, first[:n], strict=True))
-        if self.dialect.writable_ctes:
+        if self.dialect.writable_ctes and self.context.event_table:
             event_id, at = first[n], first[n + 1]
         else:
             event_id = rows[1][0][0] if len(rows) > 1 and rows[1] else None
