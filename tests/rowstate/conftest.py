@@ -26,7 +26,6 @@ import pytest
 from support import races
 from support.engine import Backend, backend_params
 
-
 # The modules whose ``backend`` tests also run on the contrib stores by default: the
 # behaviour of moves, leases, units, events, finalization and timers, i.e. everything a
 # store takes part in. Elsewhere (bulk, races, lanes, statement counts) they are ``slow``.

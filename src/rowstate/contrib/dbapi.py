@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -45,7 +45,7 @@ Callbacks = list[Callable[[], Any]]
 JOINED = "rowstate_joined"
 
 
-def dialect_name(name: str, driver: str, drivers: dict[str, tuple[str, ...]]) -> str:
+def dialect_name(name: str, driver: str, drivers: Mapping[str, tuple[str, ...]]) -> str:
     """``name`` ("sqlite" / "postgresql") when its ``driver`` is one the engine's SQL is
     written for, else a :class:`UsageError` saying which ones are."""
     if name not in drivers:
