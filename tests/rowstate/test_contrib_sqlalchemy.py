@@ -249,7 +249,7 @@ def test_threads_each_in_their_own_session_move_the_row_once(engine: Engine) -> 
 
 def test_the_store_refuses_what_it_cannot_speak(engine: Engine, tmp_path: Any) -> None:
     for url in ("mssql+pyodbc://", "postgresql+pg8000://"):
-        with pytest.raises(UsageError, match="mssql|pg8000"):
+        with pytest.raises(UsageError, match=r"mssql|pg8000"):
             SQLAlchemyStore(create_engine(url, module=sqlite3))
     with pytest.raises(UsageError, match="AsyncEngine"):
         SQLAlchemyStore(sqlalchemy_engine("sqlite", "async", f"{tmp_path}/a.db"))  # type: ignore[arg-type]
