@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -72,6 +73,10 @@ def translate(exc: BaseException) -> Exception:
     if isinstance(exc, RowstateError):
         return exc
     orig = getattr(exc, "orig", None) or exc.__cause__ or exc
+    if isinstance(orig, RecursionError) and "psycopg" in sys.modules:
+        from ..stores.pgwire import _translate  # psycopg decoding a too-deep jsonb value
+
+        return _translate(orig)
     if isinstance(orig, sqlite3.Error | OverflowError | UnicodeEncodeError):
         return sqlite_error(orig)
     module = type(orig).__module__
@@ -147,6 +152,13 @@ def _stamped(dialect: str, batch: Batch) -> list[tuple[str, Any]]:
 def run_batch(dialect: str, raw: Raw, batch: Batch) -> Rows:
     """A batch on an autocommit connection: one transaction when it says so; the read
     explaining a refusal (``otherwise``) inside it."""
+    try:
+        return _run_batch(dialect, raw, batch)
+    except RecursionError as exc:  # see translate
+        raise translate(exc) from exc
+
+
+def _run_batch(dialect: str, raw: Raw, batch: Batch) -> Rows:
     statements = _stamped(dialect, batch)
     if batch.transaction:
         raw(_begin(dialect), ())
@@ -166,6 +178,13 @@ def run_batch(dialect: str, raw: Raw, batch: Batch) -> Rows:
 
 async def arun_batch(dialect: str, raw: AsyncRaw, batch: Batch) -> Rows:
     """:func:`run_batch` on an async connection."""
+    try:
+        return await _arun_batch(dialect, raw, batch)
+    except RecursionError as exc:  # see translate
+        raise translate(exc) from exc
+
+
+async def _arun_batch(dialect: str, raw: AsyncRaw, batch: Batch) -> Rows:
     statements = _stamped(dialect, batch)
     if batch.transaction:
         await raw(_begin(dialect), ())
