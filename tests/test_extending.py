@@ -70,11 +70,13 @@ def test_an_app_outside_the_repository_drives_its_own_operation(tmp_path: Path) 
 # the core operations docs/extending.md lists as stable, with the parameters it names
 STABLE = {
     "get": ["key"],
-    "transition": ["key", "to", "from_", "owner", "payload", "guards", "data", "returning"],
+    # by, note: who and why (issue 21), keyword-only and last, so older calls still fit
+    "transition": ["key", "to", "from_", "owner", "payload", "guards", "data", "returning",
+                   "by", "note"],
     "can_transition": ["key", "to", "from_", "owner", "guards"],
     "enabled_edges": ["key", "owner"],
-    "create": ["key", "state", "columns", "data"],  # data: the birth event's (issue 18)
-    "ensure": ["key", "state", "columns", "data"],
+    "create": ["key", "state", "columns", "data", "by", "note"],  # the birth event's
+    "ensure": ["key", "state", "columns", "data", "by", "note"],
     "claim_finalization": ["key", "holder", "scope", "returning"],
     "release_finalization": ["key", "holder", "scope"],
     "transition_checks": ["key", "to", "from_", "owner", "guards"],

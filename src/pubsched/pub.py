@@ -138,9 +138,10 @@ MAX_ACTOR = 200
 @contextmanager
 def acting_as(by: str | None) -> Iterator[None]:
     """Every move made in this block (this thread or task) records ``by`` as who made it
-    (:meth:`Pub.event_data`); a nested block names another actor until it ends (the tick
-    run by ``pubsched tick`` is the tick, not the shell's user). A context variable, like
-    the flag fence, so a front end sets it once and no domain signature grows an argument."""
+    (its event's ``by``, read from :attr:`Pub.actor`); a nested block names another actor
+    until it ends (the tick run by ``pubsched tick`` is the tick, not the shell's user). A
+    context variable, like the flag fence, so a front end sets it once and no domain
+    signature grows an argument."""
     if by is not None and (not isinstance(by, str) or not by.strip() or len(by) > MAX_ACTOR
                            or not by.isprintable()):
         raise BadInput(f"who acts is a printable name of at most {MAX_ACTOR} characters, "
@@ -205,13 +206,6 @@ class Pub:
     def actor(self) -> str | None:
         """Who is moving weeks here and now (None: nobody said)."""
         return _ACTOR.get()
-
-    def event_data(self, data: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        """The event data of a move: ``data`` with ``{"by": actor}`` added (both kept; a
-        ``by`` the caller gave wins), or None when there is nothing to record."""
-        merged = {"by": self.actor} if self.actor is not None else {}
-        merged.update(data or {})
-        return merged or None
 
     @contextmanager
     def reading(self) -> Iterator[rowstate.Unit]:

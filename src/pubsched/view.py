@@ -60,9 +60,12 @@ def when(pub: Pub, shift: Shift) -> str:
 
 
 def moved_by(event: Any) -> str | None:
-    """Who made a move: the ``by`` its event data records (``operator:EMAIL``,
-    ``cli:USER``, ``tick``), else its owner, else None: unknown (a week's birth, a move
-    made before moves said who, the legacy engine, which writes no events)."""
+    """Who made a move: its event's ``by`` (``operator:EMAIL``, ``cli:USER``, ``tick``);
+    for an event written before events had their own ``by`` (migration 0048), the ``by``
+    its data recorded; else its owner, else None: unknown (a week's birth, the legacy
+    engine, which writes no events)."""
+    if event.by is not None:
+        return str(event.by)
     data = event.data
     if isinstance(data, dict) and isinstance(data.get("by"), str):
         return str(data["by"])

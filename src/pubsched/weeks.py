@@ -163,7 +163,7 @@ def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = 
         times = plan.times
         pub.runs.ensure(plan.key, opens_at=times.opens_at, deadline_at=times.deadline_at,
                         generate_at=times.generate_at, send_window_at=times.send_window_end,
-                        created_at=at, data=pub.event_data())  # its birth says who
+                        created_at=at, by=pub.actor)  # its birth says who
     elif plan.new:
         tx.execute("INSERT INTO pub_schedule_runs (week_of, status, created_at) "
                    "VALUES (%s, 'pending', %s) ON CONFLICT (week_of) DO NOTHING",

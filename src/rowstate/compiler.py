@@ -35,6 +35,12 @@ from .protocol import Batch
 from .specs import NOW
 
 
+def event_said(d: Dialect, out: SqlOut) -> str:
+    """The event row's ``actor, note`` (who moved the row and why): every writer of events
+    ends its value list with these two slots, filled from ``ev_by`` and ``ev_note``."""
+    return f"{d.value(Slot('ev_by'), out)}, {d.value(Slot('ev_note'), out)}"
+
+
 @dataclass(frozen=True, slots=True)
 class Statement:
     """SQL text and the slots/constants its parameters come from, in order."""
@@ -226,8 +232,8 @@ class Compiler:
 
     def _event_values(self, event: EventSpec, alias: str | None, out: SqlOut,
                       version: str) -> str:
-        """machine, row_key, edge, from_state, to_state, owner, data, version, created_at
-        for an event row, read from the row *before* the update (``alias``)."""
+        """machine, row_key, edge, from_state, to_state, owner, data, version, created_at,
+        actor, note for an event row, read from the row *before* the update (``alias``)."""
         d, b = self.dialect, self.binding
         # parameters are appended as the text is built, so build it in text order
         machine = d.value(Const(b.machine.name), out)
@@ -249,7 +255,9 @@ class Compiler:
         owner = d.value(Slot("ev_owner"), out)
         data = d.json_param(Slot("ev_data"), out)
         now = d.now(out)
-        return f"{machine}, {row_key}, {edge}, {state}, {to}, {owner}, {data}, {version}, {now}"
+        said = event_said(d, out)
+        return (f"{machine}, {row_key}, {edge}, {state}, {to}, {owner}, {data}, {version}, "
+                f"{now}, {said}")
 
     def _cas_pg(self, checks: tuple[Check, ...], sets: Sequence[Set],
                 event: EventSpec | None) -> CasPlan:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-EVENTS_LAYOUT_VERSION = 1
+EVENTS_LAYOUT_VERSION = 2
 
 # (column, SQL type or a dialect placeholder: {serial} {json} {time})
 EVENT_LAYOUT: tuple[tuple[str, str], ...] = (
@@ -27,11 +27,17 @@ EVENT_LAYOUT: tuple[tuple[str, str], ...] = (
     ("version", "BIGINT"),
     ("created_at", "{time} NOT NULL"),
     ("delivered_at", "{time}"),
+    ("actor", "TEXT"),  # layout 2: who moved the row (``by=``)
+    ("note", "TEXT"),  # layout 2: why (``note=``)
 )
+
+# the columns each layout added after the first, for a table created at an earlier one
+# (:func:`rowstate.schema.migration_sql` adds them; ``check_schema`` names them missing)
+LAYOUT_ADDED: dict[int, tuple[str, ...]] = {2: ("actor", "note")}
 
 # what a write fills, in order (id is the database's; delivered_at the relay's)
 EVENT_WRITTEN = ("machine", "row_key", "edge", "from_state", "to_state", "owner", "data",
-                 "version", "created_at")
+                 "version", "created_at", "actor", "note")
 EVENT_COLUMNS = ", ".join(EVENT_WRITTEN)
 # what a reader takes back, in order
 EVENT_READ = ("id", *EVENT_WRITTEN)

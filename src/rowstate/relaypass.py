@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dialects import Dialect, Postgres, SQLite, check_ident
 from .errors import DefinitionError, StoreError
+from .outbox import EVENT_READ_COLUMNS
 from .protocol import Batch, Call
 from .results import Event
 
@@ -74,8 +75,8 @@ class RelayBase:
         t = d.table(parts)
         p = d.placeholder
         rows = yield Batch(((
-            "SELECT id, machine, row_key, edge, from_state, to_state, owner, data, version, "
-            f"created_at FROM {t} WHERE delivered_at IS NULL ORDER BY id LIMIT {int(limit)}",
+            f"SELECT {EVENT_READ_COLUMNS} FROM {t} WHERE delivered_at IS NULL ORDER BY id "
+            f"LIMIT {int(limit)}",
             [],
         ),))
         if not rows[0]:
@@ -91,7 +92,7 @@ class RelayBase:
             for r in rows[0]:
                 data = d.load_json(r[7])
                 event = Event(r[1], tuple(json.loads(r[2])), r[3], r[4], r[5], r[6], data, r[8],
-                              d.parse_time(r[9]), r[0], namespace)
+                              d.parse_time(r[9]), r[0], namespace, r[10], r[11])
                 for publish in self.publishers:
                     yield Call(publish, event)
                 done.append(r[0])

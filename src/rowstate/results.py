@@ -54,7 +54,9 @@ class Event(NamedTuple):
     """One applied transition. ``id`` is the outbox row's id (stable across redeliveries);
     it is None when the binding has no events table (published after commit). ``source``
     is the relay's namespace (see :mod:`rowstate.relay`) on a delivered event: an id is
-    unique only within its table, ``stable_id`` across tables and databases."""
+    unique only within its table, ``stable_id`` across tables and databases. ``by`` and
+    ``note`` are who moved the row and why, as the caller said (``by=``, ``note=``); None
+    when nobody said."""
 
     machine: str
     key: tuple[Any, ...]
@@ -67,6 +69,8 @@ class Event(NamedTuple):
     at: datetime | None
     id: int | None = None
     source: str | None = None
+    by: str | None = None
+    note: str | None = None
 
     @property
     def stable_id(self) -> str:
@@ -116,6 +120,8 @@ class LeaseClaim(NamedTuple):
     state: str | None = None
     row: Mapping[str, Any] | None = None
     key: tuple[Any, ...] | None = None
+    by: str | None = None  # who claimed it and why: the finalize's event says so too
+    note: str | None = None
 
     def __bool__(self) -> bool:
         return self.claimed

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from .dialects import Dialect
-from .outbox import EVENT_LAYOUT, index_names
+from .outbox import EVENT_LAYOUT, LAYOUT_ADDED, index_names
 from .specs import NOW, FinalizationClaim, Lease, Notice, TimedEdge, Unique
 
 
@@ -138,14 +138,16 @@ def migration_sql(b: Layout, d: Dialect, existing: tuple[str, ...] = ()) -> list
     for the application's own versioned migration: every engine column (``ADD COLUMN``,
     key columns excepted), its indexes, and the events table (layout
     :data:`~rowstate.outbox.EVENTS_LAYOUT_VERSION`). ``schema_sql`` stays for quick
-    starts; this is for a schema the application owns."""
+    starts; this is for a schema the application owns. ``existing`` names the columns
+    the table has; naming the events table there too says it exists already (made at an
+    earlier layout), and its statements add what later layouts added."""
     table = d.table(b.table_parts)
     types = column_types(b, d)
     stmts = [f"ALTER TABLE {table} ADD COLUMN {d.quote(c)} {types[c]}"
              for c in sorted(types) if c not in b.key and c not in existing]
     stmts.extend(_indexes(b, d))
     if b.events:
-        stmts.extend(events_sql(b.events, d))
+        stmts.extend(events_sql(b.events, d, existing=b.events in existing))
     return stmts
 
 
@@ -176,16 +178,31 @@ def schema_sql(b: Layout, d: Dialect) -> str:
     return ";\n".join(stmts) + ";\n"
 
 
-def events_sql(events: str, d: Dialect) -> list[str]:
-    """The events table of :mod:`rowstate.outbox`'s layout, and its two indexes."""
+def events_sql(events: str, d: Dialect, *, existing: bool = False) -> list[str]:
+    """The events table of :mod:`rowstate.outbox`'s layout, and its two indexes.
+
+    A table made at an earlier layout lacks the columns later layouts added
+    (:data:`~rowstate.outbox.LAYOUT_ADDED`): PostgreSQL adds them whenever they are missing
+    (``ADD COLUMN IF NOT EXISTS``, so one script serves a new and an old table); SQLite
+    cannot add a column conditionally, so there they are added only when the caller says
+    the table exists (``existing``, from ``migration_sql(existing=(events_table, ...))``).
+    """
     parts = tuple(events.split("."))
     table = d.table(parts)
     stmts = []
     if d.has_schemas and len(parts) == 2:
         stmts.append(f"CREATE SCHEMA IF NOT EXISTS {d.quote(parts[0])}")
-    cols = ", ".join(f"{name} {kind.format(serial=d.serial_pk, json=d.json_type, time=d.time_type)}"
-                     for name, kind in EVENT_LAYOUT)
-    stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+    kinds = {name: kind.format(serial=d.serial_pk, json=d.json_type, time=d.time_type)
+             for name, kind in EVENT_LAYOUT}
+    added = [name for names in LAYOUT_ADDED.values() for name in names]
+    if existing and not d.add_column_if_not_exists:
+        stmts.extend(f"ALTER TABLE {table} ADD COLUMN {name} {kinds[name]}" for name in added)
+    else:
+        cols = ", ".join(f"{name} {kind}" for name, kind in kinds.items())
+        stmts.append(f"CREATE TABLE IF NOT EXISTS {table} ({cols})")
+        if d.add_column_if_not_exists:
+            stmts.extend(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {kinds[name]}"
+                         for name in added)
     by_row, undelivered = index_names(events)
     stmts.append(f"CREATE INDEX IF NOT EXISTS {d.quote(by_row)} "
                  f"ON {table} (machine, row_key, id)")

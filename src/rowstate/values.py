@@ -70,6 +70,51 @@ def check_scalar(value: object, what: str, error: type[Exception],
         raise error(f"{what}: {value!r} is not comparable alike on both databases")
 
 
+MAX_BY = 200  # who moved a row: a name, an email, "cli:ann", "tick"
+MAX_NOTE = 2000  # why: a sentence or a short paragraph, not a document (that is ``data``)
+# control characters: a ``by`` takes none; a ``note`` may break lines and indent
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NOTE_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_by(value: object) -> str | None:
+    """Who moved a row (``by=``), as the history shows it: one line of printable text.
+    Refused rather than cleaned, so what the history says is exactly what the caller
+    said; an empty name names nobody (leave ``by`` out instead)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"by: {value!r} is not text (who moved the row, e.g. 'ann')")
+    if not value.strip():
+        raise ValidationError("by: empty (leave by= out when nobody is named)")
+    return _event_text(value, "by", MAX_BY, _CONTROL, "a control character (one line only)")
+
+
+def check_note(value: object) -> str | None:
+    """Why a row moved (``note=``): text of at most :data:`MAX_NOTE` characters, lines and
+    tabs allowed. A blank note is no note (None): a form's empty field says nothing."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"note: {value!r} is not text (why the row moved)")
+    if not value.strip():
+        return None
+    return _event_text(value, "note", MAX_NOTE, _NOTE_CONTROL,
+                       "a control character (line breaks and tabs are allowed)")
+
+
+def _event_text(value: str, what: str, limit: int, control: re.Pattern[str],
+                said: str) -> str:
+    if len(value) > limit:
+        raise ValidationError(f"{what}: {len(value)} characters, at most {limit}")
+    if control.search(value):
+        raise ValidationError(f"{what}: holds {said}")
+    problem = _text_problem(value)
+    if problem:
+        raise ValidationError(f"{what}: {problem}")
+    return value
+
+
 def check_json(value: object, what: str) -> str:
     """The JSON text of ``value``, once the JSON rules hold for every part of it.
 

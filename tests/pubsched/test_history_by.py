@@ -1,5 +1,5 @@
-"""Who moved each week (issue 18): every v2 move records ``by`` in its event's data
-(``operator:EMAIL`` from the web, ``cli:USER`` from the CLI, ``tick`` from the tick), and
+"""Who moved each week (issues 18, 21): every v2 move records ``by`` in its event's own
+``actor`` column (rowstate's ``by=``: ``operator:EMAIL`` from the web, ``cli:USER`` from the CLI, ``tick`` from the tick), and
 ``week show --json``'s ``history[].by`` and the week page's "By" column show it. On SQLite
 and PostgreSQL; the web through its app in-process, the CLI through its own entry point."""
 
@@ -50,10 +50,10 @@ def moves(url: str) -> list[tuple[str, str | None]]:
     return [(h["edge"], h["by"]) for h in history(url)]
 
 
-def event_data(pub: Pub) -> list[Any]:
-    rows = pub.query("SELECT data FROM rowstate_events WHERE row_key = %s ORDER BY id",
+def event_actors(pub: Pub) -> list[tuple[Any, Any]]:
+    rows = pub.query("SELECT actor, data FROM rowstate_events WHERE row_key = %s ORDER BY id",
                      [json.dumps([WEEK])])
-    return [json.loads(r["data"]) if isinstance(r["data"], str) else r["data"] for r in rows]
+    return [(r["actor"], r["data"]) for r in rows]
 
 
 # -- the CLI ---------------------------------------------------------------------------------
@@ -70,9 +70,11 @@ def test_the_cli_records_cli_user_or_by_name(db_url: str, pub: Pub) -> None:
     assert moves(db_url) == [("create", "cli:ann"), ("open", "cli:ann"), ("close", "cli:ann"),
                              ("generate", "cli:cleo"), ("approve", "cli:dan"),
                              ("unapprove", "cli:eve")]
-    # the event rows themselves carry it (the outbox publishes it too)
-    assert event_data(pub) == [{"by": b} for b in (
+    # the event rows themselves carry it, in their own column, not in the data (the outbox
+    # publishes it too, as Event.by)
+    assert event_actors(pub) == [(b, None) for b in (
         "cli:ann", "cli:ann", "cli:ann", "cli:cleo", "cli:dan", "cli:eve")]
+    assert [e.by for e in pub.runs.history(WEEK)] == [b for b, _ in event_actors(pub)]
 
 
 def test_a_bad_by_is_bad_usage_and_moves_nothing(db_url: str, pub: Pub) -> None:
@@ -171,12 +173,10 @@ def test_the_legacy_engine_keeps_no_history_so_by_is_never_made_up(
 # -- the acting-as context ---------------------------------------------------------------
 
 
-def test_acting_as_nests_and_merges_with_the_callers_data(pub: Pub) -> None:
-    assert pub.actor is None and pub.event_data() is None
-    assert pub.event_data({"why": "x"}) == {"why": "x"}
+def test_acting_as_nests(pub: Pub) -> None:
+    assert pub.actor is None
     with pub.acting_as("cli:ann"):
-        assert pub.event_data() == {"by": "cli:ann"}
-        assert pub.event_data({"why": "x"}) == {"by": "cli:ann", "why": "x"}  # both kept
+        assert pub.actor == "cli:ann"
         with pub.acting_as("tick"):
             assert pub.actor == "tick"
         assert pub.actor == "cli:ann"
@@ -184,3 +184,13 @@ def test_acting_as_nests_and_merges_with_the_callers_data(pub: Pub) -> None:
     for bad in ("", "   ", "x" * 201, "a\nb"):
         with pytest.raises(BadInput), pub.acting_as(bad):
             pass
+
+
+def test_an_event_from_before_0048_still_says_who_from_its_data(db_url: str, pub: Pub) -> None:
+    """Events written before events had their own ``by`` kept it in their data: the
+    history still reads it there (and the event's own ``by`` wins when both say)."""
+    weeks.ensure_week(pub, WEEK, now=NOW)
+    assert pub.runs.transition(WEEK, "COLLECTING", data={"by": "cli:old"}).applied
+    assert pub.runs.transition(WEEK, "COLLECTING", by="cli:new",
+                               data={"by": "cli:old"}).applied  # extend
+    assert [h["by"] for h in history(db_url)][-2:] == ["cli:old", "cli:new"]

@@ -29,7 +29,7 @@ from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedE
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
        "0041", "0042", "0043", "0044", "0045", "0046",
-       "0047"]
+       "0047", "0048"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -237,6 +237,7 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "edge": ("TEXT", False), "from_state": ("TEXT", False), "to_state": ("TEXT", True),
         "owner": ("TEXT", False), "data": ("JSON", False), "version": ("BIGINT", False),
         "created_at": ("TIME", True), "delivered_at": ("TIME", False),
+        "actor": ("TEXT", False), "note": ("TEXT", False),  # 0048
     },
 }
 

@@ -128,7 +128,7 @@ def ask(pub: Pub, week: str, shift_id: int, email: str, *, note: str | None = No
             made = pub.covers.create(cover_id, week_of=key, shift_id=shift.id,
                                      asked_by=asker.id, note=text,
                                      starts_at=instant(shift.starts_at), asked_at=at,
-                                     data=pub.event_data())
+                                     by=pub.actor)
             if not made.applied:  # INVARIANT: one open request per shift and asker
                 raise _Undo(_already_asked(pub, tx, shift.id, asker.id, said))
             row = {"week_of": key, "shift_id": shift.id, "asked_by": asker.id}
@@ -196,7 +196,7 @@ def take(pub: Pub, cover_id: int, email: str, *, now: datetime | None = None) ->
             moved = pub.covers.transition(
                 cover.id, TAKEN, from_=OPEN,
                 payload={"taken_by": taker.id, "taken_at": at, "closed_at": at},
-                data=pub.event_data({"taker": taker.email}))
+                by=pub.actor, data={"taker": taker.email})
             if not moved.applied:  # another take's compare-and-set won
                 raise _Undo(_closed(cover, pub, moved.state or TAKEN, None))
             _move_assignment(tx, cover, taker, at)
@@ -235,7 +235,7 @@ def cancel(pub: Pub, cover_id: int, *, now: datetime | None = None) -> Verdict:
     at = utc(now)
     with pub.atomic() as tx:
         moved = pub.covers.transition(cover.id, CANCELLED, from_=OPEN,
-                                      payload={"closed_at": at}, data=pub.event_data())
+                                      payload={"closed_at": at}, by=pub.actor)
         if not moved.applied:
             now_in = tx.execute("SELECT c.state, t.name FROM pub_covers c LEFT JOIN "
                                 "pub_tenders t ON t.id = c.taken_by WHERE c.id = %s",
@@ -256,7 +256,7 @@ def expire_due(pub: Pub, now: datetime) -> list[Verdict]:
     asker and the operator owed their note in the same unit."""
     at = utc(now)
     with pub.atomic() as tx:
-        report = pub.covers.fire_due(now=at, data=pub.event_data())
+        report = pub.covers.fire_due(now=at, by=pub.actor)
         ended = sorted(int(f.key[0]) for f in report.fired if f.applied)
         for cover_id in ended:
             # the business instant it ended at (fire_due's move writes the state alone)

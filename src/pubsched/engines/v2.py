@@ -78,7 +78,7 @@ def transition(pub: Pub, week: str, to: str, *, from_: str | tuple[str, ...] | N
     with pub.atomic():  # the caller's unit: the flag fence runs in it (flags.py)
         result = pub.runs.transition(key, to, from_=from_,
                                      payload={**stamp, **(payload or {})},
-                                     data=pub.event_data())
+                                     by=pub.actor)
     return verdict(result, f"{key} -> {to}")
 
 
@@ -95,7 +95,7 @@ def open_form(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
             write_week(pub, tx, plan, at)
             result = pub.runs.transition(key, COLLECTING, from_=DRAFT,
                                          payload={"opened_at": at},
-                                         data=pub.event_data())
+                                         by=pub.actor)
             if not result.applied:
                 raise _Rollback(_open_refused(pub, key, result, new=plan.new))
     except _Rollback as undo:
@@ -147,7 +147,7 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
                                      payload={"deadline_at": times.deadline_at,
                                               "generate_at": times.generate_at,
                                               "send_window_at": times.send_window_end},
-                                     data=pub.event_data())
+                                     by=pub.actor)
         if result.applied:
             # the "ready to close" nudge is not re-armed: it fires at most once per run
             tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
@@ -170,7 +170,7 @@ def close(pub: Pub, week: str, *, now: datetime | None = None,
             fill_unanswered(pub, tx, key, at)
 
     result = pub.runs.run(key, "close", act, holder=holder,
-                          payload={"closed_at": at}, data=pub.event_data())
+                          payload={"closed_at": at}, by=pub.actor)
     return verdict(result, f"{key} close")
 
 
@@ -190,7 +190,7 @@ def generate(pub: Pub, week: str, *, now: datetime | None = None,
 
     try:
         result = pub.runs.run(key, edge, act, holder=holder, payload={"generated_at": at},
-                              data=pub.event_data())
+                              by=pub.actor)
     except rowstate.UnitRefusedError as exc:  # a zombie: its lease was taken over
         return Verdict(False, exc.reason, message=f"{key} {edge} refused: {exc.reason}")
     got = verdict(result, f"{key} {edge}")
@@ -219,7 +219,7 @@ def approve(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
                        [at, key])
             result = pub.runs.transition(key, APPROVED, from_=ASSIGNED,
                                          payload={"approved_at": at},
-                                         data=pub.event_data())
+                                         by=pub.actor)
             if not result.applied:
                 raise _Rollback(verdict(result, f"{key} approve"))
     except _Rollback as undo:
@@ -231,7 +231,7 @@ def unapprove(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
     """APPROVED -> ASSIGNED; H4: refused while a send lease is live (LEASE_HELD)."""
     key = week_key(week)
     with pub.atomic() as tx:
-        result = pub.runs.transition(key, ASSIGNED, from_=APPROVED, data=pub.event_data())
+        result = pub.runs.transition(key, ASSIGNED, from_=APPROVED, by=pub.actor)
         if result.applied:
             tx.execute("UPDATE pub_assignments SET approved_at = NULL WHERE week_of = %s",
                        [key])
@@ -255,7 +255,7 @@ def send(pub: Pub, week: str, *, now: datetime | None = None,
 
     try:
         result = pub.runs.run(key, "send", act, holder=holder, payload={"sent_at": at},
-                              data=pub.event_data())
+                              by=pub.actor)
     except rowstate.UnitRefusedError as exc:
         return Verdict(False, exc.reason, message=f"{key} send refused: {exc.reason}")
     except OSError as exc:  # pragma: no cover - the mailer reports outcomes, not raises

@@ -97,7 +97,7 @@ def _tick(pub: Pub, now: datetime) -> list[Verdict]:
                                               "deadline_at", "collecting_alert_at"),
                     "unsent_alert": nudge(Nudge.APPROVED_NOT_SENT, "unsent_alert",
                                           "send_window_at", "unsent_alert_at")},
-            now=now, data=pub.event_data())
+            now=now, by=pub.actor)
     for fired in report.fired:
         what = f"{fired.key[0]} {fired.name}"
         if fired.applied:
@@ -137,7 +137,7 @@ def _autopilot_opens(pub: Pub, now: datetime) -> list[Verdict]:
         with pub.atomic() as tx:
             result = pub.runs.transition(week, COLLECTING, from_=DRAFT,
                                          guards={"autopilot": 1}, payload=payload,
-                                         data=pub.event_data())
+                                         by=pub.actor)
             if result.applied and "deadline_at" in payload:
                 override = {**settings_override(row),
                             "deadline_at": payload["deadline_at"].isoformat(),

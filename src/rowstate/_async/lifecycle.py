@@ -79,15 +79,18 @@ class AsyncLifecycle(FrontEnd):
                          from_: Iterable[str] | str | None = None, owner: object = None,
                          payload: Mapping[str, Any] | None = None,
                          guards: GuardSpec | None = None, data: Any = None,
-                         returning: Iterable[str] | None = None) -> TransitionResult:
+                         returning: Iterable[str] | None = None, by: str | None = None,
+                         note: str | None = None) -> TransitionResult:
+        """Move the row to ``to``; ``by`` and ``note`` (who and why) go in its event."""
         call = (self.core.transition_lane(key, to, from_, owner, returning)
-                if payload is None and guards is None and data is None else None)
+                if payload is None and guards is None and data is None and by is None
+                and note is None else None)
         if call is not None:
             result = await adrive_lane(self.store, call)
         else:
             result = await adrive(self.store, self.core.transition(
                 key, to, from_=from_, owner=owner, payload=payload, guards=guards, data=data,
-                returning=returning))
+                returning=returning, by=by, note=note))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result
@@ -100,16 +103,19 @@ class AsyncLifecycle(FrontEnd):
 
     async def claim(self, key: object, edge: str, *, holder: str | None = None,
                     owner: object = None, guards: GuardSpec | None = None,
-                    returning: Iterable[str] | None = None) -> LeaseClaim:
+                    returning: Iterable[str] | None = None, by: str | None = None,
+                    note: str | None = None) -> LeaseClaim:
         return await adrive(self.store, self.core.claim(key, edge, holder=holder,
                                                         owner=owner, guards=guards,
-                                                        returning=returning))
+                                                        returning=returning, by=by, note=note))
 
     async def finalize(self, key: object, claim: LeaseClaim, *,
                        payload: Mapping[str, Any] | None = None, owner: object = None,
-                       data: Any = None) -> TransitionResult:
+                       data: Any = None, by: str | None = None,
+                       note: str | None = None) -> TransitionResult:
         result = await adrive(self.store, self.core.finalize(key, claim, payload=payload,
-                                                             owner=owner, data=data))
+                                                             owner=owner, data=data, by=by,
+                                                             note=note))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result
@@ -121,11 +127,12 @@ class AsyncLifecycle(FrontEnd):
     async def run(self, key: object, edge: str, act: Callable[[ActiveLease], Any], *,
                   holder: str | None = None, owner: object = None,
                   payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
-                  data: Any = None, returning: Iterable[str] | None = None) -> RunResult:
+                  data: Any = None, returning: Iterable[str] | None = None,
+                  by: str | None = None, note: str | None = None) -> RunResult:
         accept_act_async(act)
         result = await adrive(self.store, self.core.run(
             key, edge, act, holder=holder, owner=owner, payload=payload, guards=guards,
-            data=data, returning=returning))
+            data=data, returning=returning, by=by, note=note))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result
@@ -179,19 +186,21 @@ class AsyncLifecycle(FrontEnd):
             yield tx
 
     async def create(self, key: object, *, state: str | None = None, data: Any = None,
+                     by: str | None = None, note: str | None = None,
                      **columns: Any) -> TransitionResult:
-        """The row with ``columns``, in ``state`` (default the machine's initial); ``data``:
-        its birth event's data, as a transition's."""
+        """The row with ``columns``, in ``state`` (default the machine's initial); ``data``,
+        ``by`` and ``note``: its birth event's, as a transition's."""
         result = await adrive(self.store, self.core.create(key, state=state, columns=columns,
-                                                           data=data))
+                                                           data=data, by=by, note=note))
         if self.publishers:
             await self._published(result.event)
         return result
 
     async def ensure(self, key: object, *, state: str | None = None, data: Any = None,
+                     by: str | None = None, note: str | None = None,
                      **columns: Any) -> dict[str, Any]:
         return await adrive(self.store, self.core.ensure(key, state=state, columns=columns,
-                                                         data=data))
+                                                         data=data, by=by, note=note))
 
     async def enabled_edges(self, key: object, *,
                             owner: object = None) -> tuple[EdgeCheck, ...]:
@@ -201,10 +210,11 @@ class AsyncLifecycle(FrontEnd):
                               where: GuardSpec | None = None,
                               from_: Iterable[str] | str | None = None, owner: object = None,
                               guards: GuardSpec | None = None, data: Any = None,
-                              limit: int = 10_000) -> BulkResult:
+                              limit: int = 10_000, by: str | None = None,
+                              note: str | None = None) -> BulkResult:
         result = await adrive(self.store, self.core.transition_many(
             to, keys=keys, where=where, from_=from_, owner=owner, guards=guards, data=data,
-            limit=limit))
+            limit=limit, by=by, note=note))
         if self.publishers:
             for event in result.events:
                 await self._published(event)
@@ -224,7 +234,8 @@ class AsyncLifecycle(FrontEnd):
     async def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                        notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                        limit: int = 100, holder: str | None = None,
-                       now: datetime | None = None, data: Any = None) -> FireReport:
+                       now: datetime | None = None, data: Any = None, by: str | None = None,
+                       note: str | None = None) -> FireReport:
         return await adrive(self.store, self.core.fire_due(acts=acts, notify=notify,
                                                            limit=limit, holder=holder, now=now,
-                                                           data=data))
+                                                           data=data, by=by, note=note))

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..compiler import Statement
+from ..compiler import Statement, event_said
 from ..conditions import Check, Const, RowView, Slot, SqlOut, failing, render
 from ..errors import InvariantViolation, ValidationError
 from ..outbox import EVENT_COLUMNS
@@ -56,8 +56,10 @@ class Bulk:
                         where: GuardSpec | None = None,
                         from_: Iterable[str] | str | None = None, owner: object = None,
                         guards: GuardSpec | None = None, data: Any = None,
-                        limit: int = MAX_FIND) -> Op[BulkResult]:
+                        limit: int = MAX_FIND, by: str | None = None,
+                        note: str | None = None) -> Op[BulkResult]:
         froms = self.inputs.froms(to, from_)
+        by, note = self.inputs.by(by), self.inputs.note(note)
         if len(self.binding.key) != 1:
             raise ValidationError(f"{self.binding.table}: transition_many needs a one-column key")
         if (keys is None) == (where is None):
@@ -69,7 +71,7 @@ class Bulk:
         data_text = self.inputs.data(data) if data is not None else None
         if where is not None:
             return (yield from self._move_matching(to, froms, where, limit, owner, guards,
-                                                   data_text, data))
+                                                   data_text, data, by, note))
         else:
             if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
                 raise ValidationError(f"transition_many: keys is an iterable of keys, "
@@ -79,11 +81,11 @@ class Bulk:
                 raise ValidationError(f"transition_many: {len(wanted)} keys; the limit is "
                                       f"{limit}")
         return (yield from self.move_keys(to, wanted, froms, guards, None, None,
-                                                 owner, data_text, data))
+                                          owner, data_text, data, by=by, note=note))
 
     def _move_matching(self, to: str, froms: tuple[str, ...], where: GuardSpec, limit: int,
                        owner: Any, guards: GuardSpec | None, data_text: str | None,
-                       data: Any) -> Op[BulkResult]:
+                       data: Any, by: str | None, note: str | None) -> Op[BulkResult]:
         """Every row matching ``where``, moved in batches of ``limit`` keys (each batch its
         own write): the keys are read a keyset page at a time, so no matching row is left
         behind unreported and none is moved twice."""
@@ -96,7 +98,7 @@ class Bulk:
             if not wanted:
                 break
             got = yield from self.move_keys(to, wanted, froms, guards, None, None, owner,
-                                            data_text, data)
+                                            data_text, data, by=by, note=note)
             applied.extend(got.applied)
             refused.extend(got.refused)
             events.extend(got.events)
@@ -108,9 +110,11 @@ class Bulk:
     def move_keys(self, to: str, wanted: list[Any], froms: tuple[str, ...],
                          guards: GuardSpec | None, due: str | None, edge: Any,
                          owner: Any = None, data_text: str | None = None,
-                         data: Any = None, due_at: Any = None) -> Op[BulkResult]:
-        """Move ``wanted`` (checked key values); ``due`` adds a timer's deadline check
-        (``@column``: judged by the business instant ``due_at``)."""
+                         data: Any = None, due_at: Any = None, *, by: str | None = None,
+                         note: str | None = None) -> Op[BulkResult]:
+        """Move ``wanted`` (checked key values; ``by`` and ``note`` checked too); ``due``
+        adds a timer's deadline check (``@column``: judged by the business instant
+        ``due_at``)."""
         if not wanted:
             return BulkResult(())
         values = self.context.clock_values()
@@ -121,7 +125,8 @@ class Bulk:
         # json.dumps gives for ints and for text of U+0000..U+007E; other keys (DEL,
         # non-ASCII: json.dumps escapes them, the databases do not) go one by one
         values.update(to=to, ev_owner=None if owner is None else str(owner),
-                      ev_data=data_text, keys_json=json.dumps(wanted), key_list=wanted)
+                      ev_data=data_text, ev_by=by, ev_note=note, keys_json=json.dumps(wanted),
+                      key_list=wanted)
         gshape = tuple(self.binding.guard_items(guards)) if guards else ()
         # PostgreSQL needs the key array's type: the keys' own (str -> text, int -> bigint)
         array = "bigint[]" if all(type(k) is int for k in wanted) else "text[]"
@@ -130,7 +135,7 @@ class Bulk:
         if array == "text[]" and not all(_sql_names_alike(k) for k in wanted):
             # the SQL's row_key would not be the one-row door's: each its own move
             return (yield from self._one_by_one(wanted, to, froms, owner, guards, data,
-                                                due, edge, due_at))
+                                                due, edge, due_at, by, note))
         shape = ("many", to, froms, owner is not None, gshape, due, array)
         stmts = self.context.plans.get(shape)
         if stmts is None:
@@ -141,17 +146,18 @@ class Bulk:
                                transaction=len(stmts) > 1)
         except InvariantViolation:
             return (yield from self._one_by_one(wanted, to, froms, owner, guards, data,
-                                                due, edge, due_at))
+                                                due, edge, due_at, by, note))
         return (yield from self._many_verdict(rows, wanted, plan.checks, values, to, owner,
                                               data))
 
     def _one_by_one(self, wanted: list[Any], to: str, froms: tuple[str, ...], owner: Any,
                     guards: GuardSpec | None, data: Any, due: str | None,
-                    edge: Any, due_at: Any = None) -> Op[BulkResult]:
+                    edge: Any, due_at: Any = None, by: str | None = None,
+                    note: str | None = None) -> Op[BulkResult]:
         applied, refused, events = [], [], []
         for k in wanted:
             got = yield from self.moves.move(k, to, froms, owner, None, guards, data, edge,
-                                              None, due, due_at)
+                                              None, due, due_at, by=by, note=note)
             if got.applied:
                 applied.append((k,))
                 if got.event is not None:
@@ -186,8 +192,10 @@ class Bulk:
         when = self.context.now(at)
         o = None if owner is None else str(owner)
         name = self.context.edge_name
+        by, note = values.get("ev_by"), values.get("ev_note")
         events = tuple(Event(self.machine.name, (k,), name(src, to), src, to, o, data, version,
-                             when, event_id) for k, src, event_id, version in moved)
+                             when, event_id, None, by, note)
+                       for k, src, event_id, version in moved)
         done = {m[0] for m in moved}
         left = [k for k in wanted if k not in done]
         refused: list[tuple[tuple[Any, ...], str]] = []
@@ -245,7 +253,8 @@ class Bulk:
             version = f"COALESCE(src.{d.quote(b.version)}, 0) + 1" if b.version else "NULL"
             head = (f"{machine}, json_array(src.{key}), {edge}, {state}, "
                     f"{d.value(Slot('to'), ev_out)}, {d.value(Slot('ev_owner'), ev_out)}, "
-                    f"{d.json_param(Slot('ev_data'), ev_out)}, {version}, {d.now(ev_out)}")
+                    f"{d.json_param(Slot('ev_data'), ev_out)}, {version}, {d.now(ev_out)}, "
+                    f"{event_said(d, ev_out)}")
             source = keyset.format(p=d.value(Slot("keys_json"), ev_out))
             cond = " AND ".join(render(ch.node, d, "src", ev_out) for ch in checks)
             stmts.append(Statement(
@@ -310,7 +319,8 @@ class Bulk:
         edge = self._edge_case("upd.rs_from", names, ev_out)
         head = (f"{machine}, json_build_array(upd.rs_key)::text, {edge}, upd.rs_from, "
                 f"{d.value(Slot('to'), ev_out)}, {d.value(Slot('ev_owner'), ev_out)}, "
-                f"{d.json_param(Slot('ev_data'), ev_out)}, upd.rs_version, {d.now(ev_out)}")
+                f"{d.json_param(Slot('ev_data'), ev_out)}, upd.rs_version, {d.now(ev_out)}, "
+                f"{event_said(d, ev_out)}")
         ctes.append(f"ev AS (INSERT INTO {d.table(self.context.event_table)} ({EVENT_COLUMNS}) "
                     f"SELECT {head} FROM upd RETURNING id, row_key, from_state, version)")
         now = d.now(ev_out)  # the final SELECT's clock comes after the event's parameters

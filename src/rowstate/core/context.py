@@ -113,7 +113,7 @@ class Context:
         """An event from a row read in :data:`~rowstate.outbox.EVENT_READ` order."""
         kv = tuple(json.loads(r[2])) if key is None else key
         return Event(r[1], kv, r[3], r[4], r[5], r[6], self.dialect.load_json(r[7]), r[8],
-                     self.dialect.parse_time(r[9]), r[0])
+                     self.dialect.parse_time(r[9]), r[0], None, r[10], r[11])
 
     # -- templates -----------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, TypeGuard
 
 from ..errors import InvalidTransitionError, ValidationError
-from ..values import check_json, check_scalar
+from ..values import check_by, check_json, check_note, check_scalar
 from .context import Context
 
 
@@ -66,6 +66,10 @@ class Inputs:
         if data is None:
             return None
         return check_json(data, "event data")
+
+    # who moved the row and why (docs/values.md): checked like every other value
+    by = staticmethod(check_by)
+    note = staticmethod(check_note)
 
     def froms(self, to: str, from_: Iterable[str] | str | None) -> tuple[str, ...]:
         """From-states of a *pure* move to ``to``: side-effecting edges go through run().

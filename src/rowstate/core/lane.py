@@ -168,7 +168,8 @@ class Lane:
         event = _new(Event, (self.machine, call.kv, self.edge_name, self.src, self.to,
                              None if owner is None else str(owner), None,
                              new.get(self.version) if self.version else None,
-                             datetime.now(UTC) if clock is None else clock(), event_id, None))
+                             datetime.now(UTC) if clock is None else clock(), event_id, None,
+                             None, None))
         return _new(TransitionResult, (True, None, (), self.src, self.to, new, event))
 
     def refused(self, rows: list[list[tuple[Any, ...]]]) -> TransitionResult | None:

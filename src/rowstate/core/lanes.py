@@ -52,16 +52,20 @@ class Lanes:
     def transition(self, key: object, to: str, *, from_: Iterable[str] | str | None = None,
                    owner: object = None, payload: Mapping[str, Any] | None = None,
                    guards: GuardSpec | None = None, data: Any = None,
-                   returning: Iterable[str] | None = None) -> Op[TransitionResult]:
+                   returning: Iterable[str] | None = None, by: str | None = None,
+                   note: str | None = None) -> Op[TransitionResult]:
         cols = self.inputs.returning(returning, self.version)
-        if payload is None and guards is None and data is None and plain_from(from_):
+        if by is not None or note is not None:  # said who or why: the general path writes it
+            by, note = self.inputs.by(by), self.inputs.note(note)
+        if (payload is None and guards is None and data is None and by is None
+                and note is None and plain_from(from_)):
             owner = self.inputs.owner(owner)  # checked first: the plan compiled next names it
             move = self.plain_move(to, from_, None, owner is not None, cols)
             if move is not None:
                 return self.plain_transition(key, move, owner, None)
         froms = self.inputs.froms(to, from_)
         return self.moves.move(key, to, froms, owner, payload, guards, data, None, None,
-                               returning=cols)
+                               returning=cols, by=by, note=note)
 
     def transition_lane(self, key: object, to: str, from_: Iterable[str] | str | None,
                         owner: object, returning: Iterable[str] | None = None,
@@ -106,7 +110,7 @@ class Lanes:
                                              static, edge, None, returning)
             static.pop("owner", None)
             if self.context.event_table:  # the event row's constant columns
-                static.update(to=to, ev_owner=None, ev_data=None)
+                static.update(to=to, ev_owner=None, ev_data=None, ev_by=None, ev_note=None)
             move = PlainMove(to, froms, plan, static, edge, plan_from, {})
             lanes = {s: self._build(move, plan_from(s) if plan_from else plan, s)
                      for s in froms} if plan_from or len(froms) == 1 else {}

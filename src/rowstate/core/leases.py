@@ -67,9 +67,13 @@ class Leases:
     def claim(self, key: object, edge_name: str, *, holder: str | None = None,
               owner: object = None, guards: GuardSpec | None = None,
               due: str | None = None, due_at: Any = None,
-              returning: Iterable[str] | None = None) -> Op[LeaseClaim]:
+              returning: Iterable[str] | None = None, by: str | None = None,
+              note: str | None = None) -> Op[LeaseClaim]:
         """``due`` (a timer's deadline column) makes the claim also require ``now >= due``;
-        ``returning`` names the columns the claimed row needs (the fence's are added)."""
+        ``returning`` names the columns the claimed row needs (the fence's are added).
+        ``by`` and ``note`` ride on the claim: its finalize's event says who and why (a
+        claim itself writes no event)."""
+        by, note = self.inputs.by(by), self.inputs.note(note)
         edge = self._leased_edge(edge_name)
         lease = self.binding.lease
         assert lease is not None and edge.lease is not None
@@ -79,8 +83,9 @@ class Leases:
         if owner is not None:
             owner = self.inputs.owner(owner)
         if guards or due is not None:
-            return (yield from self._claim_checked(edge, kv, holder, owner, guards, due, due_at,
-                                                   cols))
+            got = yield from self._claim_checked(edge, kv, holder, owner, guards, due, due_at,
+                                                 cols)
+            return got if by is None and note is None else got._replace(by=by, note=note)
         # the plain claim (a key, perhaps an owner): its statement from a template, with the
         # read that explains a refusal in the same batch
         plan, static = self.plans.claim(edge, owner is not None, (), [], None, cols)
@@ -90,15 +95,17 @@ class Leases:
                                      self.context.read_template)
         write, read = claim_lanes[id(plan)]
         if write is None or read is None:  # not the one-statement claim: the general path
-            return (yield from self._claim_checked(edge, kv, holder, owner, None, None, None,
-                                                   cols))
+            got = yield from self._claim_checked(edge, kv, holder, owner, None, None, None,
+                                                 cols)
+            return got if by is None and note is None else got._replace(by=by, note=note)
         rows = yield _new(Batch, (((write.sql, write.bind(kv, owner, None, holder)),), False,
                                   (read.sql, read.bind(kv))))
         if rows[0]:
             new = dict(zip(plan.columns, rows[0][0], strict=True))
             token = new.get(lease.token) if lease.token else None
             fence = token if lease.token else new[lease.at]
-            return _new(LeaseClaim, (True, None, (), edge.name, token, fence, edge.src, new, kv))
+            return _new(LeaseClaim, (True, None, (), edge.name, token, fence, edge.src, new, kv,
+                                     by, note))
         _, values = self.inputs.values(kv)
         values.update(static, holder=holder)
         if owner is not None:
@@ -158,21 +165,27 @@ class Leases:
 
     def finalize(self, key: object, claim: LeaseClaim, *,
                  payload: Mapping[str, Any] | None = None, owner: object = None,
-                 data: Any = None) -> Op[TransitionResult]:
+                 data: Any = None, by: str | None = None,
+                 note: str | None = None) -> Op[TransitionResult]:
+        """The claimed move; its event's ``by`` and ``note`` are the claim's unless given
+        here (the one who finishes the work may not be the one who began it)."""
         edge = self._claimed_edge(claim, "finalize")
         self._same_row(key, claim, "finalize")
-        return self._finalize(key, edge, claim.fence, payload, owner, data)
+        by = self.inputs.by(by) if by is not None else claim.by
+        note = self.inputs.note(note) if note is not None else claim.note
+        return self._finalize(key, edge, claim.fence, payload, owner, data, by=by, note=note)
 
     def _finalize(self, key: object, edge: Edge, fence: Any,
                   payload: Mapping[str, Any] | None, owner: object,
-                  data: Any, returning: tuple[str, ...] | None = None) -> Op[TransitionResult]:
-        if payload is None and data is None:
+                  data: Any, returning: tuple[str, ...] | None = None, *,
+                  by: str | None = None, note: str | None = None) -> Op[TransitionResult]:
+        if payload is None and data is None and by is None and note is None:
             owner = self.inputs.owner(owner)
             move = self.lanes.plain_move(edge.dst, edge.src, edge, owner is not None, returning)
             assert move is not None  # (to, from, edge) is hashable
             return self.lanes.plain_transition(key, move, owner, fence)
         return self.moves.move(key, edge.dst, (edge.src,), owner, payload, None, data,
-                                edge, fence, returning=returning)
+                                edge, fence, returning=returning, by=by, note=note)
 
     def release(self, key: object, claim: LeaseClaim, *,
                 error: str | None = None) -> Op[ReleaseResult]:
@@ -201,7 +214,8 @@ class Leases:
             holder: str | None = None, owner: object = None,
             payload: Mapping[str, Any] | None = None, guards: GuardSpec | None = None,
             data: Any = None, due: str | None = None, due_at: Any = None,
-            returning: Iterable[str] | None = None) -> Op[RunResult]:
+            returning: Iterable[str] | None = None, by: str | None = None,
+            note: str | None = None) -> Op[RunResult]:
         """claim -> act -> finalize; if the act raises or returns :class:`ActFailed`,
         release with the error (any other return value, falsy ones too, is a success).
 
@@ -219,7 +233,8 @@ class Leases:
         if data is not None:
             self.inputs.data(data)
         claim = yield from self.claim(key, edge_name, holder=holder, owner=owner,
-                                      guards=guards, due=due, due_at=due_at, returning=returning)
+                                      guards=guards, due=due, due_at=due_at, returning=returning,
+                                      by=by, note=note)
         if not claim.claimed:
             return RunResult(False, claim.reason, claim.reasons, claim.state, claim.state)
         assert claim.row is not None
@@ -238,7 +253,8 @@ class Leases:
         try:
             # the claim is this call's own, from this key: finalize without re-checking it
             fin = yield from self._finalize(key, edge, claim.fence, payload, owner, data,
-                                            self.inputs.returning((), self.binding.version))
+                                            self.inputs.returning((), self.binding.version),
+                                            by=claim.by, note=claim.note)
         except ConnectionLostError:
             raise  # the write may have landed: the lease stays (fenced) until its TTL
         except RowstateError as exc:  # the database refused the write: nothing landed

@@ -38,8 +38,10 @@ class Moves:
              payload: Mapping[str, Any] | None, guards: GuardSpec | None, data: Any,
              edge: Edge | None, fence: Any,
              due: str | None = None, due_at: Any = None, *,
-             returning: tuple[str, ...] | None = None) -> Op[TransitionResult]:
-        """Any move, its input checked first (before the generator's first yield)."""
+             returning: tuple[str, ...] | None = None, by: str | None = None,
+             note: str | None = None) -> Op[TransitionResult]:
+        """Any move, its input checked first (before the generator's first yield); ``by``
+        and ``note`` were checked by the caller (:meth:`Inputs.by`, :meth:`Inputs.note`)."""
         kv, values = self.inputs.values(key)
         if due_at is not None:  # a timer judged by business time (see Rules.due)
             values["due_at"] = due_at
@@ -50,7 +52,9 @@ class Moves:
         plan = self.plans.transition(to, froms, owner, checked, guards, values, edge, due,
                                      returning)
         if self.context.event_table:  # the event row's columns the shared write does not fill
-            values.update(to=to, ev_owner=None, ev_data=data_text)
+            values.update(to=to, ev_owner=None, ev_data=data_text, ev_by=by, ev_note=note)
+        elif by is not None or note is not None:  # no events table: the published event's
+            values.update(ev_by=by, ev_note=note)
         plan_from = self.plans.one_state(plan, to, froms, owner, checked, guards, values,
                                          edge, due, returning)
         return (yield from self.write(kv, values, plan, plan_from, froms, to, edge,
@@ -79,7 +83,8 @@ class Moves:
         if out.new is None:
             return self.refused(plan, out, values, edge)
         name = edge.name if edge is not None else self.context.edge_name(previous, to)
-        return self.applied(kv, name, previous, to, owner, data, out)
+        return self.applied(kv, name, previous, to, owner, data, out, values.get("ev_by"),
+                            values.get("ev_note"))
 
     def refused(self, plan: CasPlan, out: Outcome, values: dict[str, Any],
                 edge: Edge | None) -> TransitionResult:
@@ -89,11 +94,12 @@ class Moves:
         return TransitionResult(False, reason, reasons, state, state, out.cur)
 
     def applied(self, kv: tuple[Any, ...], edge_name: str, previous: str, to: str,
-                owner: Any, data: Any, out: Outcome) -> TransitionResult:
+                owner: Any, data: Any, out: Outcome, by: str | None = None,
+                note: str | None = None) -> TransitionResult:
         assert out.new is not None
         version_column = self.context.binding.version
         version = out.new.get(version_column) if version_column else None
         event = Event(self.context.machine.name, kv, edge_name, previous, to,
                       None if owner is None else str(owner), data, version,
-                      self.context.now(out.now), out.event_id)
+                      self.context.now(out.now), out.event_id, None, by, note)
         return TransitionResult(True, None, (), previous, to, out.new, event)

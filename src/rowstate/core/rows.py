@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..compiler import Statement
+from ..compiler import Statement, event_said
 from ..conditions import Check, Const, Slot, SqlOut, render
 from ..errors import InvariantViolation, ValidationError
 from ..outbox import EVENT_COLUMNS, row_key
@@ -83,11 +83,14 @@ class Rows:
 
     def create(self, key: object, *, state: str | None = None,
                columns: Mapping[str, Any] | None = None,
-               data: Any = None) -> Op[TransitionResult]:
+               data: Any = None, by: str | None = None,
+               note: str | None = None) -> Op[TransitionResult]:
         """Insert the row in its start state; with an events table, its birth event
-        (``[*] -> start``) in the same write, carrying ``data`` as a transition's event
-        does (who created it). A key that exists already: RECORD_EXISTS, nothing written."""
+        (``[*] -> start``) in the same write, carrying ``data``, ``by`` and ``note`` as a
+        transition's event does. A key that exists already: RECORD_EXISTS, nothing
+        written."""
         kv, values = self.inputs.values(key)
+        by, note = self.inputs.by(by), self.inputs.note(note)
         start = self._start_state(state)
         checked = self._check_columns(columns or {})
         data_text = self.inputs.data(data) if data is not None else None
@@ -100,6 +103,7 @@ class Rows:
             owner = checked.get(self.binding.owner) if self.binding.owner else None
             values["ev_owner"] = None if owner is None else str(owner)
             values["ev_data"] = data_text
+            values["ev_by"], values["ev_note"] = by, note
         shape = ("create", names)
         stmts = self.context.plans.get(shape)
         if stmts is None:
@@ -126,7 +130,7 @@ class Rows:
         version = row.get(self.binding.version) if self.binding.version else None
         event = Event(self.machine.name, kv, None, None, start, values.get("ev_owner"),
                       data if self.context.event_table else None, version,
-                      self.context.now(at), event_id)
+                      self.context.now(at), event_id, None, by, note)
         return TransitionResult(True, None, (), None, start, row, event)
 
     def _compile_create(self, names: tuple[str, ...]) -> tuple[Statement, ...]:
@@ -171,15 +175,20 @@ class Rows:
         owner = d.value(Slot("ev_owner"), out)
         data = d.json_param(Slot("ev_data"), out)
         now = d.now(out)
-        return f"{machine}, {row_key}, NULL, NULL, {to}, {owner}, {data}, {version}, {now}"
+        said = event_said(d, out)
+        return (f"{machine}, {row_key}, NULL, NULL, {to}, {owner}, {data}, {version}, {now}, "
+                f"{said}")
 
     def ensure(self, key: object, *, state: str | None = None,
                columns: Mapping[str, Any] | None = None,
-               data: Any = None) -> Op[dict[str, Any]]:
-        """The row, created (as :meth:`create`, ``data`` on its birth event) if it did not
+               data: Any = None, by: str | None = None,
+               note: str | None = None) -> Op[dict[str, Any]]:
+        """The row, created (as :meth:`create`, ``data``, ``by``, ``note`` on its birth
+        event) if it did not
         exist: the seed's ``ensureRow``. Idempotent; a racing creator's row is returned as
         found."""
-        got = yield from self.create(key, state=state, columns=columns, data=data)
+        got = yield from self.create(key, state=state, columns=columns, data=data, by=by,
+                                    note=note)
         if got.row is not None:
             return dict(got.row)
         if got.reason == Reason.INVARIANT:

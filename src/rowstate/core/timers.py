@@ -23,6 +23,9 @@ from .leases import Leases
 from .moves import Moves
 from .rules import Ask, Rules
 
+# who moved the rows and why (checked): every event a tick writes says it
+Said = tuple[str | None, str | None]
+
 
 class Timers:
     """``fire_due``: timed edges and once-per-row notices."""
@@ -44,7 +47,8 @@ class Timers:
     def fire_due(self, *, acts: Mapping[str, Callable[[ActiveLease], Any]] | None = None,
                  notify: Mapping[str, Callable[[Mapping[str, Any]], Any]] | None = None,
                  limit: int = 100, holder: str | None = None,
-                 now: datetime | None = None, data: Any = None) -> Op[FireReport]:
+                 now: datetime | None = None, data: Any = None, by: str | None = None,
+                 note: str | None = None) -> Op[FireReport]:
         """Move every due row through the normal door; one failing row does not stop the
         others. Several tickers may run at once: the CAS lets exactly one move each row.
 
@@ -55,14 +59,15 @@ class Timers:
         query skips rows no write could move now (a live lease; an act that failed within
         the timer's back-off), so failing rows cannot take the places of healthy ones.
 
-        ``data``: the event data of every move this call makes (who moved them: a tick),
-        checked like a transition's before any I/O.
+        ``data``, ``by`` and ``note``: the event data, who and why of every move this call
+        makes (a tick), checked like a transition's before any I/O.
         """
         _check_fire_args(acts, notify, limit)
         if holder is not None:
             self.inputs.holder(holder)
         acts, notify = dict(acts or {}), dict(notify or {})
         data_text = self.inputs.data(data) if data is not None else None
+        said = (self.inputs.by(by), self.inputs.note(note))
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"fire_due: limit is a positive int, got {limit!r}")
         values = self.context.clock_values()
@@ -90,11 +95,11 @@ class Timers:
             if not edge.lease and len(self.binding.key) == 1:
                 fired.extend((yield from self._fire_many(keys, edge, t, due,
                                                          values.get("due_at"),
-                                                         data_text, data)))
+                                                         data_text, data, said)))
                 continue
             for key in keys:
                 fired.append((yield from self._fire_edge(key, edge, t, acts, holder, due,
-                                                         values.get("due_at"), data)))
+                                                         values.get("due_at"), data, said)))
         for n in self.binding.notices:
             fired.extend((yield from self._fire_notice(n, notify.get(n.name), limit, values,
                                                        now is not None)))
@@ -102,13 +107,13 @@ class Timers:
 
     def _fire_many(self, keys: list[tuple[Any, ...]], edge: Edge, timer: TimedEdge,
                    due: str, due_at: Any, data_text: str | None = None,
-                   data: Any = None) -> Op[list[Fired]]:
+                   data: Any = None, said: Said = (None, None)) -> Op[list[Fired]]:
         """A pure timed edge: every due row in one set-based move."""
         try:
             got = yield from self.bulk.move_keys(edge.dst, [k[0] for k in keys], (edge.src,),
                                                    timer.guards or None, due, edge,
                                                    data_text=data_text, data=data,
-                                                   due_at=due_at)
+                                                   due_at=due_at, by=said[0], note=said[1])
         except Exception as exc:  # one failing batch must not stop the tick
             return [Fired(k, edge.name, False, None, f"{type(exc).__name__}: {exc}")
                     for k in keys]
@@ -119,7 +124,7 @@ class Timers:
     def _fire_edge(self, key: tuple[Any, ...], edge: Edge, timer: TimedEdge,
                    acts: Mapping[str, Callable[[ActiveLease], Any]],
                    holder: str | None, due: str, due_at: Any,
-                   data: Any = None) -> Op[Fired]:
+                   data: Any = None, said: Said = (None, None)) -> Op[Fired]:
         # the write re-checks the deadline and the timer's guards: between the tick's SELECT
         # and this write, an operator may have extended the deadline or set autopilot off
         try:
@@ -131,11 +136,11 @@ class Timers:
                                  f"pass acts[{edge.name!r}]")
                 res = yield from self.leases.run(key, edge.name, act, holder=holder,
                                           guards=timer.guards, data=data, due=due,
-                                          due_at=due_at)
+                                          due_at=due_at, by=said[0], note=said[1])
                 return Fired(key, edge.name, res.applied, res.reason, res.error)
             tr = yield from self.moves.move(key, edge.dst, (edge.src,), None, None,
                                              timer.guards, data, edge, None, due=due,
-                                             due_at=due_at)
+                                             due_at=due_at, by=said[0], note=said[1])
             return Fired(key, edge.name, tr.applied, tr.reason)
         except Exception as exc:  # one failing row must not stop the tick
             return Fired(key, edge.name, False, None, f"{type(exc).__name__}: {exc}")
