@@ -123,7 +123,9 @@ def test_a_unit_inside_the_apps_atomic_block_commits_with_it(shop: Shop) -> None
     with transaction.atomic(using=shop.alias):
         Note.objects.using(shop.alias).create(order_id=pk, text="paid by card")
         with shop.orders.atomic():
-            assert shop.orders.transition(pk, "PAID").applied
+            paid = shop.orders.transition(pk, "PAID", by="ann", note="card")
+            assert paid.event is not None and (paid.event.by, paid.event.note) == (
+                "ann", "card")
         assert shop.seen == []  # published on the outermost commit, not before
     assert shop.seen == [("PAID", "PAID")]
     assert shop.notes() == ["paid by card"]

@@ -115,7 +115,8 @@ def test_orm_writes_and_a_move_commit_together_and_publish_after_the_commit(
     with Session(engine) as session:
         session.add(Submission(week=W1, who="ann"))
         with runs.atomic(session=session):
-            assert runs.transition(W1, "COLLECTING").applied
+            moved = runs.transition(W1, "COLLECTING", by="ann", note="form opened")
+            assert moved.applied and moved.event is not None and moved.event.by == "ann"
         session.add(Submission(week=W1, who="bob"))
         session.flush()
         assert seen == []  # nothing is published before the caller commits
