@@ -6,6 +6,8 @@ on the store is the four-backend suite's (tests/rowstate/conftest.py runs it on 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -221,3 +223,26 @@ def test_the_store_refuses_what_it_cannot_do(shop: Shop) -> None:
             pass
     with shop.store.atomic(read_only=True) as tx:  # its own block: a snapshot
         assert tx.execute("SELECT count(*) AS n FROM shop_orders") == [{"n": 0}]
+
+
+SQLITE_ONLY = """
+import sys
+import django
+from django.conf import settings
+settings.configure(DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3",
+                                          "NAME": sys.argv[1]}}, USE_TZ=True)
+django.setup()
+import rowstate
+from rowstate.contrib.django import DjangoStore
+store = DjangoStore()
+assert store.run(rowstate.Batch((("SELECT 1", []),))) == [[(1,)]]
+with store.atomic() as tx:
+    assert tx.execute("SELECT 2 AS n") == [{"n": 2}]
+print(",".join(sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)))
+"""
+
+
+def test_a_sqlite_database_loads_no_postgresql_driver(tmp_path: Any) -> None:
+    out = subprocess.run([sys.executable, "-c", SQLITE_ONLY, f"{tmp_path}/only.db"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

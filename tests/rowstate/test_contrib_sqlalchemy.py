@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -314,3 +316,22 @@ async def test_an_async_session_commits_with_the_move_and_publishes_after(
         count = await session.scalar(select(func.count()).select_from(Submission))
         assert count == 1  # bob; ann's transaction rolled back with its move
     assert seen == [("COLLECTING", "COLLECTING")]  # the rolled-back move never published
+
+
+SQLITE_ONLY = """
+import sys
+from sqlalchemy import create_engine
+import rowstate
+from rowstate.contrib.sqlalchemy import SQLAlchemyStore
+store = SQLAlchemyStore(create_engine("sqlite:///" + sys.argv[1]))
+assert store.run(rowstate.Batch((("SELECT 1", []),))) == [[(1,)]]
+with store.atomic() as tx:
+    assert tx.execute("SELECT 2 AS n") == [{"n": 2}]
+print(",".join(sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)))
+"""
+
+
+def test_a_sqlite_engine_loads_no_postgresql_driver(tmp_path: Any) -> None:
+    out = subprocess.run([sys.executable, "-c", SQLITE_ONLY, f"{tmp_path}/only.db"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
