@@ -156,6 +156,26 @@ def test_a_rollback_of_the_caller_undoes_both_and_publishes_nothing(engine: Engi
     assert seen == [("COLLECTING", "COLLECTING")]
 
 
+def test_a_callers_savepoint_rolled_back_takes_the_units_publication_with_it(
+        engine: Engine) -> None:
+    seen: list[Any] = []
+    runs = _runs(engine, seen)
+    runs.create(W1)
+    runs.create(W2)
+    seen.clear()
+    with Session(engine) as session, session.begin():
+        with session.begin_nested() as outer:
+            # an inner savepoint, released into the outer one
+            with session.begin_nested(), runs.atomic(session=session):
+                assert runs.transition(W1, "COLLECTING").applied
+            outer.rollback()  # the move is undone: its publication must go too
+        # a savepoint kept: its unit publishes
+        with session.begin_nested(), runs.atomic(session=session):
+            assert runs.transition(W2, "COLLECTING").applied
+    assert seen == [("COLLECTING", "COLLECTING")]
+    assert (runs.state(W1), runs.state(W2)) == ("DRAFT", "COLLECTING")
+
+
 def test_a_refusal_inside_does_not_poison_the_callers_transaction(engine: Engine) -> None:
     runs = _runs(engine, [])
     runs.create(W1)

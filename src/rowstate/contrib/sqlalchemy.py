@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -72,24 +72,40 @@ def _begin(dialect: str, read_only: bool) -> str:
 
 # -- the caller's COMMIT: when a joined unit's callbacks run ----------------------------
 
-# a caller's connection -> the callbacks of the units that joined its transaction
-_waiting: weakref.WeakKeyDictionary[Connection, Callbacks] = weakref.WeakKeyDictionary()
+# a caller's connection -> the callbacks of the units that joined its transaction, each
+# with the caller's savepoints it was queued inside (``begin_nested()``, innermost first)
+Queued = list[tuple[tuple[str, ...], Callable[[], Any]]]
+_waiting: weakref.WeakKeyDictionary[Connection, Queued] = weakref.WeakKeyDictionary()
 _tasks: set[asyncio.Task[Any]] = set()  # the async callbacks' tasks, held until done
 
 
 def _queue(connection: Connection, callbacks: Callbacks) -> None:
     """Run ``callbacks`` when ``connection``'s transaction commits (forget them if it
-    rolls back). One listener per connection, however many units joined it."""
+    rolls back, or if a savepoint of the caller's around the unit does). One set of
+    listeners per connection, however many units joined it."""
     if not event.contains(connection, "commit", _committing):
         event.listen(connection, "commit", _committing)
         event.listen(connection, "rollback", _rolled_back)
-    _waiting.setdefault(connection, []).extend(callbacks)
+        event.listen(connection, "rollback_savepoint", _savepoint_rolled_back)
+    inside: list[str] = []
+    nested = connection.get_nested_transaction()
+    while nested is not None:  # SQLAlchemy's own chain of open savepoints
+        inside.append(nested._savepoint)
+        nested = nested._previous_nested
+    _waiting.setdefault(connection, []).extend((tuple(inside), cb) for cb in callbacks)
+
+
+def _savepoint_rolled_back(connection: Connection, name: str, _context: Any) -> None:
+    queued = _waiting.get(connection)
+    if queued:
+        queued[:] = [(inside, cb) for inside, cb in queued if name not in inside]
 
 
 def _committing(connection: Connection) -> None:
-    callbacks = _waiting.pop(connection, None)
-    if not callbacks:
+    queued = _waiting.pop(connection, None)
+    if not queued:
         return
+    callbacks = [cb for _, cb in queued]
     # the caller's COMMIT, issued now so that the callbacks run after it (see the module)
     connection.connection.dbapi_connection.commit()  # type: ignore[union-attr]
     for callback in callbacks:
