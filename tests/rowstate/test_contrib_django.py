@@ -6,6 +6,7 @@ on the store is the four-backend suite's (tests/rowstate/conftest.py runs it on 
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,7 +25,12 @@ from django.db import IntegrityError, connections, models, transaction  # noqa: 
 from rowstate import Edge, Lifecycle, Machine, Unique  # noqa: E402
 from rowstate.contrib.dbapi import translate  # noqa: E402
 from rowstate.contrib.django import DjangoStore, binding_for  # noqa: E402
-from rowstate.errors import InvariantViolation, UnitRefusedError, UsageError  # noqa: E402
+from rowstate.errors import (  # noqa: E402
+    InvariantViolation,
+    StoreError,
+    UnitRefusedError,
+    UsageError,
+)
 
 
 class Customer(models.Model):
@@ -246,3 +252,23 @@ def test_a_sqlite_database_loads_no_postgresql_driver(tmp_path: Any) -> None:
     out = subprocess.run([sys.executable, "-c", SQLITE_ONLY, f"{tmp_path}/only.db"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_locked_sqlite_file_is_a_store_error(tmp_path: Any) -> None:
+    """Django's own BEGIN (or connect) failing reaches the caller as the engine's error."""
+    where = f"{tmp_path}/locked.db"
+    sqlite3.connect(where).close()
+    alias = add_django_alias("sqlite", where)
+    connections.settings[alias]["OPTIONS"]["timeout"] = 0.1
+    blocker = sqlite3.connect(where, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    store = DjangoStore(alias)
+    try:
+        with pytest.raises(StoreError, match="locked") as caught, store.atomic():
+            pass
+        assert caught.value.__cause__ is not None
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        store.close()
+        remove_django_alias(alias)

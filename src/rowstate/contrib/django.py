@@ -146,6 +146,8 @@ class DjangoStore(StatementCounter):
             wrapper.transaction_mode = "DEFERRED" if read_only else "IMMEDIATE"
         try:
             block.__enter__()
+        except Error as exc:  # Django's BEGIN failed (a locked SQLite file, a lost server)
+            raise translate(exc) from exc
         finally:
             if self.dialect == "sqlite":
                 wrapper.transaction_mode = mode
@@ -163,7 +165,10 @@ class DjangoStore(StatementCounter):
             if not block.__exit__(type(exc), exc, exc.__traceback__):
                 raise
         else:
-            block.__exit__(None, None, None)
+            try:
+                block.__exit__(None, None, None)  # Django's COMMIT
+            except Error as exc:
+                raise translate(exc) from exc
 
     @contextlib.contextmanager
     def _join(self, wrapper: Any, door: Door | None) -> Iterator[Unit]:
