@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, String, create_engine, func, insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from rowstate import AsyncLifecycle, Lifecycle
+from rowstate.contrib.dbapi import translate
 from rowstate.contrib.sqlalchemy import AsyncSQLAlchemyStore, SQLAlchemyStore
 from rowstate.errors import (
     ConnectionLostError,
@@ -286,16 +288,29 @@ def test_the_store_refuses_what_it_cannot_speak(engine: Engine, tmp_path: Any) -
             pass
 
 
-def test_connection_errors_arrive_translated_through_dbapierror(tmp_path: Any) -> None:
-    lost = SQLAlchemyStore(create_engine(
-        "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2"))
+NOWHERE = "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2"
+
+
+def test_connection_errors_arrive_translated(tmp_path: Any) -> None:
     with pytest.raises(ConnectionLostError) as caught:
-        Lifecycle(lost, RUNS).get(W1)
-    assert caught.value.__cause__ is not None  # SQLAlchemy's error, the driver's in .orig
+        Lifecycle(SQLAlchemyStore(create_engine(NOWHERE)), RUNS).get(W1)
+    assert caught.value.__cause__ is not None  # the driver's error
     (tmp_path / "a_directory.db").mkdir()
     with pytest.raises(StoreError):
         Lifecycle(SQLAlchemyStore(create_engine(f"sqlite:///{tmp_path}/a_directory.db")),
                   RUNS).get(W1)
+
+
+async def test_sqlalchemys_own_errors_are_read_through_the_driver_error_they_carry() -> None:
+    engine = create_async_engine(NOWHERE)
+    try:
+        with pytest.raises(ConnectionLostError) as caught:
+            await AsyncLifecycle(AsyncSQLAlchemyStore(engine), RUNS).get(W1)
+        assert isinstance(caught.value.__cause__, DBAPIError)  # the driver's in .orig
+    finally:
+        await engine.dispose()
+    wrapped = IntegrityError("INSERT ...", {}, sqlite3.IntegrityError("UNIQUE constraint failed"))
+    assert isinstance(translate(wrapped), InvariantViolation)
 
 
 # -- the async engine ---------------------------------------------------------------------

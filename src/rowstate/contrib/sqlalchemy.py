@@ -120,6 +120,16 @@ def _rolled_back(connection: Connection) -> None:
     _waiting.pop(connection, None)
 
 
+def _autocommit_of(dialect: str, conn: Any, value: Any) -> Any:
+    """Set a sync driver connection's autocommit switch to ``value``; the old value.
+    (sqlite3: ``isolation_level`` None is autocommit; psycopg: ``autocommit``.)"""
+    if dialect == "sqlite":
+        previous, conn.isolation_level = conn.isolation_level, None if value is True else value
+    else:
+        previous, conn.autocommit = conn.autocommit, value
+    return previous
+
+
 def _caller_connection(connection: Any, session: Any, sync_type: type) -> Any:
     if session is not None:
         if connection is not None:
@@ -152,16 +162,24 @@ class SQLAlchemyStore(StatementCounter):
     @contextlib.contextmanager
     def _autocommit(self) -> Iterator[Any]:
         """A driver connection of the engine's pool in autocommit, for this store's own
-        calls; back to the pool (its isolation reset by SQLAlchemy) afterwards."""
+        calls, put back as it was found. Straight from the pool (``raw_connection``), the
+        driver's own switch flipped and restored: SQLAlchemy's ``AUTOCOMMIT`` execution
+        option would run a PRAGMA on every SQLite return (its isolation reset), a statement
+        per call. A connection that cannot be restored is invalidated, not put back."""
         try:
-            conn = self.engine.connect()
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-        except DBAPIError as exc:
+            fairy = self.engine.raw_connection()
+        except Exception as exc:  # the pool's connect: the driver's error, unwrapped
             raise translate(exc) from exc
+        conn = fairy.driver_connection
+        previous = _autocommit_of(self.dialect, conn, True)
         try:
-            yield conn.connection.driver_connection
+            yield conn
         finally:
-            conn.close()
+            try:
+                _autocommit_of(self.dialect, conn, previous)
+            except Exception:
+                fairy.invalidate()
+            fairy.close()
 
     def run(self, batch: Batch) -> Rows:
         unit = self._unit.get()
