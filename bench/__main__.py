@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             from . import growth
 
             growth.run(env, settings, report)
+        if "growth" in cases:
+            from . import rename
+
+            rename.run(env, settings, backends, report)
         if "relay_nats" in cases and "postgresql" in backends:
             from . import relay
 

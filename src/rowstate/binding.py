@@ -38,6 +38,7 @@ from .specs import (
     TimedEdge,
     Unique,
 )
+from .stale import StaleStates
 from .values import (
     INT64_MAX,
     INT64_MIN,
@@ -137,7 +138,8 @@ class Binding:
                 if new not in self.machine.states or not isinstance(old, str):
                     raise DefinitionError(f"derived state {old!r} -> {new!r}: unknown state")
             derived = (self.derived.column, tuple(self.derived.mapping.items()))
-        set_(self, "state_ref", Ref(self.state, (), derived))
+        aliases = tuple(self.machine.aliases.items())
+        set_(self, "state_ref", Ref(self.state, (), derived, aliases))
         self._check_definition()
 
     def _check_definition(self) -> None:
@@ -208,6 +210,9 @@ class Binding:
                 check_scalar(v, f"guard {name!r}", error, allow_none=True)
                 if declared is not None:
                     check_compared_kind(v, declared, f"guard {name!r}", error)
+            if ref is self.state_ref and self.machine.aliases:  # an old name: the new one
+                values = tuple(self.machine.aliases.get(v, v) if isinstance(v, str) else v
+                               for v in values)
             items.append((ref, Guard(values, guard.reason)))
         return tuple(items)
 
@@ -339,11 +344,12 @@ class Binding:
         d = dialect if isinstance(dialect, Dialect) else self.dialect_for(dialect)
         return schema.migration_sql(self, d, existing)
 
-    def check_schema(self, store: Any) -> None:
+    def check_schema(self, store: Any) -> StaleStates:
         """Raise :class:`~rowstate.errors.SchemaMismatch` naming everything a (migrated)
-        table lacks for this binding; a sync store (the lifecycles' ``check_schema`` runs
-        on either twin)."""
-        drive(store, schemacheck.check_schema(self, self.dialect_for(store.dialect)))
+        table lacks for this binding; else the rows in states the machine no longer has
+        (:mod:`rowstate.stale`). A sync store (the lifecycles' ``check_schema`` runs on
+        either twin)."""
+        return drive(store, schemacheck.check_schema(self, self.dialect_for(store.dialect)))
 
     def schema_sql(self, dialect: str | Dialect) -> str:
         """DDL for the columns and indexes the engine needs, and for the events table.

@@ -47,11 +47,15 @@ class Ref:
 
     ``derived`` is set on the state reference when the binding derives a state from a legacy
     column while the state column is NULL: ``(legacy_column, ((legacy, state), ...))``.
+    ``aliases`` is set on it while the machine keeps old names of renamed states
+    (``Machine(aliases=)``): ``((old, new), ...)``, a row still holding an old name reads as
+    the new one.
     """
 
     column: str
     path: tuple[str, ...] = ()
     derived: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    aliases: tuple[tuple[str, str], ...] = ()
 
     @property
     def dotted(self) -> str:
@@ -160,6 +164,13 @@ def render(node: Node, dialect: SqlDialect, alias: str | None, out: SqlOut) -> s
     match node:
         case In(ref, values, nullable):
             parts = []
+            if ref.aliases and all(isinstance(v, Const) for v in values):
+                # states named by the binding: the stored column against the names and the
+                # old names they had, so that an index on the state column still serves
+                olds = tuple(Const(old) for old, new in ref.aliases
+                             if any(isinstance(v, Const) and v.value == new
+                                    for v in values))
+                ref, values = Ref(ref.column, ref.path, ref.derived), values + olds
             if values and ref.path and ref.derived is None:
                 # JSON's equality, not the database's: see same_json
                 parts.append(dialect.json_in(ref, values, alias, out))
@@ -221,6 +232,8 @@ def lookup(ref: Ref, row: Mapping[str, Any],
     """The value ``ref`` names in ``row``; None for NULL, a JSON null, a missing key, or a
     path through anything but an object (as SQL's path operators read it)."""
     value = row.get(ref.column)
+    if ref.aliases and value is not None:
+        value = dict(ref.aliases).get(value, value)
     if ref.derived is not None and value is None:
         legacy, mapping = ref.derived
         return dict(mapping).get(row.get(legacy))  # type: ignore[arg-type]

@@ -36,7 +36,13 @@ class Edge:
 
 @dataclass(frozen=True)
 class Machine:
-    """States, edges, and which states are active (work in flight) or final (no way out)."""
+    """States, edges, and which states are active (work in flight) or final (no way out).
+
+    ``aliases`` maps old names of renamed states to their states, for the release between a
+    rename and its migration (docs/engine.md, "Renaming a state with live rows"): a name
+    given to :meth:`check_state` or :meth:`resolve` is read as the state it names, and the
+    binding reads rows still holding it so too. An alias that is a state, or names none,
+    is a :class:`DefinitionError`."""
 
     name: str
     states: tuple[str, ...]
@@ -46,6 +52,9 @@ class Machine:
     notes: Mapping[str, str] = field(default_factory=dict)
     # states a row may be created in (``create(state=...)``): the initial one and these
     starts: frozenset[str] = frozenset()
+    # old name -> state, kept for one release after a rename (docs/engine.md, "Renaming a
+    # state with live rows"): code and rows naming the old state read as the new one
+    aliases: Mapping[str, str] = field(default_factory=dict)
     _by_name: dict[str, Edge] = field(init=False, repr=False, compare=False)
     _by_pair: dict[tuple[str, str], tuple[Edge, ...]] = field(
         init=False, repr=False, compare=False
@@ -62,6 +71,7 @@ class Machine:
         active: Iterable[str] = (),
         notes: Mapping[str, str] | None = None,
         starts: Iterable[str] = (),
+        aliases: Mapping[str, str] | None = None,
     ) -> None:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "states", tuple(states))
@@ -71,6 +81,7 @@ class Machine:
         object.__setattr__(self, "active", frozenset(active))
         object.__setattr__(self, "notes", dict(notes or {}))
         object.__setattr__(self, "starts", frozenset((initial, *starts)))
+        object.__setattr__(self, "aliases", dict(aliases or {}))
         self._validate()
         by_pair: dict[tuple[str, str], list[Edge]] = {}
         sources: dict[str, list[str]] = {}
@@ -100,6 +111,13 @@ class Machine:
         for s in self.starts:
             if s not in seen:
                 raise DefinitionError(f"{self.name}: start state {s!r} is not a state")
+        for old, new in self.aliases.items():
+            if not isinstance(old, str) or not old or old in seen:
+                raise DefinitionError(f"{self.name}: alias {old!r} is a state (or no name); "
+                                      "an alias names a state the machine no longer has")
+            if new not in seen:
+                raise DefinitionError(f"{self.name}: alias {old!r} -> {new!r}: "
+                                      f"{new!r} is not a state")
         names: set[str] = set()
         for e in self.edges:
             if e.name in names:
@@ -148,9 +166,14 @@ class Machine:
         return (src, dst) in self._by_pair
 
     def check_state(self, state: object) -> str:
-        if not isinstance(state, str) or state not in self.states:
-            raise InvalidTransitionError(f"{self.name}: unknown state {state!r}", to_state=state)
-        return state
+        """``state`` by its current name (an alias is read as the state it names); an
+        unknown state raises."""
+        if isinstance(state, str):
+            if state in self.states:
+                return state
+            if state in self.aliases:
+                return self.aliases[state]
+        raise InvalidTransitionError(f"{self.name}: unknown state {state!r}", to_state=state)
 
     def resolve(self, to: str, from_: Iterable[str] | str | None) -> tuple[str, ...]:
         """The from-states a move to ``to`` may leave, checked against the edge table.
@@ -158,7 +181,7 @@ class Machine:
         ``from_=None`` means every state with an edge into ``to``. A from-state with no edge
         into ``to`` is a programming error and raises before any I/O.
         """
-        self.check_state(to)
+        to = self.check_state(to)
         if from_ is None:
             froms = self.sources(to)
             if not froms:
@@ -174,6 +197,8 @@ class Machine:
             ) from None
         if not given:
             raise InvalidTransitionError(f"{self.name}: empty from-set for {to!r}", to_state=to)
+        if self.aliases:
+            given = tuple(dict.fromkeys(self.check_state(s) for s in given))
         for src in given:
             self.check_state(src)
             if not self.is_valid(src, to):

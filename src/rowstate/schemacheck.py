@@ -6,19 +6,36 @@ column, type and index its binding names. The check reads the database's own cat
 (the same list :func:`rowstate.schema.schema_sql` creates) and reports every problem at
 once, so a deployment fails at start-up with the whole list instead of one confusing
 error per call.
+
+Once the DDL is right it also counts the rows whose state the machine no longer has
+(:mod:`rowstate.stale`: a release renamed or dropped a state and the rows were not moved
+yet). Those are not a mismatch of the schema, and a deployment mid-rename must still start,
+so they are not raised: ``check_schema`` returns the count (:class:`StaleStates`) and logs a
+warning naming them.
 """
 
 from __future__ import annotations
+
+import logging
+from typing import Protocol
 
 from .dialects import Dialect
 from .errors import SchemaMismatch
 from .outbox import EVENT_LAYOUT, index_names
 from .protocol import Batch, Op
 from .schema import Layout, column_types, required_indexes
+from .stale import StaleStates, Stateful, count_stale
+
+log = logging.getLogger("rowstate")
 
 
-def check_schema(b: Layout, d: Dialect) -> Op[None]:
-    """Raise :class:`SchemaMismatch` naming every missing table, column, type or index."""
+class Checked(Layout, Stateful, Protocol):
+    """What the check reads of a binding: its layout and its machine's states."""
+
+
+def check_schema(b: Checked, d: Dialect) -> Op[StaleStates]:
+    """Raise :class:`SchemaMismatch` naming every missing table, column, type or index;
+    else the rows in states the machine no longer has (logged as a warning if any)."""
     problems: list[str] = []
     tables = [(b.table_parts, column_types(b, d), required_indexes(b))]
     if b.events:
@@ -45,3 +62,8 @@ def check_schema(b: Layout, d: Dialect) -> Op[None]:
     if problems:
         raise SchemaMismatch(f"{b.table}: the schema lacks what the binding needs:\n  "
                              + "\n  ".join(problems), problems=tuple(problems))
+    stale = yield from count_stale(b, d)
+    if not stale.clean:
+        log.warning("rowstate: %s: rows in states the machine %s no longer has: %s",
+                    b.table, b.machine.name, stale.describe())
+    return stale

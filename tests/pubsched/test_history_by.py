@@ -1,7 +1,8 @@
 """Who moved each week (issues 18, 21): every v2 move records ``by`` in its event's own
-``actor`` column (rowstate's ``by=``: ``operator:EMAIL`` from the web, ``cli:USER`` from the CLI, ``tick`` from the tick), and
-``week show --json``'s ``history[].by`` and the week page's "By" column show it. On SQLite
-and PostgreSQL; the web through its app in-process, the CLI through its own entry point."""
+``actor`` column (rowstate's ``by=``: ``operator:EMAIL`` from the web, ``cli:USER`` from the
+CLI, ``tick`` from the tick), and ``week show --json``'s ``history[].by`` and the week page's
+"By" column show it. On SQLite and PostgreSQL; the web through its app in-process, the CLI
+through its own entry point."""
 
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ from ..results import (
 )
 from ..schemacheck import check_schema
 from ..specs import GuardSpec
+from ..stale import StaleStates
 from ..units import AsyncUnit
 
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver
@@ -55,9 +56,11 @@ class AsyncLifecycle(FrontEnd):
     async def create_schema(self) -> None:
         await self.store.execute_script(self.schema_sql())
 
-    async def check_schema(self) -> None:
-        """Raise :class:`~rowstate.errors.SchemaMismatch` if the table lacks anything."""
-        await adrive(self.store, check_schema(self.binding, self.core.dialect))
+    async def check_schema(self) -> StaleStates:
+        """Raise :class:`~rowstate.errors.SchemaMismatch` if the table lacks anything; else
+        the rows in states the machine no longer has (:mod:`rowstate.stale`; logged as a
+        warning when there are any: a release renamed a state, rename_state moves them)."""
+        return await adrive(self.store, check_schema(self.binding, self.core.dialect))
 
     async def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers

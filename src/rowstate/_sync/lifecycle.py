@@ -35,6 +35,7 @@ from ..results import (
 )
 from ..schemacheck import check_schema
 from ..specs import GuardSpec
+from ..stale import StaleStates
 from ..units import Unit
 
 if TYPE_CHECKING:  # types only: importing the front ends loads no driver
@@ -57,9 +58,11 @@ class Lifecycle(FrontEnd):
     def create_schema(self) -> None:
         self.store.execute_script(self.schema_sql())
 
-    def check_schema(self) -> None:
-        """Raise :class:`~rowstate.errors.SchemaMismatch` if the table lacks anything."""
-        drive(self.store, check_schema(self.binding, self.core.dialect))
+    def check_schema(self) -> StaleStates:
+        """Raise :class:`~rowstate.errors.SchemaMismatch` if the table lacks anything; else
+        the rows in states the machine no longer has (:mod:`rowstate.stale`; logged as a
+        warning when there are any: a release renamed a state, rename_state moves them)."""
+        return drive(self.store, check_schema(self.binding, self.core.dialect))
 
     def _published(self, event: Event | None) -> None:
         if event is None or self.binding.events:  # callers skip the call without publishers

@@ -26,6 +26,7 @@ uses; none reaches into another's private state):
 ``finalization``   finalization claims keyed by (holder, scope)
 ``bulk``           set-based moves (transition_many)
 ``timers``         fire_due: timed edges and once-per-row notices
+``diagnose``       inspect (one row seen whole), stuck (the rows that do not move)
 =================  ===========================================================================
 
 The module graph runs the same way: a part imports only the parts above it in this list
@@ -43,6 +44,7 @@ from ..protocol import Door
 from .bulk import Bulk
 from .cas import Cas
 from .context import Context
+from .diagnose import Diagnose
 from .dryrun import DryRun
 from .finalization import Finalization
 from .holds import Holds
@@ -86,6 +88,7 @@ class Core:
         finalization = Finalization(context, inputs, rules, cas)
         bulk = Bulk(context, inputs, rules, plans, moves, rows)
         timers = Timers(context, inputs, rules, cas, moves, leases, bulk)
+        diagnose = Diagnose(context, inputs, rules, dryrun, reads, timers)
 
         self._context = context
         self.binding = binding
@@ -121,6 +124,9 @@ class Core:
         self.release_finalization = finalization.release_finalization
         # timers
         self.fire_due = timers.fire_due
+        # the diagnosis (read-only: rowstate inspect / rowstate stuck)
+        self.inspect = diagnose.inspect
+        self.stuck = diagnose.stuck
 
     @property
     def door(self) -> Door | None:

@@ -58,6 +58,7 @@ class Bulk:
                         guards: GuardSpec | None = None, data: Any = None,
                         limit: int = MAX_FIND, by: str | None = None,
                         note: str | None = None) -> Op[BulkResult]:
+        to = self.inputs.target(to)
         froms = self.inputs.froms(to, from_)
         by, note = self.inputs.by(by), self.inputs.note(note)
         if len(self.binding.key) != 1:

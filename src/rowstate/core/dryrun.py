@@ -44,6 +44,7 @@ class DryRun:
                        guards: GuardSpec | None = None) -> Op[CheckResult]:
         """The dry run of a move: of its compare-and-set for a plain edge, of its claim for
         a leased one."""
+        to = self.inputs.target(to)
         try:
             froms = self.inputs.froms(to, from_)
         except InvalidTransitionError:
@@ -106,6 +107,7 @@ class DryRun:
                           guards: GuardSpec | None = None,
                           ) -> tuple[tuple[Check, ...], dict[str, Any]]:
         """The checks a move's write is conditioned on (its WHERE, key excepted)."""
+        to = self.inputs.target(to)
         froms = self.inputs.froms(to, from_)
         _, values = self.inputs.values(key)
         plan = self.plans.transition(to, froms, self.inputs.owner(owner), {}, guards, values,

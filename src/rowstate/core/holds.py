@@ -51,8 +51,7 @@ class Holds:
             raise ValidationError("hold: no state given")
         if not isinstance(exclusive, bool):
             raise ValidationError(f"hold: exclusive is True or False, got {exclusive!r}")
-        for s in held:
-            self.context.machine.check_state(s)
+        held = tuple(self.context.machine.check_state(s) for s in held)  # aliases read
         _, values = self.inputs.values(key)
         plans = self.context.plans
         cached = plans.get(("hold", held))

@@ -67,6 +67,16 @@ class Inputs:
             return None
         return check_json(data, "event data")
 
+    def target(self, to: str) -> str:
+        """``to`` by its current name: an old name the machine keeps as an alias
+        (``Machine(aliases=)``) is read as the state it names. Every operation that takes a
+        target reads it here, once, before its plan is looked up or compiled; without
+        aliases it costs one attribute read."""
+        aliases = self.machine.aliases
+        if aliases and type(to) is str:
+            return aliases.get(to, to)
+        return to
+
     # who moved the row and why (docs/values.md): checked like every other value
     by = staticmethod(check_by)
     note = staticmethod(check_note)

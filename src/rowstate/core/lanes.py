@@ -63,6 +63,7 @@ class Lanes:
             move = self.plain_move(to, from_, None, owner is not None, cols)
             if move is not None:
                 return self.plain_transition(key, move, owner, None)
+        to = self.inputs.target(to)
         froms = self.inputs.froms(to, from_)
         return self.moves.move(key, to, froms, owner, payload, guards, data, None, None,
                                returning=cols, by=by, note=note)
@@ -100,7 +101,8 @@ class Lanes:
             move = self.plain_moves.get(memo)
         except TypeError:  # an unhashable state inside the tuple: the general path checks it
             return None
-        if move is None:
+        if move is None:  # remembered by the names the caller gave; built from the states
+            to = self.inputs.target(to)
             froms = (edge.src,) if edge is not None else self.inputs.froms(to, from_)
             owner = True if has_owner else None  # the plans take only its presence
             static: dict[str, Any] = {}

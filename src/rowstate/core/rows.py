@@ -74,7 +74,7 @@ class Rows:
     def _start_state(self, state: str | None) -> str:
         if state is None:
             return self.machine.initial
-        self.machine.check_state(state)
+        state = self.machine.check_state(state)
         if state not in self.machine.starts:
             raise ValidationError(
                 f"{self.machine.name}: rows start in {', '.join(sorted(self.machine.starts))}, "
@@ -122,7 +122,7 @@ class Rows:
                                     now_in, now_in, current)
         first = rows[0][0]
         row = dict(zip(self.context.columns, first[:n], strict=True))
-        if self.dialect.writable_ctes and self.context.event_table:
+        if self.dialect.writable_ctes and self.context.event_table:  # (the event's id)
             event_id, at = first[n], first[n + 1]
         else:
             event_id = rows[1][0][0] if len(rows) > 1 and rows[1] else None
@@ -210,8 +210,7 @@ class Rows:
             states = (state,) if isinstance(state, str) else tuple(state)
             if not states:
                 raise ValidationError("find/count: state= lists no state")
-            for s in states:
-                self.machine.check_state(s)
+            states = tuple(self.machine.check_state(s) for s in states)  # aliases read
             checks.append(self.rules.state(states))
         if where:
             checks.extend(self.rules.guards(where, "w", values)[1])

@@ -20,7 +20,21 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from ..compiler import Set
-from ..conditions import And, Check, Const, In, IsNull, NotAfter, Older, Or, Ref, Same, Slot, SqlOut
+from ..conditions import (
+    And,
+    Check,
+    Const,
+    In,
+    IsNull,
+    Not,
+    NotAfter,
+    Older,
+    Or,
+    Ref,
+    Same,
+    Slot,
+    SqlOut,
+)
 from ..results import Reason
 from ..specs import FinalizationClaim, GuardSpec, Notice, TimedEdge
 from .context import Context
@@ -47,9 +61,17 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "leased_timer_due": ("state", "due", "guards", "lease_claimable", "backing_off"),
     # a notice's due query and its once-per-row claim
     "notice": ("notice_state", "notice_unsent", "due", "guards"),
+    # a state renamed (rowstate.migrations): every row of the old name, or none, while no
+    # lease is live on any of them; not a move into a new meaning, so nothing else applies
+    "rename": ("lease_free",),
     # finalization claims, keyed by (holder, scope)
     "claim_finalization": ("finalization_claimable",),
     "release_finalization": ("finalization_mine",),
+    # what the stuck report (core.diagnose) lists, and the inspector reads of one row: a
+    # lease past its TTL, a finalization claim past its TTL, an event the relay left behind
+    "lease_expired": ("lease_expired",),
+    "finalization_expired": ("finalization_expired",),
+    "event_unrelayed": ("event_unrelayed",),
 }
 
 
@@ -89,6 +111,9 @@ class Rules:
             "notice_unsent": self._notice_unsent,
             "finalization_claimable": lambda ask, values: [self.finalization_claimable()],
             "finalization_mine": lambda ask, values: [self.finalization_mine()],
+            "lease_expired": lambda ask, values: self.lease_expired(values),
+            "finalization_expired": lambda ask, values: self.finalization_expired(values),
+            "event_unrelayed": lambda ask, values: [self.event_unrelayed()],
         }
         assert {n for names in CHECKS.values() for n in names} <= set(self._builders)
 
@@ -137,6 +162,16 @@ class Rules:
         at = Ref(lease.at)
         node = Or((IsNull(at), Older(at, Slot("lease_ttl"))))
         return [Check(node, Reason.LEASE_HELD, Reason.LEASE_HELD)]
+
+    def lease_expired(self, values: dict[str, Any]) -> list[Check]:
+        """A lease is set and past its TTL: exactly the lease that :meth:`lease_free`
+        lets another edge through (and its own kind reclaim)."""
+        lease = self.binding.lease
+        if lease is None:
+            return []
+        (free,) = self.lease_free(values)
+        node = And((Not(IsNull(Ref(lease.at))), free.node))
+        return [Check(node, "LEASE_EXPIRED", "LEASE_EXPIRED")]
 
     def _lease_claimable(self, ask: Ask, values: dict[str, Any]) -> list[Check]:
         """No lease, or a stale one of the same kind (a holder that crashed)."""
@@ -217,6 +252,24 @@ class Rules:
                    Older(at, Slot("fttl"))))
         return Check(node, Reason.HELD_BY_OTHER, Reason.HELD_BY_OTHER)
 
+    def finalization_expired(self, values: dict[str, Any]) -> list[Check]:
+        """A finalization claim is held and past its TTL: another (holder, scope) may take
+        it over (:meth:`finalization_claimable`)."""
+        f = self.binding.finalization
+        if f is None:
+            return []
+        values["fttl"] = float(f.ttl)
+        node = And((Not(IsNull(Ref(f.holder))), Older(Ref(f.at), Slot("fttl"))))
+        return [Check(node, "CLAIM_EXPIRED", "CLAIM_EXPIRED")]
+
+    def event_unrelayed(self) -> Check:
+        """An event of this machine in the events table that no relay has delivered for
+        ``older`` seconds (the ``machine`` and ``older`` values): a relay that is not
+        running, or one that fails on it. Its columns are the events table's."""
+        node = And((In(Ref("machine"), (Slot("machine"),)), IsNull(Ref("delivered_at")),
+                    Older(Ref("created_at"), Slot("older"))))
+        return Check(node, "UNRELAYED", "UNRELAYED")
+
     def finalization_mine(self) -> Check:
         """Held by this (holder, scope): only the holder releases."""
         f = self._finalization()
@@ -249,6 +302,16 @@ class Rules:
         for name, value in payload.items():
             values[f"p:{name}"] = self.dialect.payload_value(value)
             sets.append(c.set_value(name, Slot(f"p:{name}")))
+        return sets
+
+    def rename_sets(self) -> list[Set]:
+        """A state renamed (the ``new`` value): the state and the version, nothing else.
+        No entry write runs and no lease or claim is cleared: the row stays where it was
+        under its new name (docs/engine.md, "Renaming a state with live rows")."""
+        b, c = self.binding, self.compiler
+        sets: list[Set] = [c.set_value(b.state, Slot("new"))]
+        if b.version:
+            sets.append(c.incremented(b.version))
         return sets
 
     def claim_sets(self) -> list[Set]:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Generator, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..conditions import Ref
+from ..conditions import Check, Ref
 from ..errors import ValidationError
 from ..machine import Edge
 from ..protocol import ActiveLease, Batch, Call, Op
@@ -83,10 +83,7 @@ class Timers:
             edge = self.machine.edge(t.edge)
             due = t.due if now is None else "@" + t.due
             vals = dict(values)
-            ask = Ask(froms=(edge.src,), kind=edge.lease, due=due, timer=t,
-                      guards=tuple(self.rules.guards(t.guards, "tg", vals)[1]))
-            checks = self.rules.checks("leased_timer_due" if edge.lease else "timer_due",
-                                       ask, vals)
+            checks = self.due_checks(t, due, vals)
             stmt = self.compiler.select_due(checks, Ref(t.due), limit)
             rows = yield Batch((stmt.bind(self.dialect, vals),))
             keys = [tuple(row) for row in rows[0]]
@@ -104,6 +101,23 @@ class Timers:
             fired.extend((yield from self._fire_notice(n, notify.get(n.name), limit, values,
                                                        now is not None)))
         return FireReport(tuple(fired))
+
+    def due_checks(self, timer: TimedEdge, due: str, values: dict[str, Any]) -> list[Check]:
+        """What makes a row due for ``timer`` (fire_due's query): in the edge's from-state,
+        past the ``due`` column, its guards holding, and a write could move it now. The
+        stuck report and the inspector read the same checks."""
+        edge = self.machine.edge(timer.edge)
+        ask = Ask(froms=(edge.src,), kind=edge.lease, due=due, timer=timer,
+                  guards=tuple(self.rules.guards(timer.guards, "tg", values)[1]))
+        return self.rules.checks("leased_timer_due" if edge.lease else "timer_due", ask,
+                                 values)
+
+    def notice_checks(self, notice: Notice, due: str, values: dict[str, Any]) -> list[Check]:
+        """What makes a row owed ``notice`` (its due query): in one of its states, past
+        ``due``, not sent yet, its guards holding."""
+        ask = Ask(due=due, notice=notice,
+                  guards=tuple(self.rules.guards(notice.guards, "ng", values)[1]))
+        return self.rules.checks("notice", ask, values)
 
     def _fire_many(self, keys: list[tuple[Any, ...]], edge: Edge, timer: TimedEdge,
                    due: str, due_at: Any, data_text: str | None = None,
@@ -149,9 +163,7 @@ class Timers:
                      limit: int, values: dict[str, Any],
                      business: bool) -> Generator[Batch | Call, Any, list[Fired]]:
         values = dict(values)
-        ask = Ask(due="@" + n.due if business else n.due, notice=n,
-                  guards=tuple(self.rules.guards(n.guards, "ng", values)[1]))
-        checks = self.rules.checks("notice", ask, values)
+        checks = self.notice_checks(n, "@" + n.due if business else n.due, values)
         stmt = self.compiler.select_due(checks, Ref(n.due), limit)
         rows = yield Batch((stmt.bind(self.dialect, values),))
         out: list[Fired] = []

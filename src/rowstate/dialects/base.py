@@ -122,6 +122,11 @@ class Dialect:
 
     def ref(self, ref: Ref, alias: str | None, out: SqlOut) -> str:
         col = self.column(ref.column, alias)
+        if ref.aliases:  # an old name of a renamed state reads as its new name
+            whens = " ".join(
+                f"WHEN {self.value(Const(old), out)} THEN {self.value(Const(new), out)}"
+                for old, new in ref.aliases)
+            col = f"CASE {col} {whens} ELSE {col} END"
         if ref.derived is not None:
             legacy, mapping = ref.derived
             whens = " ".join(

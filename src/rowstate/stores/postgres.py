@@ -82,7 +82,11 @@ class PostgresStore(StatementCounter):
     @contextlib.contextmanager
     def _unit_connection(self) -> Iterator[psycopg.Connection[Any]]:
         if self.pool is None:
-            yield self._threads.get()
+            try:  # opening this thread's connection: translated like any statement's error
+                conn = self._threads.get()
+            except psycopg.Error as exc:
+                raise _translate(exc) from exc
+            yield conn
             return
         try:
             conn = self.pool.getconn()

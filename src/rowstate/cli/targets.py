@@ -1,0 +1,96 @@
+"""What the command line names: a ``MODULE:ATTR`` target, a database URL, a row's key.
+
+Each is read here, before any I/O, and a bad one is a :class:`BadInput` (exit 2) whose
+message says what was expected.
+
+A key is read by the binding's key columns: one column takes the text as given, converted
+by the column's declared type (an ``INTEGER`` key from ``42``); a key of several columns is
+a JSON array with one value per column, in the binding's order (``'["v1", 3]'``), each a
+string or an integer, converted alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..binding import Binding
+from ..errors import ValidationError
+from ..machine import Machine
+
+if TYPE_CHECKING:  # types only: a SQLite URL loads no PostgreSQL driver
+    from ..stores import Store
+
+
+class BadInput(Exception):
+    """Bad input found after parsing: exit 2, the database untouched."""
+
+
+def load(target: str) -> Machine | Binding:
+    """The Machine or Binding that ``MODULE:ATTR`` names (the current directory is
+    importable, as with ``python -m``)."""
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise BadInput(f"expected MODULE:ATTR, got {target!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        obj: object = importlib.import_module(module_name)
+    except Exception as exc:  # the app's module may fail any way: one line, no traceback
+        raise BadInput(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise BadInput(f"{target}: {module_name} has no {attr!r}") from None
+    if not isinstance(obj, Machine | Binding):
+        raise BadInput(f"{target} is a {type(obj).__name__}, not a Machine or Binding")
+    return obj
+
+
+def load_binding(target: str) -> Binding:
+    got = load(target)
+    if not isinstance(got, Binding):
+        raise BadInput(f"{target} is a Machine; inspect and stuck need its Binding (the "
+                       "table it lives in)")
+    return got
+
+
+def parse_key(binding: Binding, text: str) -> tuple[Any, ...]:
+    """The key ``text`` names, as the binding's key columns hold it (see the module)."""
+    columns = binding.key
+    if len(columns) == 1:
+        return binding.key_values(text)
+    example = json.dumps(["text" if k != "int" else 1 for k in binding.key_kinds])
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, list) or len(value) != len(columns):
+        raise BadInput(f"{binding.table} has a key of {len(columns)} columns "
+                       f"({', '.join(columns)}): give it as a JSON array, e.g. '{example}', "
+                       f"got {text!r}")
+    if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in value):
+        raise BadInput(f"{binding.table}: key values are strings or integers, got {text}")
+    return binding.key_values(value)
+
+
+def open_store(url: str) -> Store:
+    """The store for ``url`` (what :func:`rowstate.connect` accepts); a SQLite file must
+    exist (a typo would otherwise create an empty database)."""
+    from ..stores import SQLiteStore, connect, postgres_url
+
+    try:
+        # PostgreSQL: one connection of its own, no pool: an unreachable
+        # server fails the command now instead of after the pool's 30 s of retries
+        pg = postgres_url(url) is not None
+        store = connect(url, per_thread=True) if pg else connect(url)
+    except ValidationError as exc:
+        raise BadInput(str(exc)) from None
+    if isinstance(store, SQLiteStore) and not store.memory and not os.path.isfile(store.path):
+        store.close()
+        raise BadInput(f"no SQLite database at {store.path!r}")
+    return store

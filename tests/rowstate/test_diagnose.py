@@ -1,0 +1,72 @@
+"""The diagnosis as an application calls it (``lc.do(lc.core.inspect(...))``,
+``lc.do(lc.core.stuck())``), on the four backends: stale facts written through the engine
+with a clock an hour in the past, read by a lifecycle on the database's clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from rowstate import ValidationError
+from support.engine import JOBS, TICKETS, Backend, Clock
+
+
+def test_stuck_and_inspect_read_what_the_writes_left(backend: Backend) -> None:
+    clock = Clock(Clock().now.replace(year=2025))  # long ago: every lease is stale now
+    then, now = backend.make(JOBS, clock=clock), backend.make(JOBS)
+    tickets_then, tickets = backend.make(TICKETS, clock=clock), backend.make(TICKETS)
+    for key in ("dead", "live"):
+        then.create(key)
+        then.transition(key, "READY")
+    assert then.claim("dead", "start", holder="h1").claimed
+    assert now.claim("live", "start", holder="h2").claimed
+    then.create("fin")
+    assert then.claim_finalization("fin", "f1", "s1").claimed
+    tickets_then.create("late", expires_at=clock.now + timedelta(minutes=5))
+    tickets_then.create("early", expires_at=clock.now + timedelta(days=3650))
+
+    report = now.do(now.core.stuck())
+    assert report.machine == "job" and report.table == "jobs"
+    leases = report.group("expired_leases")
+    assert [r.key for r in leases.rows] == [("dead",)] and leases.total == 1
+    assert leases.rows[0].detail["holder"] == "h1" and leases.rows[0].age > 86400
+    assert [r.key for r in report.group("expired_claims").rows] == [("fin",)]
+    events = report.group("unrelayed_events")
+    assert events.total == 5 and {r.key for r in events.rows} == {("dead",), ("live",),
+                                                                   ("fin",)}
+    with pytest.raises(KeyError):
+        report.group("overdue_timers")  # JOBS has no timer
+    timers = tickets.do(tickets.core.stuck(older=0)).group("overdue_timers")
+    assert [(r.key, r.detail["edge"]) for r in timers.rows] == [(("late",), "expire")]
+
+    row = now.do(now.core.inspect("dead", events=1))
+    assert row is not None and row.state == "READY" and row.key == ("dead",)
+    assert row.lease is not None and row.lease.expired and row.lease.holder == "h1"
+    assert [e.to_state for e in row.events] == ["READY"] and row.events_total == 2
+    live = now.do(now.core.inspect("live"))
+    assert live is not None and live.lease is not None
+    assert live.lease.held and not live.lease.expired
+    assert now.do(now.core.inspect("nobody")) is None
+    late = tickets.do(tickets.core.inspect("late"))
+    assert late is not None
+    assert [(t.edge, t.overdue, t.fires_now) for t in late.timers] == [
+        ("expire", True, True), ("escalate", False, False)]
+    assert late.row["expires_at"] == clock.now + timedelta(minutes=5)  # a datetime on both
+
+    # what fire_due moves is stuck no more: the report reads fire_due's own query
+    assert tickets.fire_due().applied == 1
+    assert tickets.do(tickets.core.stuck()).group("overdue_timers").total == 0
+
+
+def test_bad_arguments_raise_before_any_io(backend: Backend) -> None:
+    lc = backend.make(JOBS)
+    before = backend.statements
+    for bad in ({"older": -1}, {"older": "60"}, {"limit": 0}, {"limit": True}):
+        with pytest.raises(ValidationError):
+            lc.do(lc.core.stuck(**bad))
+    with pytest.raises(ValidationError):
+        lc.do(lc.core.inspect("k", events=-1))
+    with pytest.raises(ValidationError):
+        lc.do(lc.core.inspect(None))
+    assert backend.statements == before
