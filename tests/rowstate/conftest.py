@@ -6,7 +6,10 @@
                                 CREATE DATABASE per test costs ~0.4 s, and the engine tests
                                 run ~150 PostgreSQL cases
   backend             function  support.engine.Backend, parametrized over
-                                {sqlite, postgres} x {sync, async}; every store it opened is
+                                {sqlite, postgres} x {sync, async}, and the contrib stores
+                                (SQLAlchemy sync/async, Django; marked ``contrib``) for the
+                                modules in CONTRIB_MODULES (elsewhere they are marked
+                                ``slow``: ``-m slow`` runs them); every store it opened is
                                 closed at teardown
   url                 function  the races' and crashes' database: a SQLite file (WAL) or a
                                 fresh PostgreSQL one
@@ -22,6 +25,20 @@ import pytest
 
 from support import races
 from support.engine import Backend, backend_params
+
+# The modules whose ``backend`` tests also run on the contrib stores by default: the
+# behaviour of moves, leases, units, events, finalization and timers, i.e. everything a
+# store takes part in. Elsewhere (bulk, races, lanes, statement counts) they are ``slow``.
+CONTRIB_MODULES = {"test_transitions.py", "test_leases.py", "test_units.py",
+                   "test_events.py", "test_finalization.py", "test_timers.py"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Contrib backends outside CONTRIB_MODULES are ``slow`` (before ``-m`` deselects)."""
+    for item in items:
+        if item.get_closest_marker("contrib") and item.path.name not in CONTRIB_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -51,12 +68,12 @@ def engine_pg_schema(engine_pg_database: str) -> Iterator[str]:
 
 @pytest.fixture(params=backend_params())
 def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backend]:
-    db, mode = request.param
+    db, mode, door = request.param
     if db == "postgres":
         where = request.getfixturevalue("engine_pg_schema")
     else:
         where = f"{tmp_path}/engine.db"
-    made = Backend(db, mode, where)
+    made = Backend(db, mode, where, door)
     try:
         yield made
     finally:

@@ -98,17 +98,27 @@ RUNS = Binding(
 
 BACKENDS = [("sqlite", "sync"), ("sqlite", "async"), ("postgres", "sync"), ("postgres", "async")]
 
+# The contrib stores (rowstate.contrib) as more backends: (door, db, mode). They carry the
+# ``contrib`` marker; tests/rowstate/conftest.py runs them for the modules it names
+# (CONTRIB_MODULES) and marks them ``slow`` everywhere else.
+CONTRIB_BACKENDS = [("sqlalchemy", "sqlite", "sync"), ("sqlalchemy", "sqlite", "async"),
+                    ("sqlalchemy", "postgres", "sync"), ("sqlalchemy", "postgres", "async"),
+                    ("django", "sqlite", "sync"), ("django", "postgres", "sync")]
+
 
 def backend_params(*only: str) -> list[Any]:
-    """``pytest.param``s of the ``backend`` fixture (ids like ``postgres-async``), PostgreSQL
-    ones marked ``postgres``; ``only`` keeps the named ids."""
+    """``pytest.param``s of the ``backend`` fixture (ids like ``postgres-async``, or
+    ``sqlalchemy-postgres-async`` for a contrib store), PostgreSQL ones marked ``postgres``;
+    ``only`` keeps the named ids (a database, a mode or a door names every one of it)."""
     params = []
-    for db, mode in BACKENDS:
-        name = f"{db}-{mode}"
-        if only and name not in only and db not in only and mode not in only:
+    for door, db, mode in [("native", db, mode) for db, mode in BACKENDS] + CONTRIB_BACKENDS:
+        name = f"{db}-{mode}" if door == "native" else f"{door}-{db}-{mode}"
+        if only and not {name, db, mode, door} & set(only):
             continue
         marks = [pytest.mark.postgres] if db == "postgres" else []
-        params.append(pytest.param((db, mode), id=name, marks=marks))
+        if door != "native":
+            marks.append(pytest.mark.contrib)
+        params.append(pytest.param((db, mode, door), id=name, marks=marks))
     return params
 
 
@@ -240,14 +250,20 @@ class Blocking:
 class Backend:
     """One database and one front end; see the module docstring."""
 
-    def __init__(self, db: str, mode: str, where: str) -> None:
-        self.db, self.mode, self.where = db, mode, where
+    def __init__(self, db: str, mode: str, where: str, door: str = "native") -> None:
+        self.db, self.mode, self.where, self.door = db, mode, where, door
         self.loop: asyncio.AbstractEventLoop | None = (
             asyncio.new_event_loop() if mode == "async" else None
         )
         self.dialect: Dialect = Postgres() if db == "postgres" else SQLite()
         self.store: Any
-        if db == "sqlite":
+        self.contrib: Any = None  # support.contrib_stores.ContribStore
+        if door != "native":
+            from support.contrib_stores import ContribStore
+
+            self.contrib = ContribStore(door, db, mode, where)
+            self.store = self.contrib.store
+        elif db == "sqlite":
             self.store = AsyncSQLiteStore(where) if self.is_async else SQLiteStore(where)
         else:
             cls = AsyncPostgresStore if self.is_async else PostgresStore
@@ -255,7 +271,8 @@ class Backend:
         self._schemas: set[str] = set()
 
     def __repr__(self) -> str:
-        return f"<Backend {self.db}-{self.mode}>"
+        door = "" if self.door == "native" else f"{self.door}-"
+        return f"<Backend {door}{self.db}-{self.mode}>"
 
     @property
     def is_async(self) -> bool:
@@ -375,10 +392,13 @@ class Backend:
 
     def close(self) -> None:
         if self.loop is None:
-            self.store.close()
+            self.contrib.close(None) if self.contrib is not None else self.store.close()
             return
         try:
-            self.wait(self.store.close())
+            if self.contrib is not None:
+                self.contrib.close(self.wait)
+            else:
+                self.wait(self.store.close())
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.run_until_complete(self.loop.shutdown_default_executor())
         finally:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..binding import Binding
 from ..core.lane import drive_lane
+from ..errors import UsageError
 from ..frontend import FrontEnd, Publisher, accept_act, log, publish_one
 from ..gauges import Gauges, read_gauges
 from ..observe import Observer
@@ -195,10 +196,18 @@ class Lifecycle(FrontEnd):
         return drive(self.store, op)
 
     @contextlib.contextmanager
-    def atomic(self, *, fence: Any = None) -> Iterator[Unit]:
+    def atomic(self, *, fence: Any = None, connection: Any = None,
+               session: Any = None) -> Iterator[Unit]:
         """A unit of work on this lifecycle's store (:mod:`rowstate.units`); with
-        ``fence=lease``, fenced by that lease at once."""
-        with self.store.atomic(door=self) as tx:
+        ``fence=lease``, fenced by that lease at once. ``connection=``/``session=``: inside
+        the caller's open transaction, on a store that can join one
+        (:mod:`rowstate.contrib.sqlalchemy`)."""
+        join = {name: value for name, value in (("connection", connection),
+                                                ("session", session)) if value is not None}
+        if join and not getattr(self.store, "joins_transactions", False):
+            raise UsageError(f"{type(self.store).__name__} cannot join a caller's transaction "
+                             "(connection=, session=): rowstate.contrib.sqlalchemy's stores can")
+        with self.store.atomic(door=self, **join) as tx:
             if fence is not None:
                 tx.fence(fence)
             yield tx
