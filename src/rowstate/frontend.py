@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -86,6 +86,29 @@ class FrontEnd:
     def _in_unit(self) -> Unit | AsyncUnit | None:
         unit: Unit | AsyncUnit | None = self.store._unit.get()
         return unit
+
+    def _row_columns(self, columns: Mapping[str, Any] | None, more: dict[str, Any],
+                     by: object, note: object) -> dict[str, Any]:
+        """``create``/``ensure``'s columns: ``columns=`` and the keywords, as one mapping.
+        ``by=`` and ``note=`` name the birth event's who and why; on a binding with a
+        column of that name, the keyword would be read one way and meant the other, so it
+        is refused unless the columns are given as ``columns=`` (then the keyword is the
+        event's, and the column is in the mapping)."""
+        if columns is None:
+            for name, given in (("by", by), ("note", note)):
+                if given is not None and name in self.binding.known:
+                    raise UsageError(
+                        f"{self.binding.table} has a column named {name!r}: give the row's "
+                        f"columns as columns={{...}} (the column's value in it); {name}= is "
+                        "then the birth event's")
+            return more
+        if not isinstance(columns, Mapping):
+            raise UsageError(f"columns= is a mapping of column names to values, got "
+                             f"{columns!r}")
+        clash = sorted(set(columns) & set(more))
+        if clash:
+            raise UsageError(f"column {clash[0]!r} given twice (columns= and a keyword)")
+        return {**columns, **more}
 
     def schema_sql(self) -> str:
         return self.binding.schema_sql(self.core.dialect)

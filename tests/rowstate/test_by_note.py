@@ -291,3 +291,31 @@ def test_racing_movers_the_history_names_the_one_that_won(backend: Backend) -> N
     assert len(won) == 1
     assert said(jobs.history("j1")) == [(f"worker-{won[0]}", f"try {won[0]}")]
     assert {r.reason for r in results if not r.applied} == {"STATE_MISMATCH"}
+
+
+NOTED = Binding(TINY, table="noted", key=("id",), columns=("note", "by"),
+                events="rowstate_events")
+
+
+@on("sqlite-sync", "postgres-async")
+def test_a_column_named_note_is_never_mistaken_for_the_events_note(backend: Backend) -> None:
+    """A binding with columns ``note`` and ``by``: the keywords would be read as the birth
+    event's while the caller meant the columns, so they are refused (nothing written)
+    unless the columns come as ``columns=``, where each means one thing."""
+    from rowstate import UsageError
+
+    lc = backend.make(NOTED)
+    for call in (lambda: lc.create("n1", note="the column?"),
+                 lambda: lc.ensure("n1", by="the column?")):
+        with pytest.raises(UsageError, match="columns="):
+            call()
+    assert lc.get("n1") is None
+    made = lc.create("n1", columns={"note": "a row's own note", "by": "a row's own by"},
+                     by="ann", note="why it was made")
+    assert made.applied
+    row = lc.get("n1")
+    assert (row["note"], row["by"]) == ("a row's own note", "a row's own by")
+    assert said(lc.history("n1")) == [("ann", "why it was made")]
+    with pytest.raises(UsageError, match="twice"):
+        lc.create("n2", columns={"flag": 1}, flag=2)
+    assert lc.get("n2") is None

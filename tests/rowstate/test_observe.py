@@ -178,9 +178,7 @@ def test_without_an_observer_nothing_is_wrapped(backend: Backend) -> None:
     assert set(OPERATIONS) <= set(vars(backend.raw(with_one)))
 
 
-@pytest.mark.parametrize("backend", [pytest.param(("postgres", m), id=f"postgres-{m}",
-                                                  marks=pytest.mark.postgres)
-                                     for m in ("sync", "async")], indirect=True)
+@on("postgres-sync", "postgres-async")
 def test_round_trips_are_counted_per_call_at_once(backend: Backend) -> None:
     """Eight transitions of eight rows at once (threads released by a barrier on the sync
     twin, tasks gathered on the async one), one of them refused: each call counts its own

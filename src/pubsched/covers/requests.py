@@ -125,10 +125,9 @@ def ask(pub: Pub, week: str, shift_id: int, email: str, *, note: str | None = No
             if instant(shift.starts_at) <= at:
                 return _refused(words.SHIFT_STARTED, None, **said)
             cover_id = _next_id(pub, tx)
-            made = pub.covers.create(cover_id, week_of=key, shift_id=shift.id,
-                                     asked_by=asker.id, note=text,
-                                     starts_at=instant(shift.starts_at), asked_at=at,
-                                     by=pub.actor)
+            made = pub.covers.create(cover_id, by=pub.actor, columns={
+                "week_of": key, "shift_id": shift.id, "asked_by": asker.id, "note": text,
+                "starts_at": instant(shift.starts_at), "asked_at": at})
             if not made.applied:  # INVARIANT: one open request per shift and asker
                 raise _Undo(_already_asked(pub, tx, shift.id, asker.id, said))
             row = {"week_of": key, "shift_id": shift.id, "asked_by": asker.id}

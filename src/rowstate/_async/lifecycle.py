@@ -212,10 +212,14 @@ class AsyncLifecycle(FrontEnd):
 
     async def create(self, key: object, *, state: str | None = None, data: Any = None,
                      by: str | None = None, note: str | None = None,
-                     **columns: Any) -> TransitionResult:
-        """The row with ``columns``, in ``state`` (default the machine's initial); ``data``,
-        ``by`` and ``note``: its birth event's, as a transition's."""
-        result = await adrive(self.runner, self.core.create(key, state=state, columns=columns,
+                     columns: Mapping[str, Any] | None = None,
+                     **more: Any) -> TransitionResult:
+        """The row with its columns (keywords, or ``columns=`` as one mapping: a column
+        named ``by``, ``note``, ``state`` or ``data`` can only go there), in ``state``
+        (default the machine's initial); ``data``, ``by`` and ``note``: its birth event's,
+        as a transition's."""
+        cols = self._row_columns(columns, more, by, note)
+        result = await adrive(self.runner, self.core.create(key, state=state, columns=cols,
                                                             data=data, by=by, note=note))
         if self.publishers:
             await self._published(result.event)
@@ -223,8 +227,10 @@ class AsyncLifecycle(FrontEnd):
 
     async def ensure(self, key: object, *, state: str | None = None, data: Any = None,
                      by: str | None = None, note: str | None = None,
-                     **columns: Any) -> dict[str, Any]:
-        return await adrive(self.runner, self.core.ensure(key, state=state, columns=columns,
+                     columns: Mapping[str, Any] | None = None,
+                     **more: Any) -> dict[str, Any]:
+        cols = self._row_columns(columns, more, by, note)
+        return await adrive(self.runner, self.core.ensure(key, state=state, columns=cols,
                                                           data=data, by=by, note=note))
 
     async def enabled_edges(self, key: object, *,

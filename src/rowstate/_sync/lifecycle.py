@@ -214,10 +214,14 @@ class Lifecycle(FrontEnd):
 
     def create(self, key: object, *, state: str | None = None, data: Any = None,
                by: str | None = None, note: str | None = None,
-               **columns: Any) -> TransitionResult:
-        """The row with ``columns``, in ``state`` (default the machine's initial); ``data``,
-        ``by`` and ``note``: its birth event's, as a transition's."""
-        result = drive(self.runner, self.core.create(key, state=state, columns=columns,
+               columns: Mapping[str, Any] | None = None,
+               **more: Any) -> TransitionResult:
+        """The row with its columns (keywords, or ``columns=`` as one mapping: a column
+        named ``by``, ``note``, ``state`` or ``data`` can only go there), in ``state``
+        (default the machine's initial); ``data``, ``by`` and ``note``: its birth event's,
+        as a transition's."""
+        cols = self._row_columns(columns, more, by, note)
+        result = drive(self.runner, self.core.create(key, state=state, columns=cols,
                                                      data=data, by=by, note=note))
         if self.publishers:
             self._published(result.event)
@@ -225,8 +229,10 @@ class Lifecycle(FrontEnd):
 
     def ensure(self, key: object, *, state: str | None = None, data: Any = None,
                by: str | None = None, note: str | None = None,
-               **columns: Any) -> dict[str, Any]:
-        return drive(self.runner, self.core.ensure(key, state=state, columns=columns,
+               columns: Mapping[str, Any] | None = None,
+               **more: Any) -> dict[str, Any]:
+        cols = self._row_columns(columns, more, by, note)
+        return drive(self.runner, self.core.ensure(key, state=state, columns=cols,
                                                    data=data, by=by, note=note))
 
     def enabled_edges(self, key: object, *,
