@@ -99,6 +99,8 @@ def test_events_shows_the_last_n(url: str, app: Any) -> None:
     doc = inspect(url, "1", "--events", "1")
     assert [e["to"] for e in doc["events"]] == ["READY"] and doc["events_total"] == 2
     assert inspect(url, "1", "--events", "0")["events"] == []
+    # asking for more than there are shows every one (not the last len - n)
+    assert [e["to"] for e in inspect(url, "1", "--events", "3")["events"]] == ["NEW", "READY"]
 
 
 def test_a_composite_key_is_a_json_array(url: str, app: Any) -> None:

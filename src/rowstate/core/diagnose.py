@@ -76,7 +76,7 @@ class Diagnose:
         now = context.now(raw_now)
         edges = yield from self.dryrun.enabled_edges(kv)
         history = (yield from self.reads.history(kv)) if context.event_table else []
-        tail = history[len(history) - events:] if events else []
+        tail = history[-events:] if events else []  # all of them when there are fewer
         return RowReport(
             context.machine.name, self.binding.table, kv, context.state_of(row), now,
             self._readable(row),
