@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import IO, Any
 
 from ..diagnosis import ClaimView, LeaseView, RowReport
-from ..lifecycle import Lifecycle
 from ..results import Event
 from .output import (
     ago,
@@ -27,20 +26,14 @@ from .output import (
     when,
     wrapped,
 )
-from .targets import BadInput, load_binding, open_store, parse_key
+from .targets import BadInput, load_binding, parse_key, read_once
 from .words import meaning, why
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     binding = load_binding(args.target)
     key = parse_key(binding, args.key)
-    store = open_store(args.url)
-    try:
-        lc = Lifecycle(store, binding)
-        with store.atomic(read_only=True, door=lc):
-            report = lc.do(lc.core.inspect(key, events=args.events))
-    finally:
-        store.close()
+    report = read_once(args.url, binding, lambda lc: lc.core.inspect(key, events=args.events))
     if report is None:
         raise BadInput(f"no row with key {key_text(key)} in {binding.table} "
                        f"(machine {binding.machine.name})")

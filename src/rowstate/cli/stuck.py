@@ -13,9 +13,8 @@ import argparse
 from typing import IO, Any
 
 from ..diagnosis import StuckGroup, StuckReport, StuckRow
-from ..lifecycle import Lifecycle
 from .output import cell, dump, iso, key_text, span, stamp, table, wrapped
-from .targets import load_binding, open_store
+from .targets import load_binding, read_once
 
 TITLES = {
     "expired_leases": ("Expired leases", "a lease past its ttl: its holder died or hangs; "
@@ -31,13 +30,8 @@ TITLES = {
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
     binding = load_binding(args.target)
-    store = open_store(args.url)
-    try:
-        lc = Lifecycle(store, binding)
-        with store.atomic(read_only=True, door=lc):
-            report = lc.do(lc.core.stuck(older=args.older, limit=args.limit))
-    finally:
-        store.close()
+    report = read_once(args.url, binding,
+                       lambda lc: lc.core.stuck(older=args.older, limit=args.limit))
     if args.json:
         dump(document(report), out)
     else:

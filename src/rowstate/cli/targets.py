@@ -15,11 +15,14 @@ import importlib
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..binding import Binding
 from ..errors import ValidationError
+from ..lifecycle import Lifecycle
 from ..machine import Machine
+from ..protocol import Op
 
 if TYPE_CHECKING:  # types only: a SQLite URL loads no PostgreSQL driver
     from ..stores import Store
@@ -94,3 +97,19 @@ def open_store(url: str) -> Store:
         store.close()
         raise BadInput(f"no SQLite database at {store.path!r}")
     return store
+
+
+R = TypeVar("R")
+
+
+def read_once(url: str, binding: Binding, op_of: Callable[[Lifecycle], Op[R]]) -> R:
+    """Open the database, run one read-only operation of the binding's core in a read-only
+    unit (nothing written, no write lock waited for), close it: what each command reads."""
+    store = open_store(url)
+    try:
+        lc = Lifecycle(store, binding)
+        with store.atomic(read_only=True, door=lc):
+            return lc.do(op_of(lc))
+    finally:
+        store.close()
+
