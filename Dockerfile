@@ -1,15 +1,17 @@
 # syntax=docker/dockerfile:1
-# pubsched in a container (docs/pubsched.md, "In a container"). The wheel is built in a
-# first stage and installed into a slim Python, run by a user that is not root; the
-# container runs the same two commands as a machine does (tests/pubsched/test_wheel.py
+# pubsched in a container (docs/pubsched.md, "In a container"). The wheels (pubsched and
+# the engine) are built in a first stage and installed into a slim Python, run by a user
+# that is not root; the container runs the same two commands as a machine does (tests/pubsched/test_wheel.py
 # runs this CMD against the same wheel): `pubsched init`, then `pubsched serve`.
 # Serving beyond loopback needs a real PUBSCHED_SECRET (`pubsched secret new`).
 
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY src ./src
-RUN pip wheel --no-cache-dir --no-deps -w /dist .
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/*
+# the whole checkout, .git included: each distribution's version is derived from git
+COPY . ./
+RUN pip wheel --no-cache-dir --no-deps -w /dist packages/rowstate packages/pubsched
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \

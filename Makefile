@@ -6,17 +6,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint twins unasync typecheck unit bench chaos clean
 
-$(STAMP): pyproject.toml
+# the three distributions, editable, with every extra of the engine, and the dev group of the
+# workspace's pyproject (pip 25.1+: --group)
+PACKAGES := -e 'packages/rowstate[postgres,nats,otel,prometheus,sqlalchemy,django]' \
+	-e packages/dataset-lifecycle -e 'packages/pubsched[demo]'
+
+$(STAMP): pyproject.toml packages/rowstate/pyproject.toml \
+		packages/dataset-lifecycle/pyproject.toml packages/pubsched/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --upgrade 'pip>=25.1'
+	$(BIN)/python -m pip install -q $(PACKAGES) --group dev
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/pubsched demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff check packages tests bench scripts
 
 # the sync twins are generated from their asyncio sources (scripts/unasync.py): fail when
 # one is stale; `make unasync` writes them
@@ -27,7 +33,8 @@ unasync: $(STAMP)
 	$(BIN)/python scripts/unasync.py
 
 typecheck: $(STAMP)
-	$(BIN)/mypy src scripts/unasync.py
+	$(BIN)/mypy packages/rowstate/src/rowstate packages/dataset-lifecycle/src/dataset_lifecycle \
+		packages/pubsched/src/pubsched scripts/unasync.py
 
 # the suite on every core: most tests wait on a database, a browser or a child process, so
 # two workers on two cores take ~7 minutes where one takes ~12 (PYTEST_WORKERS=0: serial)
@@ -38,7 +45,7 @@ unit: $(STAMP)
 test: lint twins typecheck unit
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q --group bench
 	$(BIN)/python -m bench $(if $(QUICK),--quick,)
 
 chaos: $(STAMP)

@@ -37,18 +37,15 @@ import sys
 import tokenize
 from pathlib import Path
 
-# (asyncio source, generated sync twin), paths relative to the repository root
+# (asyncio source, generated sync twin), paths relative to the repository root: each
+# distribution's package under packages/<distribution>/src/
+_DL = "packages/dataset-lifecycle/src/dataset_lifecycle"
+_RS = "packages/rowstate/src/rowstate"
 TWINS: list[tuple[str, str]] = [
-    ("src/dataset_lifecycle/_async/__init__.py", "src/dataset_lifecycle/_sync/__init__.py"),
-    ("src/dataset_lifecycle/_async/client.py", "src/dataset_lifecycle/_sync/client.py"),
-    ("src/dataset_lifecycle/_async/mock.py", "src/dataset_lifecycle/_sync/mock.py"),
-    ("src/dataset_lifecycle/_async/store_adapter.py",
-     "src/dataset_lifecycle/_sync/store_adapter.py"),
-    ("src/rowstate/_async/__init__.py", "src/rowstate/_sync/__init__.py"),
-    ("src/rowstate/_async/lifecycle.py", "src/rowstate/_sync/lifecycle.py"),
-    ("src/rowstate/_async/observing.py", "src/rowstate/_sync/observing.py"),
-    ("src/rowstate/_async/relay.py", "src/rowstate/_sync/relay.py"),
-    ("src/rowstate/_async/units.py", "src/rowstate/_sync/units.py"),
+    (f"{package}/_async/{name}.py", f"{package}/_sync/{name}.py")
+    for package, names in ((_DL, ("__init__", "client", "mock", "store_adapter")),
+                           (_RS, ("__init__", "lifecycle", "observing", "relay", "units")))
+    for name in names
 ]
 
 # async name -> sync name: names that exist in both flavours under two spellings
@@ -221,13 +218,15 @@ def generate(source_text: str, source: str) -> str:
     if leftovers:
         raise SystemExit(f"unasync: {source}: no sync spelling for {', '.join(leftovers)}; "
                          "add it to NAMES in scripts/unasync.py")
-    return HEADER.format(source=source) + body
+    # named from its distribution's import root (packages/<distribution>/src/), which keeps
+    # the header one short line
+    return HEADER.format(source=source.partition("/src/")[2] or source) + body
 
 
 def _orphans(root: Path, targets: set[str]) -> list[str]:
     """Files that say they are generated but are no twin in :data:`TWINS` any more."""
     found = []
-    for path in sorted((root / "src").rglob("*.py")):
+    for path in sorted((root / "packages").rglob("src/**/*.py")):
         with path.open(encoding="utf-8") as f:
             first = f.readline().rstrip("\n")
         if _HEADER_RE.match(first) and path.relative_to(root).as_posix() not in targets:

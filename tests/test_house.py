@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from support.layout import SRC, circles
+from support.layout import SRC, circles, python_files
 
 MAX_LINES = 450
 
@@ -31,7 +31,7 @@ def test_src_has_no_import_circle() -> None:
 
 
 def test_src_has_no_file_over_the_limit() -> None:
-    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py")
+    long = {str(p.relative_to(root)): n for root, p in python_files(SRC)
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}
 
@@ -45,11 +45,11 @@ def _twins(path: Path) -> list[str]:
 def test_no_twin_kept_by_hand_without_its_reason() -> None:
     """A file defining ``X`` and ``AsyncX`` side by side says why at its top."""
     unexplained = []
-    for path in sorted(SRC.rglob("*.py")):
+    for root, path in python_files(SRC):
         if _twins(path):
             head = "\n".join(path.read_text().splitlines()[:40]).lower()
             if "generated" not in head and "by hand" not in head:
-                unexplained.append(str(path.relative_to(SRC)))
+                unexplained.append(str(path.relative_to(root)))
     assert unexplained == []
 
 

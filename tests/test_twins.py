@@ -75,11 +75,12 @@ def test_a_source_changed_without_regenerating_is_caught(tmp_path: Path) -> None
 
 def test_a_generated_file_without_a_source_is_caught(tmp_path: Path) -> None:
     _copy(tmp_path)
-    orphan = tmp_path / "src" / "dataset_lifecycle" / "_sync" / "gone.py"
-    orphan.write_text(_script().HEADER.format(source="src/dataset_lifecycle/_async/gone.py"))
+    orphan = tmp_path / "packages/dataset-lifecycle/src/dataset_lifecycle/_sync/gone.py"
+    orphan.write_text(_script().HEADER.format(source="dataset_lifecycle/_async/gone.py"))
     done = _run("--check", "--root", str(tmp_path))
     assert done.returncode == 1
-    assert "src/dataset_lifecycle/_sync/gone.py says it is generated" in done.stdout
+    assert ("packages/dataset-lifecycle/src/dataset_lifecycle/_sync/gone.py says it is generated"
+            in done.stdout)
 
 
 def test_the_substitutions() -> None:

@@ -43,14 +43,17 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     where = tmp_path_factory.mktemp("wheel")
     dist = where / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
-                    str(CHECKOUT)], check=True, capture_output=True, timeout=300)
-    (wheel,) = dist.glob("*.whl")
+                    *(str(CHECKOUT / "packages" / name) for name in ("rowstate", "pubsched"))],
+                   check=True, capture_output=True, timeout=300)
+    wheels = sorted(dist.glob("*.whl"))
+    assert [w.name.split("-")[0] for w in wheels] == ["pubsched", "rowstate"]
     venv = where / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     bin_dir = venv / "bin"
     pip_env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PUBSCHED_", "PYTHON", "VIRTUAL_ENV"))}
-    done = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)],
+    done = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q",
+                           *map(str, wheels)],
                           env=pip_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     yield Installed(venv, bin_dir)

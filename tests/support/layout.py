@@ -1,7 +1,8 @@
-"""Reading ``src/`` as a graph of imports, for the house rules (tests/test_house.py) and the
-packages' own layout tests: every ``import``/``from ... import`` statement anywhere in a file
-counts (at the top, inside a function, under ``TYPE_CHECKING``); ``from . import x`` is the
-submodule ``x`` (the package itself is not re-entered), ``from pkg import Name`` is ``pkg``.
+"""Reading the distributions' ``packages/*/src/`` as one graph of imports, for the house
+rules (tests/test_house.py) and the packages' own layout tests: every ``import``/``from ...
+import`` statement anywhere in a file counts (at the top, inside a function, under
+``TYPE_CHECKING``); ``from . import x`` is the submodule ``x`` (the package itself is not
+re-entered), ``from pkg import Name`` is ``pkg``.
 """
 
 from __future__ import annotations
@@ -9,14 +10,24 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+PACKAGES = Path(__file__).resolve().parents[2] / "packages"
+# each distribution's import root (packages/<distribution>/src); read together they are one
+# graph, since the app's imports of the engine count too
+SRC: tuple[Path, ...] = tuple(sorted(PACKAGES.glob("*/src")))
+Roots = Path | tuple[Path, ...]
 
 
-def module_names(root: Path) -> dict[str, Path]:
-    """Dotted module name -> file, for every ``.py`` under ``root``."""
+def python_files(roots: Roots) -> list[tuple[Path, Path]]:
+    """(root, file) for every ``.py`` under the root or roots."""
+    return [(root, path) for root in ((roots,) if isinstance(roots, Path) else roots)
+            for path in sorted(root.rglob("*.py"))]
+
+
+def module_names(root: Roots) -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` under ``root`` (or each root)."""
     found: dict[str, Path] = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
+    for base, path in python_files(root):
+        parts = list(path.relative_to(base).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         if parts:
@@ -47,7 +58,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return out
 
 
-def import_graph(root: Path = SRC, package: str = "") -> dict[str, set[str]]:
+def import_graph(root: Roots = SRC, package: str = "") -> dict[str, set[str]]:
     """Module -> the modules under ``root`` it imports (only ``package``'s, if named)."""
     known = module_names(root)
     if package:
@@ -55,7 +66,7 @@ def import_graph(root: Path = SRC, package: str = "") -> dict[str, set[str]]:
     return {name: imports_of(name, path, known) for name, path in known.items()}
 
 
-def circles(root: Path = SRC) -> list[list[str]]:
+def circles(root: Roots = SRC) -> list[list[str]]:
     """Every strongly connected group of two or more modules (Tarjan), each sorted."""
     graph = import_graph(root)
     index: dict[str, int] = {}

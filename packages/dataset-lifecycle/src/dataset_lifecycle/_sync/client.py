@@ -1,4 +1,4 @@
-# Generated from src/dataset_lifecycle/_async/client.py by scripts/unasync.py: do not edit.
+# Generated from dataset_lifecycle/_async/client.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The seed's ``DatasetLifecycle`` API as a client class, written once.
 

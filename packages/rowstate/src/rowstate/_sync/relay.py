@@ -1,4 +1,4 @@
-# Generated from src/rowstate/_async/relay.py by scripts/unasync.py: do not edit.
+# Generated from rowstate/_async/relay.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The outbox relay (:mod:`rowstate.relay`), written once: ``_async/relay.py`` (asyncio)
 is the source, and ``_sync/relay.py`` is generated from it by ``scripts/unasync.py``. The

@@ -1,4 +1,4 @@
-# Generated from src/rowstate/_async/observing.py by scripts/unasync.py: do not edit.
+# Generated from rowstate/_async/observing.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The front end's observed path, written once: this asyncio module is the source, and
 ``_sync/observing.py`` is generated from it by ``scripts/unasync.py``.

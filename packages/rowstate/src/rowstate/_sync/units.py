@@ -1,4 +1,4 @@
-# Generated from src/rowstate/_async/units.py by scripts/unasync.py: do not edit.
+# Generated from rowstate/_async/units.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The unit of work (:mod:`rowstate.units`), written once: ``_async/units.py`` (asyncio)
 is the source, and ``_sync/units.py`` is generated from it by ``scripts/unasync.py``.

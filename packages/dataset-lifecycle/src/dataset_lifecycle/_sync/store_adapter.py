@@ -1,4 +1,4 @@
-# Generated from src/dataset_lifecycle/_async/store_adapter.py by scripts/unasync.py: do not edit.
+# Generated from dataset_lifecycle/_async/store_adapter.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The default :class:`PersistenceAdapter` (``create_persistence_adapter``), written once.
 

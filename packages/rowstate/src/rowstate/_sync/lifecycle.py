@@ -1,4 +1,4 @@
-# Generated from src/rowstate/_async/lifecycle.py by scripts/unasync.py: do not edit.
+# Generated from rowstate/_async/lifecycle.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The front end, written once: ``_async/lifecycle.py`` (asyncio) is the source, and
 ``_sync/lifecycle.py`` is generated from it by ``scripts/unasync.py`` (``make twins``

@@ -1,4 +1,4 @@
-# Generated from src/dataset_lifecycle/_async/mock.py by scripts/unasync.py: do not edit.
+# Generated from dataset_lifecycle/_async/mock.py by scripts/unasync.py: do not edit.
 # Edit the source, then run `make unasync` (`make twins` checks).
 """The test double of the client, written once: the real client on a private in-memory
 database, recording its calls (see :mod:`dataset_lifecycle.testing`).
