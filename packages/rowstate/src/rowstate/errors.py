@@ -50,6 +50,13 @@ class StoreError(RowstateError):
     """The database failed in a way the engine does not turn into a result."""
 
 
+class ConnectError(StoreError):
+    """No connection could be opened (the server refused, the database does not exist, the
+    password is wrong, the connect timeout passed): nothing was sent, so nothing landed.
+    Raised within the store's connect timeout, with the server's own message; retrying is
+    the caller's choice, as the fault is usually the configuration's."""
+
+
 class ConnectionLostError(StoreError):
     """The connection died mid-call: the write *may have landed*. It either committed whole
     or not at all, and nobody can tell which; retrying the same call is safe because every
