@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from rowstate import AsyncPostgresStore, AsyncSQLiteStore, PostgresStore, SQLiteStore
+from rowstate.stores import AsyncPostgresStore, AsyncSQLiteStore, PostgresStore, SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 

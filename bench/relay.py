@@ -1,11 +1,11 @@
 """Case 8: the outbox relay's delivery rate to NATS JetStream (PostgreSQL, asyncio).
 
 Each phase fills an events table with ``n`` undelivered events (untimed, one INSERT), then
-times draining it: ``rowstate.AsyncRelay`` with ``rowstate.NatsPublisher`` (one publish per
-event awaiting the stream's ack, deduplicated by ``Nats-Msg-Id``; rows marked delivered per
-batch of 500) against the same loop written by hand on the same driver and the same NATS
-connection. The two sides have their own events tables and subjects; the stream is created
-for the run and deleted after it.
+times draining it: ``rowstate.AsyncRelay`` with ``rowstate.contrib.nats.NatsPublisher``
+(one publish per event awaiting the stream's ack, deduplicated by ``Nats-Msg-Id``; rows
+marked delivered per batch of 500) against the same loop written by hand on the same
+driver and the same NATS connection. The two sides have their own events tables and
+subjects; the stream is created for the run and deleted after it.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from typing import Any
 
 import psycopg
 
-from rowstate import AsyncPostgresStore, AsyncRelay, NatsPublisher
+from rowstate import AsyncRelay
+from rowstate.contrib.nats import NatsPublisher
 from rowstate.dialects import Postgres
 from rowstate.schema import events_sql
+from rowstate.stores import AsyncPostgresStore
 
 from .env import Env
 from .harness import Result, Settings, compare_async

@@ -31,7 +31,8 @@ from chaos.machine import (
     insert_rows,
 )
 from chaos.oracle import History
-from rowstate import Lifecycle, PostgresStore
+from rowstate import Lifecycle
+from rowstate.stores import PostgresStore
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 

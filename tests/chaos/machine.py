@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rowstate import NOW, Batch, Binding, Edge, FinalizationClaim, Guard, Lease, Machine, Unique
+from rowstate import NOW, Binding, Edge, FinalizationClaim, Guard, Lease, Machine, Unique
+from rowstate.ext import Batch
 
 LEASE_TTL = 0.6
 FINAL_TTL = 0.8

@@ -42,14 +42,8 @@ from chaos.machine import (
     pure_sources,
 )
 from rowstate import ActFailed as FailedAct
-from rowstate import (
-    ActiveLease,
-    AsyncLifecycle,
-    AsyncPostgresStore,
-    Edge,
-    Lifecycle,
-    PostgresStore,
-)
+from rowstate import ActiveLease, AsyncLifecycle, Edge, Lifecycle
+from rowstate.stores import AsyncPostgresStore, PostgresStore
 
 SCOPES = ("a", "b")
 

@@ -15,7 +15,8 @@ from dataset_lifecycle import (
     ValidationError,
     create_persistence_adapter,
 )
-from rowstate import Batch, StoreError, connect, connect_async
+from rowstate import StoreError, connect, connect_async
+from rowstate.ext import Batch
 from support import databases
 
 Client = DatasetLifecycleClient | AsyncDatasetLifecycleClient

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import rowstate
+import rowstate.stores
 from pubsched import db as pubdb
 from pubsched.db import migrate as mig
 from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedEdge, Unique
@@ -690,7 +691,7 @@ def test_sqlite_paths_agree_with_rowstate(url: str, path: str | None) -> None:
     assert pubdb.sqlite_path(url) == path
     store = rowstate.connect(url)  # a file store opens nothing until first used
     try:
-        assert isinstance(store, rowstate.SQLiteStore)
+        assert isinstance(store, rowstate.stores.SQLiteStore)
         assert store.path == (path or ":memory:")
     finally:
         store.close()

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
 import rowstate
+import rowstate.stores
 from rowstate import InvalidTransitionError, Lifecycle, ValidationError
 from rowstate.dialects import canonical_time
 from support import databases
@@ -41,7 +42,7 @@ FUZZ_SETTINGS = settings(
 @dataclass
 class Target:
     url: str
-    store: rowstate.SQLiteStore | rowstate.PostgresStore
+    store: rowstate.stores.SQLiteStore | rowstate.stores.PostgresStore
     lc: Lifecycle
     reader: Any  # a plain driver connection, for the checksums
     baseline: str = ""

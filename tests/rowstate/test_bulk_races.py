@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import rowstate
-from rowstate import Batch, Lifecycle
+from rowstate import Lifecycle
+from rowstate.ext import Batch
 from support.engine import JOBS
 
 pytestmark = pytest.mark.postgres

@@ -21,10 +21,10 @@ from rowstate import (
     Lifecycle,
     Machine,
     SchemaMismatch,
-    SQLiteStore,
     ValidationError,
 )
 from rowstate.outbox import EVENT_LAYOUT, EVENTS_LAYOUT_VERSION
+from rowstate.stores import SQLiteStore
 from rowstate.values import MAX_BY, MAX_NOTE
 from support.engine import JOBS, TICKETS, Backend, Clock, on
 

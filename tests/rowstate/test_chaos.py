@@ -56,15 +56,8 @@ from chaos.machine import (
 )
 from chaos.model import ACT_FAILED, LEASE_LOST, Expect, Model, Row
 from chaos.oracle import PROPERTIES, History, Oracle
-from rowstate import (
-    ActFailed,
-    Guard,
-    InvalidTransitionError,
-    Lifecycle,
-    PostgresStore,
-    SQLiteStore,
-    ValidationError,
-)
+from rowstate import ActFailed, Guard, InvalidTransitionError, Lifecycle, ValidationError
+from rowstate.stores import PostgresStore, SQLiteStore
 from support import databases
 
 # -- the summary lines -----------------------------------------------------------------

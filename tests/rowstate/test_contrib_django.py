@@ -241,7 +241,7 @@ django.setup()
 import rowstate
 from rowstate.contrib.django import DjangoStore
 store = DjangoStore()
-assert store.run(rowstate.Batch((("SELECT 1", []),))) == [[(1,)]]
+assert store.run(rowstate.ext.Batch((("SELECT 1", []),))) == [[(1,)]]
 with store.atomic() as tx:
     assert tx.execute("SELECT 2 AS n") == [{"n": 2}]
 print(",".join(sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)))

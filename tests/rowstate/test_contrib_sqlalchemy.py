@@ -359,7 +359,7 @@ from sqlalchemy import create_engine
 import rowstate
 from rowstate.contrib.sqlalchemy import SQLAlchemyStore
 store = SQLAlchemyStore(create_engine("sqlite:///" + sys.argv[1]))
-assert store.run(rowstate.Batch((("SELECT 1", []),))) == [[(1,)]]
+assert store.run(rowstate.ext.Batch((("SELECT 1", []),))) == [[(1,)]]
 with store.atomic() as tx:
     assert tx.execute("SELECT 2 AS n") == [{"n": 2}]
 print(",".join(sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)))

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 import rowstate
+import rowstate.stores
 from rowstate import Lifecycle, Reason
 from support import races as rh
 from support import strategies as S
@@ -159,10 +160,10 @@ def test_zombie_cannot_finalize_or_release_after_takeover(
 
 
 @pytest.fixture
-def victim(pg_dsn: str) -> Iterator[rowstate.PostgresStore]:
+def victim(pg_dsn: str) -> Iterator[rowstate.stores.PostgresStore]:
     """A store whose one connection carries application_name VICTIM."""
     rh.create_rows(pg_dsn, rh.race_binding(TTL), ["job", "job2"])
-    store = rowstate.PostgresStore(rh.with_app_name(pg_dsn, VICTIM), min_size=1, max_size=1)
+    store = rowstate.stores.PostgresStore(rh.with_app_name(pg_dsn, VICTIM), min_size=1, max_size=1)
     try:
         yield store
     finally:
@@ -170,12 +171,12 @@ def victim(pg_dsn: str) -> Iterator[rowstate.PostgresStore]:
 
 
 @pytest.fixture
-def unchecked_victim(pg_dsn: str) -> Iterator[rowstate.PostgresStore]:
+def unchecked_victim(pg_dsn: str) -> Iterator[rowstate.stores.PostgresStore]:
     """The victim with its connection kept per thread instead of pooled: the pool checks a
     connection at checkout and replaces one killed while idle (so the next call does not
     fail: tests/rowstate/test_stores.py), which would hide the crash these tests are about."""
     rh.create_rows(pg_dsn, rh.race_binding(TTL), ["job", "job2"])
-    store = rowstate.PostgresStore(rh.with_app_name(pg_dsn, VICTIM), per_thread=True)
+    store = rowstate.stores.PostgresStore(rh.with_app_name(pg_dsn, VICTIM), per_thread=True)
     try:
         yield store
     finally:
@@ -197,7 +198,7 @@ def consistent(url: str, key: str, state: str, version: int) -> None:
 
 
 def test_connection_lost_between_claim_and_finalize(
-        unchecked_victim: rowstate.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
+        unchecked_victim: rowstate.stores.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
     lc = Lifecycle(unchecked_victim, rh.race_binding(TTL))
     claim = lc.claim("job", "work")
     assert claim.claimed
@@ -217,7 +218,7 @@ def test_connection_lost_between_claim_and_finalize(
 
 
 def test_connection_lost_while_waiting_on_a_row_lock(
-        victim: rowstate.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
+        victim: rowstate.stores.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
     lc = Lifecycle(victim, rh.race_binding(TTL))
     lc.get("job")  # the victim's connection exists before the lock is taken
     dbname = rh.dbname_of(pg_dsn)
@@ -265,7 +266,7 @@ def test_connection_lost_while_waiting_on_a_row_lock(
 
 
 def test_connection_lost_during_a_leased_act(
-        unchecked_victim: rowstate.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
+        unchecked_victim: rowstate.stores.PostgresStore, pg_dsn: str, pg_admin_dsn: str) -> None:
     """The act kills the run's connection: finalize cannot land and raises; the lease stays
     (the act may have had its effect), so a retry is refused until the TTL and then runs
     the edge exactly once."""

@@ -20,17 +20,18 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import rowstate
+import rowstate.stores
 from rowstate import (
     ActiveLease,
-    Batch,
     ConnectionLostError,
     Lifecycle,
     RowstateError,
-    SQLiteStore,
     StatementCancelled,
     StoreError,
     ValidationError,
 )
+from rowstate.ext import Batch
+from rowstate.stores import SQLiteStore
 from support.engine import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
 
 # -- 7. typed errors -----------------------------------------------------------------------
@@ -104,7 +105,7 @@ def test_a_script_on_a_locked_database_is_a_store_error(tmp_path: Path) -> None:
 
 
 def test_the_postgres_script_error_is_typed(pg_dsn: str) -> None:
-    store = rowstate.PostgresStore(pg_dsn)
+    store = rowstate.stores.PostgresStore(pg_dsn)
     try:
         with pytest.raises(StoreError) as info:
             store.execute_script("SELECT * FROM no_such_table")
@@ -118,7 +119,7 @@ def test_the_postgres_script_error_is_typed(pg_dsn: str) -> None:
     lambda: rowstate.connect("mysql://db"),
     lambda: rowstate.connect_async("mysql://db"),
     lambda: rowstate.connect("sqlite:relative.db"),
-    lambda: rowstate.PostgresStore("", pool=object(), per_thread=True),  # type: ignore[arg-type]
+    lambda: rowstate.stores.PostgresStore("", pool=object(), per_thread=True),  # type: ignore[arg-type]
     lambda: JOBS.dialect_for("oracle"),
 ], ids=["synchronous", "url", "async-url", "sqlite-url", "per-thread-pool", "dialect"])
 def test_configuration_mistakes_are_rowstate_errors(make: Any) -> None:

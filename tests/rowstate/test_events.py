@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from rowstate import DefinitionError, Event, NatsPublisher, ValidationError
+from rowstate import DefinitionError, Event, ValidationError
+from rowstate.contrib.nats import NatsPublisher
 from support.engine import JOBS, RUNS, Backend, Clock, events_of, on
 
 JOBS_NO_OUTBOX = dataclasses.replace(JOBS, events=None)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from rowstate import Batch, Binding, Machine, drive
+from rowstate import Binding, Machine
 from rowstate.dialects import Postgres, SQLite
+from rowstate.ext import Batch, drive
 from rowstate.gauges import read_gauges
 from support.engine import JOBS, RUNS, SLOTS, TICKETS, Backend, Clock, on
 

@@ -27,7 +27,7 @@ def test_the_core_imports_no_driver(module: str) -> None:
 
 
 def test_a_postgres_store_loads_the_driver() -> None:
-    code = CHECK.format(module="rowstate") + "rowstate.PostgresStore\n" + \
+    code = CHECK.format(module="rowstate") + "rowstate.stores.PostgresStore\n" + \
         "print('psycopg' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
@@ -45,13 +45,13 @@ SQLITE_ONLY = """
 import asyncio
 import sys
 import rowstate
-import rowstate.stores.sqlite
+import rowstate.ext
 store = rowstate.connect("sqlite://")
-assert isinstance(store, rowstate.SQLiteStore), store
-assert store.run(rowstate.Batch((("SELECT 1", []),))) == [[(1,)]]
+assert isinstance(store, rowstate.stores.SQLiteStore), store
+assert store.run(rowstate.ext.Batch((("SELECT 1", []),))) == [[(1,)]]
 store.close()
 astore = rowstate.connect_async("sqlite://")
-assert isinstance(astore, rowstate.AsyncSQLiteStore), astore
+assert isinstance(astore, rowstate.stores.AsyncSQLiteStore), astore
 asyncio.run(astore.close())
 loaded = sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)
 print(",".join(loaded))

@@ -321,7 +321,7 @@ def test_a_cancelled_async_act_releases_its_lease(backend: Backend) -> None:
 def test_sync_run_refuses_an_act_that_returns_a_coroutine(tmp_path: object) -> None:
     """A sync front end cannot await: the act's coroutine is refused and the lease freed."""
     import rowstate
-    from rowstate import Batch
+    from rowstate.ext import Batch
     from support.engine import RUNS
 
     store = rowstate.connect("sqlite://")

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import rowstate
+import rowstate.stores
 from rowstate import AsyncLifecycle, Lifecycle, Reason
 from support import races as rh
 
@@ -32,7 +33,7 @@ def pg_url(pg_dsn: str) -> str:
     return pg_dsn
 
 
-def store_for(url: str) -> rowstate.SQLiteStore | rowstate.PostgresStore:
+def store_for(url: str) -> rowstate.stores.SQLiteStore | rowstate.stores.PostgresStore:
     if url.startswith("sqlite:"):
         return rh.open_store(url)
     return rh.open_store(url, min_size=THREADS, max_size=THREADS)

@@ -9,7 +9,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from rowstate import ActFailed, ActiveLease, Batch, Lifecycle, PostgresStore, SQLiteStore
+from rowstate import ActFailed, ActiveLease, Lifecycle
+from rowstate.ext import Batch
+from rowstate.stores import PostgresStore, SQLiteStore
 from support.engine import JOBS, RUNS, Backend, on
 
 

@@ -16,7 +16,9 @@ import nats
 import psycopg
 import pytest
 
-from rowstate import Batch, Lifecycle, PostgresStore
+from rowstate import Lifecycle
+from rowstate.ext import Batch
+from rowstate.stores import PostgresStore
 from support import databases, nats_server, pg_server, services
 from support.engine import JOBS
 

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rowstate
+import rowstate.ext
 from rowstate import (
     Binding,
     DefinitionError,
@@ -25,11 +26,11 @@ from rowstate import (
     Lease,
     Lifecycle,
     Machine,
-    PostgresStore,
     Unique,
     ValidationError,
 )
 from rowstate.migrations import KEY_NOT_ASCII, check_rows, rename_state, retire_state
+from rowstate.stores import PostgresStore
 from support.engine import Backend, Clock, events_of, on
 
 V1 = Machine("doc", states=["DRAFT", "REVIEW", "DONE", "GONE"], initial="DRAFT",
@@ -328,7 +329,7 @@ def test_leases_claimed_while_renaming_are_never_overrun(engine_pg_schema: str) 
                 got = rename_state(v2, "REVIEW", "IN_REVIEW")
                 left = v2.do(v2.core.count(state="DRAFT"))  # a read in between: no rows
                 assert left == 0
-                in_old = int(store.run(rowstate.Batch((
+                in_old = int(store.run(rowstate.ext.Batch((
                     ("SELECT COUNT(*) FROM docs WHERE state = 'REVIEW'", ()),)))[0][0][0])
                 if got.applied:
                     assert got.moved == n and in_old == 0
@@ -410,7 +411,7 @@ def test_a_rename_and_a_set_based_move_over_the_same_rows_never_deadlock(
             for t in threads:
                 t.join(timeout=30)
             assert errors == [] and got.applied
-            left = {r[0] for r in store.run(rowstate.Batch((
+            left = {r[0] for r in store.run(rowstate.ext.Batch((
                 ("SELECT state FROM docs WHERE id LIKE %s", (f"r{attempt}-%",)),)))[0]}
             assert left <= {"DONE", "IN_REVIEW"}
     finally:

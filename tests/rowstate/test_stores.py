@@ -12,15 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from rowstate import (
-    AsyncLifecycle,
-    AsyncPostgresStore,
-    Batch,
-    ConnectionLostError,
-    Lifecycle,
-    PostgresStore,
-    stores,
-)
+from rowstate import AsyncLifecycle, ConnectionLostError, Lifecycle, stores
+from rowstate.ext import Batch
+from rowstate.stores import AsyncPostgresStore, PostgresStore
 from support import pg_server, services
 from support import races as rh
 from support.engine import JOBS
@@ -173,7 +167,8 @@ def test_sqlite_writers_of_one_store_queue_and_time_out_as_sqlite_would(
     again on the same thread takes the turn again (re-entrant), instead of hanging."""
     import threading
 
-    from rowstate import SQLiteStore, StoreError
+    from rowstate import StoreError
+    from rowstate.stores import SQLiteStore
 
     store = SQLiteStore(str(tmp_path / "w.db"), busy_timeout=0.3)
     store.execute_script("CREATE TABLE t (n INTEGER)")

@@ -10,7 +10,8 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from rowstate import ActiveLease, Batch, TimedEdge
+from rowstate import ActiveLease, TimedEdge
+from rowstate.ext import Batch
 from support.engine import RUNS, TICKETS, Backend, Clock, as_dict, on
 
 

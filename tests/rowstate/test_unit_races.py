@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from rowstate import Lifecycle, PostgresStore, UnitRefusedError
+from rowstate import Lifecycle, UnitRefusedError
+from rowstate.stores import PostgresStore
 from support import races
 from support.engine import RUNS
 

@@ -28,10 +28,7 @@ import pytest
 from rowstate import (
     NOW,
     AsyncLifecycle,
-    AsyncPostgresStore,
     AsyncRelay,
-    AsyncSQLiteStore,
-    Batch,
     Binding,
     Derived,
     Edge,
@@ -40,13 +37,13 @@ from rowstate import (
     Lifecycle,
     Machine,
     Notice,
-    PostgresStore,
     Relay,
-    SQLiteStore,
     TimedEdge,
     Unique,
 )
 from rowstate.dialects import Dialect, Postgres, SQLite
+from rowstate.ext import Batch
+from rowstate.stores import AsyncPostgresStore, AsyncSQLiteStore, PostgresStore, SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 

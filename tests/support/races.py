@@ -33,7 +33,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import rowstate
-from rowstate import Batch, Binding, Edge, Lease, Lifecycle, Machine
+import rowstate.stores
+from rowstate import Binding, Edge, Lease, Lifecycle, Machine
+from rowstate.ext import Batch
 
 HERE = Path(__file__).resolve()
 TABLE = "race_rows"
@@ -76,7 +78,7 @@ def sqlite_url(path: Path | str) -> str:
     return f"sqlite:///{path}"
 
 
-def open_store(url: str, **options: Any) -> rowstate.SQLiteStore | rowstate.PostgresStore:
+def open_store(url: str, **options: Any) -> rowstate.Store:
     return rowstate.connect(url, **options)
 
 

@@ -3,7 +3,7 @@
 A :class:`~._types.PersistenceAdapter` can read a record and do one conditional write of
 plain ``{field: value}`` shapes. That is enough for every operation, because the rules are
 not re-stated here: :class:`AdapterBackend` asks the rowstate core for the checks a write is
-conditioned on (:meth:`rowstate.core.Core.transition_checks`, the tree the SQL is rendered
+conditioned on (:meth:`rowstate.ext.Core.transition_checks`, the tree the SQL is rendered
 from) and turns them into a condition shape:
 
 * a check that *is* a plain shape (``state IN (...)``, ``jobId = owner``, a guard such as
@@ -11,7 +11,7 @@ from) and turns them into a condition shape:
   conditional write enforces it, with no read before it;
 * a check that is not (the claim's "free, ours, or older than the TTL", the LOADING block
   "no live claim") is evaluated in Python on a row just read
-  (:func:`rowstate.conditions.evaluate`), and the write is conditioned on the *observed*
+  (:func:`rowstate.ext.evaluate`), and the write is conditioned on the *observed*
   values of every field that check reads. If any of them moved since the read, the write
   matches nothing: a compare-and-set, so stealing a stale claim is safe (the condition holds
   the exact observed ``finalizingClaimTime``; of two stealers, one wins).
@@ -39,21 +39,15 @@ from typing import Any
 
 from rowstate import (
     NOW,
-    Batch,
-    Call,
-    Check,
     CheckResult,
-    Core,
     Event,
     FinalizationClaimResult,
     ReleaseResult,
-    RowView,
     TransitionResult,
     UsageError,
     ValidationError,
-    failing,
-    lookup,
 )
+from rowstate.ext import Batch, Call, Check, Core, RowView, failing, lookup
 
 from ._machine import Reason
 from ._rules import Rules, parse_time, status_of

@@ -1,7 +1,7 @@
 """The seed's operations, written once, without I/O.
 
-Each operation is a generator in the engine's style (:mod:`rowstate.drive`): it yields the
-engine's statement batches, or :class:`~rowstate.core.Call` requests for a persistence
+Each operation is a generator in the engine's style (:mod:`rowstate.ext.drive`): it yields the
+engine's statement batches, or :class:`~rowstate.ext.Call` requests for a persistence
 adapter, and gets their results back. ``DatasetLifecycle`` drives them synchronously,
 ``AsyncDatasetLifecycle`` on asyncio, so the twins cannot disagree; and a *backend* says how
 a primitive (read, transition, dry run, claim, release) runs:
@@ -21,9 +21,10 @@ from collections.abc import Generator, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from rowstate import Batch, Call, CheckResult, Core, FinalizationClaimResult, ValidationError
+from rowstate import CheckResult, FinalizationClaimResult, ValidationError
 from rowstate import ReleaseResult as EngineRelease
 from rowstate import TransitionResult as EngineTransition
+from rowstate.ext import Batch, Call, Core
 
 from ._machine import LOADING, MACHINE, Reason, evaluate_transition, normalize_status
 from ._machine import normalize_statuses as _normalize_statuses

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rowstate import Batch, Binding, Dialect, ValidationError
+from rowstate import Binding, ValidationError
+from rowstate.ext import Batch, Dialect
 
 from ._machine import NOT_AVAILABLE, normalize_status
 from ._rules import STATUS

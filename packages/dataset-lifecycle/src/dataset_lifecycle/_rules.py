@@ -27,18 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rowstate import (
-    Binding,
-    Check,
-    Const,
-    DefinitionError,
-    FinalizationClaim,
-    Guard,
-    In,
-    RowView,
-    ValidationError,
-    evaluate,
-)
+from rowstate import Binding, DefinitionError, FinalizationClaim, Guard, ValidationError
+from rowstate.ext import Check, Const, In, RowView, evaluate
 
 from ._machine import (
     ACTIVE,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from rowstate import DefinitionError, ValidationError, check_ident
+from rowstate import DefinitionError, ValidationError
+from rowstate.ext import check_ident
 
 from ._rules import DEFAULT_SCHEMA, DEFAULT_TABLE
 

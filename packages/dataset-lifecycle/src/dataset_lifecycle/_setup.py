@@ -25,17 +25,9 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from rowstate import (
-    AsyncStore,
-    Batch,
-    Store,
-    StoreError,
-    UsageError,
-    ValidationError,
-    adrive,
-    drive,
-    postgres_url,
-)
+from rowstate import AsyncStore, Store, StoreError, UsageError, ValidationError
+from rowstate.ext import Batch, adrive, drive
+from rowstate.stores import postgres_url
 
 from ._machine import LOADING
 from ._ops import Operations

@@ -12,7 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rowstate import (
+from rowstate import ValidationError
+from rowstate.ext import (
     And,
     Check,
     In,
@@ -25,7 +26,6 @@ from rowstate import (
     RowView,
     Same,
     Slot,
-    ValidationError,
     Value,
     evaluate,
     lookup,
@@ -126,7 +126,7 @@ def pin(node: Node, view: RowView, values: Mapping[str, Any]) -> dict[str, Any]:
 
 def apply_update(row: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
     """``row`` as it is after ``update`` (dotted fields set inside their JSON column, by
-    the engine's rule: :func:`rowstate.conditions.set_path`)."""
+    the engine's rule: :func:`rowstate.ext.set_path`)."""
     out = dict(row)
     for field, value in update.items():
         column, *path = field.split(".")

@@ -13,12 +13,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from rowstate import (
-    AsyncStore,
-    Binding,
+from rowstate import AsyncStore, Binding, DefinitionError, Store, ValidationError
+from rowstate.ext import (
     Check,
     Compiler,
-    DefinitionError,
     Dialect,
     In,
     IsNull,
@@ -29,8 +27,6 @@ from rowstate import (
     SQLite,
     SqlOut,
     Statement,
-    Store,
-    ValidationError,
     Value,
     canonical_time,
     check_scalar,

@@ -3,39 +3,29 @@
 One source of truth (a row's state column) and one door (:meth:`Lifecycle.transition`, a
 single conditional write). Lost races come back as results with reasons; programming errors
 raise. See the README for the tour.
+
+This module is what an application needs, and only that (``__all__``, pinned by
+tests/rowstate/test_surface.py): defining a machine and its binding, connecting, moving
+rows, reading the results, catching the errors. The rest is reached through a few public
+modules, each with one job:
+
+* :mod:`rowstate.ext`: the extension protocol (the core, ``drive``/``adrive``, operations,
+  the compiler, dialects, the condition tree), for code that composes core operations;
+* :mod:`rowstate.stores`: the concrete stores (``SQLiteStore``, ``PostgresStore`` and their
+  async twins) for options beyond what :func:`connect` takes from a URL;
+* :mod:`rowstate.results`: every result type, the rarely named ones too (``Fired``,
+  ``EdgeCheck``, ``HoldResult``); :mod:`rowstate.observe` and :mod:`rowstate.gauges`:
+  metrics and traces; :mod:`rowstate.migrations`: renaming states with rows in them;
+* :mod:`rowstate.contrib`: one module per integration, each behind an extra (``nats``,
+  ``otel``, ``prometheus``, ``sqlalchemy``, ``django``).
+
+``import rowstate`` loads nothing outside the standard library; the PostgreSQL driver is
+imported when a PostgreSQL store is first made.
 """
 
-from typing import TYPE_CHECKING, Any
-
-# -- the extension seam: what an application that composes its own operations builds on
-# (dataset_lifecycle's persistence adapter evaluates the engine's own checks on another
-# executor). Public and stable like the rest; the modules they live in stay private.
 from .binding import Binding
-from .compiler import Compiler, Set, Statement
-from .conditions import (
-    And,
-    Check,
-    Const,
-    In,
-    IsNull,
-    Node,
-    Not,
-    Older,
-    Or,
-    Ref,
-    RowView,
-    Same,
-    Slot,
-    SqlOut,
-    Value,
-    evaluate,
-    failing,
-    lookup,
-    set_path,
-)
-from .core import Core
-from .dialects import Dialect, Postgres, SQLite, canonical_time, check_ident
 from .errors import (
+    ConnectError,
     ConnectionLostError,
     DefinitionError,
     InvalidTransitionError,
@@ -48,158 +38,90 @@ from .errors import (
     UsageError,
     ValidationError,
 )
-from .gauges import Gauges
 from .lifecycle import AsyncLifecycle, Lifecycle
 from .machine import Edge, Machine
-from .observe import Observation, Observer
-from .protocol import ActiveLease, Batch, Call, Op, adrive, drive
-from .relay import AsyncRelay, NatsPublisher, Relay
+from .protocol import ActiveLease
+from .relay import AsyncRelay, Relay
 from .results import (
     ActFailed,
     BulkResult,
     CheckResult,
-    EdgeCheck,
     Event,
     FinalizationClaimResult,
-    Fired,
     FireReport,
-    HoldResult,
     LeaseClaim,
     Reason,
     ReleaseResult,
     RunResult,
     TransitionResult,
 )
-from .specs import (
-    NOW,
-    Derived,
-    FinalizationClaim,
-    Guard,
-    Lease,
-    Notice,
-    TimedEdge,
-    Unique,
-)
+from .specs import NOW, Derived, FinalizationClaim, Guard, Lease, Notice, TimedEdge, Unique
+from .stores import AsyncStore, Store, connect, connect_async
 from .units import AsyncUnit, Unit
-from .values import check_scalar
-
-if TYPE_CHECKING:
-    from .stores import (
-        AsyncPostgresStore,
-        AsyncSQLiteStore,
-        AsyncStore,
-        PostgresStore,
-        SQLiteStore,
-        Store,
-        connect,
-        connect_async,
-        postgres_url,
-    )
-
-# The stores are the only modules that import a driver (psycopg): loaded on first use, so
-# that ``import rowstate`` (and the core: machine, conditions, compiler, the decisions)
-# loads no driver. PEP 562.
-_STORES = frozenset({"AsyncPostgresStore", "AsyncSQLiteStore", "PostgresStore", "SQLiteStore",
-                     "AsyncStore", "Store", "connect", "connect_async", "postgres_url"})
 
 
-def __getattr__(name: str) -> Any:
-    if name in _STORES:
-        from . import stores
+def __getattr__(name: str) -> str:
+    """``rowstate.__version__``, read from the installed distribution on first use (PEP
+    562): importlib.metadata costs more to import than the whole engine."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
 
-        return getattr(stores, name)
+        try:
+            return version("rowstate")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
     raise AttributeError(f"module 'rowstate' has no attribute {name!r}")
 
-__all__ = [  # noqa: RUF022 (grouped: the door, then the extension seam)
-    "NOW",
-    "ActFailed",
-    "ActiveLease",
-    "AsyncLifecycle",
-    "AsyncPostgresStore",
-    "AsyncRelay",
-    "AsyncSQLiteStore",
-    "AsyncUnit",
-    "Binding",
-    "BulkResult",
-    "Call",
-    "CheckResult",
-    "ConnectionLostError",
-    "DefinitionError",
-    "Derived",
-    "Edge",
-    "EdgeCheck",
-    "Event",
-    "FinalizationClaim",
-    "FinalizationClaimResult",
-    "FireReport",
-    "Fired",
-    "Gauges",
-    "Guard",
-    "HoldResult",
-    "InvalidTransitionError",
-    "InvariantViolation",
-    "Lease",
-    "LeaseClaim",
-    "Lifecycle",
+
+__all__ = [  # noqa: RUF022 (grouped by what an application does with them)
+    # defining a machine and where it lives
     "Machine",
-    "NatsPublisher",
-    "Notice",
-    "Observation",
-    "Observer",
-    "Op",
-    "PostgresStore",
-    "Reason",
-    "Relay",
-    "ReleaseResult",
-    "RowstateError",
-    "RunResult",
-    "SQLiteStore",
-    "SchemaMismatch",
-    "StatementCancelled",
-    "StoreError",
+    "Edge",
+    "Binding",
+    "Guard",
+    "Lease",
+    "FinalizationClaim",
     "TimedEdge",
-    "TransitionResult",
+    "Notice",
+    "Derived",
     "Unique",
-    "Unit",
-    "UnitRefusedError",
-    "UsageError",
-    "ValidationError",
-    "adrive",
+    "NOW",
+    # connecting and moving rows
     "connect",
     "connect_async",
-    "drive",
-    # the extension seam
-    "And",
-    "AsyncStore",
-    "Batch",
-    "Check",
-    "Compiler",
-    "Const",
-    "Core",
-    "Dialect",
-    "In",
-    "IsNull",
-    "Node",
-    "Not",
-    "Older",
-    "Or",
-    "Postgres",
-    "Ref",
-    "RowView",
-    "SQLite",
-    "Same",
-    "Set",
-    "Slot",
-    "SqlOut",
-    "Statement",
     "Store",
-    "Value",
-    "canonical_time",
-    "check_ident",
-    "check_scalar",
-    "postgres_url",
-    "set_path",
-    "evaluate",
-    "failing",
-    "lookup",
+    "AsyncStore",
+    "Lifecycle",
+    "AsyncLifecycle",
+    "Unit",
+    "AsyncUnit",
+    "ActiveLease",
+    # events and their delivery
+    "Event",
+    "Relay",
+    "AsyncRelay",
+    # results
+    "TransitionResult",
+    "Reason",
+    "CheckResult",
+    "LeaseClaim",
+    "ActFailed",
+    "RunResult",
+    "ReleaseResult",
+    "FinalizationClaimResult",
+    "BulkResult",
+    "FireReport",
+    # errors
+    "RowstateError",
+    "DefinitionError",
+    "SchemaMismatch",
+    "ValidationError",
+    "UsageError",
+    "InvalidTransitionError",
+    "StoreError",
+    "ConnectError",
+    "ConnectionLostError",
+    "StatementCancelled",
+    "InvariantViolation",
+    "UnitRefusedError",
 ]

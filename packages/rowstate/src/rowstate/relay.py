@@ -40,33 +40,8 @@ generated from it by ``scripts/unasync.py``; the pass they drive is :mod:`rowsta
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from ._async.relay import AsyncRelay
 from ._sync.relay import Relay
 from .relaypass import Publisher
-from .results import Event
 
-__all__ = ["AsyncRelay", "NatsPublisher", "Publisher", "Relay"]
-
-
-class NatsPublisher:
-    """Publishes to NATS JetStream, subject ``<prefix>.<machine>``, deduplicated by the
-    event's stable id (``Nats-Msg-Id``: ``<namespace>:<machine>:<event id>``, unique across
-    events tables and databases), waiting for the stream's acknowledgement."""
-
-    def __init__(self, js: Any, prefix: str = "rowstate") -> None:
-        self.js = js
-        self.prefix = prefix
-
-    async def __call__(self, event: Event) -> None:
-        body = json.dumps({
-            "id": event.stable_id, "machine": event.machine, "key": list(event.key),
-            "edge": event.edge, "from": event.from_state, "to": event.to_state,
-            "owner": event.owner, "data": event.data, "version": event.version,
-            "at": event.at.isoformat() if event.at else None,
-        }).encode()
-        await self.js.publish(f"{self.prefix}.{event.machine}", body,
-                              headers={"Nats-Msg-Id": event.stable_id})
-
+__all__ = ["AsyncRelay", "Publisher", "Relay"]

@@ -13,7 +13,7 @@ on both: it checks the configuration and picks the persistence source, with prec
   omitted: the read, then the CAS from exactly what was read).
 
 The client only drives the shared operations (:mod:`dataset_lifecycle._ops`, with
-``rowstate.adrive``: docs/extending.md) and publishes the event after the write committed;
+``rowstate.ext.adrive``: docs/extending.md) and publishes the event after the write committed;
 a publisher that fails is logged, never raised (the write stands).
 """
 
@@ -29,17 +29,9 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from rowstate import (
-    AsyncLifecycle,
-    AsyncPostgresStore,
-    AsyncStore,
-    Batch,
-    Core,
-    SQLite,
-    ValidationError,
-    adrive,
-    connect_async,
-)
+from rowstate import AsyncLifecycle, AsyncStore, ValidationError, connect_async
+from rowstate.ext import Batch, Core, SQLite, adrive
+from rowstate.stores import AsyncPostgresStore
 
 from .._adapter import AdapterBackend
 from .._machine import LOADING, STALE_CLAIM_MS

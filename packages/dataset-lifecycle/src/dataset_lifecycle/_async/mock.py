@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from rowstate import SQLite
+from rowstate.ext import SQLite
 
 from .._machine import STALE_CLAIM_MS
 from .._recording import (

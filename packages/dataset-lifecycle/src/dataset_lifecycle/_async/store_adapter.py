@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rowstate import AsyncStore, Batch
+from rowstate import AsyncStore
+from rowstate.ext import Batch
 
 from .._statements import StoreAdapterBase
 

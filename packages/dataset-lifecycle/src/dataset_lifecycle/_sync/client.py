@@ -15,7 +15,7 @@ on both: it checks the configuration and picks the persistence source, with prec
   omitted: the read, then the CAS from exactly what was read).
 
 The client only drives the shared operations (:mod:`dataset_lifecycle._ops`, with
-``rowstate.drive``: docs/extending.md) and publishes the event after the write committed;
+``rowstate.ext.drive``: docs/extending.md) and publishes the event after the write committed;
 a publisher that fails is logged, never raised (the write stands).
 """
 
@@ -31,17 +31,9 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from rowstate import (
-    Batch,
-    Core,
-    Lifecycle,
-    PostgresStore,
-    SQLite,
-    Store,
-    ValidationError,
-    connect,
-    drive,
-)
+from rowstate import Lifecycle, Store, ValidationError, connect
+from rowstate.ext import Batch, Core, SQLite, drive
+from rowstate.stores import PostgresStore
 
 from .._adapter import AdapterBackend
 from .._machine import LOADING, STALE_CLAIM_MS

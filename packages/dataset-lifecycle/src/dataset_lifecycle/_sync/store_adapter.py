@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rowstate import Batch, Store
+from rowstate import Store
+from rowstate.ext import Batch
 
 from .._statements import StoreAdapterBase
 

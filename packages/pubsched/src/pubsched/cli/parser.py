@@ -54,6 +54,19 @@ Handler = Callable[[Context, argparse.Namespace], int]
 CLI_ACTIONS: tuple[Action, ...] = tuple(a for a in ACTIONS if a.cli)
 
 
+class _PrintVersions(argparse.Action):
+    """``pubsched X (rowstate Y)`` on one line (argparse's own version action wraps it):
+    the two distributions move separately, and an upgrade is checked by reading both
+    (docs/pubsched.md, "Upgrading")."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from importlib.metadata import version
+
+        print(f"pubsched {version('pubsched')} (rowstate {version('rowstate')})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``--db``, ``--now`` and ``--by`` are accepted before the command and after it (the
     later one wins)."""
@@ -61,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pubsched", description="The pub scheduler's operator command line.",
         epilog="exit codes: 0 applied, 1 ran and failed, 2 bad usage or input "
                "(nothing written), 3 refused (the reason on stderr)")
+    parser.add_argument("--version", action=_PrintVersions, nargs=0,
+                        help="print pubsched's version and the engine's, then exit")
     parser.add_argument("--db", metavar="URL", default=None,
                         help=f"database URL (default $PUBSCHED_DB, else {DEFAULT_URL})")
     parser.add_argument("--now", metavar="ISO", type=instant, default=None,

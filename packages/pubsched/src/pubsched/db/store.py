@@ -8,11 +8,12 @@ caller: ``store`` -> ``migrate`` -> ``urls``, one way.
 from __future__ import annotations
 
 import rowstate
+import rowstate.stores
 
 from . import migrate as migrations
 from .urls import dialect_of
 
-Store = rowstate.SQLiteStore | rowstate.PostgresStore
+Store = rowstate.Store
 
 
 def open_store(url: str, *, migrate: bool = False) -> Store:
@@ -28,7 +29,7 @@ def open_store(url: str, *, migrate: bool = False) -> Store:
     if migrate and dialect == "postgresql":
         migrations.migrate(url)
     store = rowstate.connect(url)
-    if migrate and isinstance(store, rowstate.SQLiteStore):
+    if migrate and isinstance(store, rowstate.stores.SQLiteStore):
         try:
             migrations.migrate_connection(store.connection())
         except BaseException:

@@ -31,10 +31,18 @@ def _seconds(text: str) -> float:
     return n
 
 
+def _version() -> str:
+    from importlib.metadata import version
+
+    return f"rowstate {version('rowstate')}"
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="rowstate", description="Durable state machines for database rows: look at "
         "a machine, one row, or the rows that are stuck.")
+    top.add_argument("--version", action="version", version=_version(),
+                     help="print the installed rowstate's version and exit")
     sub = top.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("diagram", help="print a machine as a Mermaid stateDiagram-v2")

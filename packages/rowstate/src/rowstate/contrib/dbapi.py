@@ -142,7 +142,7 @@ def _begin(dialect: str) -> str:
 
 def _stamped(dialect: str, batch: Batch) -> list[tuple[str, Any]]:
     """The batch's statements with SQLite's clock read once for all of them (as
-    :class:`~rowstate.SQLiteStore` does: one write, one instant)."""
+    :class:`~rowstate.stores.SQLiteStore` does: one write, one instant)."""
     if dialect != "sqlite":
         return list(batch.statements)
     now = canonical_time(datetime.now(UTC))

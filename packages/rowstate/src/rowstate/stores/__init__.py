@@ -2,6 +2,8 @@
 
 One module per database, and what they share:
 
+* :mod:`.base`: :class:`Store` and :class:`AsyncStore`, the typed protocols every store
+  (rowstate's, the contrib ones, an application's) satisfies;
 * :mod:`.common`: the statement counter, per-thread connections, the unit of work's flow;
 * :mod:`.sqlite`: the SQLite stores (stdlib ``sqlite3``);
 * :mod:`.postgres`: the PostgreSQL stores (psycopg 3 + psycopg_pool);
@@ -24,17 +26,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .base import AsyncStore, Store
 from .sqlite import AsyncSQLiteStore, SQLiteStore
 from .urls import connect, connect_async, postgres_url
 
 if TYPE_CHECKING:
     from .pgwire import _cursors as _cursors  # tests/rowstate/test_stores.py reads it
     from .postgres import AsyncPostgresStore, PostgresStore
-    from .urls import AsyncStore, Store
 
 # name -> the module that defines it, imported on first use
-_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "pgwire",
-         "Store": "urls", "AsyncStore": "urls"}
+_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "pgwire"}
 
 
 def __getattr__(name: str) -> Any:

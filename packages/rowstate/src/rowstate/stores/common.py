@@ -12,8 +12,7 @@ from contextvars import ContextVar
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..errors import UnitRefusedError
-
-Rows = list[list[tuple[Any, ...]]]
+from ..protocol import Rows as Rows  # the stores' name for a batch's rows
 
 
 class _Closable(Protocol):

@@ -4,30 +4,12 @@ psycopg)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote
 
 from ..errors import ValidationError
+from .base import AsyncStore, Store
 from .sqlite import AsyncSQLiteStore, SQLiteStore
-
-if TYPE_CHECKING:
-    from .postgres import AsyncPostgresStore, PostgresStore
-
-    Store = SQLiteStore | PostgresStore
-    AsyncStore = AsyncSQLiteStore | AsyncPostgresStore
-
-
-def __getattr__(name: str) -> Any:
-    """``Store`` and ``AsyncStore`` at run time (PEP 562): they name the PostgreSQL stores,
-    so they are built on first use, and a SQLite-only program loads no PostgreSQL driver."""
-    if name in ("Store", "AsyncStore"):
-        from .postgres import AsyncPostgresStore, PostgresStore
-
-        aliases = {"Store": SQLiteStore | PostgresStore,
-                   "AsyncStore": AsyncSQLiteStore | AsyncPostgresStore}
-        globals().update(aliases)
-        return aliases[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _sqlite_path(url: str) -> str | None:
