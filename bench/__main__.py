@@ -19,7 +19,7 @@ from .harness import Result, Settings, print_header, print_row
 
 ALL_CASES = ("pure_transition", "outbox_transition", "leased_edge", "finalization_path",
              "contention", "django_fsm2", "growth", "relay_nats", "bulk_transition",
-             "pub_picker", "pub_week_page", "pub_rush", "observer_cost")
+             "pub_picker", "pub_week_page", "pub_rush", "observer_cost", "import_cost")
 PUB_CASES = {"pub_picker", "pub_week_page", "pub_rush"}
 RESULTS = Path(__file__).resolve().parent / "results.json"
 
@@ -72,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{platform.machine()}, {os.cpu_count()} CPU, Python {platform.python_version()}, "
               f"{_versions(env)}")
         print_header()
+        if "import_cost" in cases:
+            from . import imports
+
+            imports.run(settings, report)
         from . import cas
 
         cas.run(env, settings, backends, cases, report)

@@ -239,6 +239,7 @@ settings.configure(DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3"
                                           "NAME": sys.argv[1]}}, USE_TZ=True)
 django.setup()
 import rowstate
+import rowstate.ext
 from rowstate.contrib.django import DjangoStore
 store = DjangoStore()
 assert store.run(rowstate.ext.Batch((("SELECT 1", []),))) == [[(1,)]]

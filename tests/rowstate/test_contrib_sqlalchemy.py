@@ -357,6 +357,7 @@ SQLITE_ONLY = """
 import sys
 from sqlalchemy import create_engine
 import rowstate
+import rowstate.ext
 from rowstate.contrib.sqlalchemy import SQLAlchemyStore
 store = SQLAlchemyStore(create_engine("sqlite:///" + sys.argv[1]))
 assert store.run(rowstate.ext.Batch((("SELECT 1", []),))) == [[(1,)]]

@@ -27,7 +27,8 @@ CLOSE_IN_A_CHILD = """
 import json, sys, time
 sys.path[:0] = [{tests!r}, {root!r}]
 from support.engine import RUNS
-from rowstate import Lifecycle, PostgresStore
+from rowstate import Lifecycle
+from rowstate.stores import PostgresStore
 store = PostgresStore(sys.argv[1])
 runs = Lifecycle(store, RUNS)
 res = runs.run({week!r}, "close", lambda lease: "closed")

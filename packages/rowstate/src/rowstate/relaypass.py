@@ -4,9 +4,7 @@ source) and ``_sync/relay.py`` (generated from it by ``scripts/unasync.py``)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import uuid
 from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +42,9 @@ def _derive_namespace(d: Dialect, parts: tuple[str, ...]
     """The events table's identity (see the module docstring), hashed; None while it
     cannot be told yet (a PostgreSQL table that does not exist: the pass's own read then
     fails with the database's error; an SQLite table with no event yet)."""
+    import hashlib  # once per relay: not a cost of `import rowstate`
+    import uuid
+
     rows = yield Batch((d.identity_query(parts),))
     if rows[0] and rows[0][0][0] == "":  # in memory: nothing outlives this process
         return uuid.uuid4().hex[:16]

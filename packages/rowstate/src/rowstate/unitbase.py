@@ -9,7 +9,7 @@ awaited when it gives a coroutine (how ``AsyncLifecycle`` publishes after a comm
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -163,5 +163,5 @@ async def acall_back(callback: Callable[[], Any]) -> None:
     """An after-commit callback of an async unit: called, and awaited when it gives a
     coroutine (``AsyncLifecycle`` publishes after the commit that way)."""
     got = callback()
-    if asyncio.iscoroutine(got):
+    if inspect.iscoroutine(got):
         await got

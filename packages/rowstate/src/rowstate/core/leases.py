@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -34,7 +33,11 @@ _new = tuple.__new__  # a named tuple without its Python-level __new__ (see core
 
 @functools.cache
 def _hostname() -> str:
-    return socket.gethostname()  # a system call: once per process, not once per claim
+    # a system call once per process, not once per claim; socket is imported here, on the
+    # first claim without a holder, since `import rowstate` need not pay for it
+    import socket
+
+    return socket.gethostname()
 
 
 def default_holder() -> str:

@@ -4,10 +4,9 @@ text form, no schemas."""
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, date, datetime, time, timedelta
-from decimal import Decimal
 from typing import Any
-from uuid import UUID
 
 from ..conditions import Const, Ref, Slot, SqlOut, Value
 from .base import SQLITE_NOW_FORMAT, Dialect, canonical_time
@@ -79,7 +78,7 @@ class SQLite(Dialect):
             return canonical_time(value)
         if isinstance(value, date | time):
             return value.isoformat()
-        if isinstance(value, Decimal | UUID):
+        if _decimal_or_uuid(value):
             return str(value)
         if isinstance(value, timedelta):
             return value.total_seconds()
@@ -134,3 +133,12 @@ class SQLite(Dialect):
 
 def _sqlite_path(path: tuple[str, ...]) -> str:
     return "$" + "".join(f".{p}" for p in path)
+
+
+def _decimal_or_uuid(value: object) -> bool:
+    """A Decimal or a UUID, asked of the modules only when they are loaded: no such value
+    can exist in a process that never imported them, and importing them (uuid brings
+    platform) would cost every ``import rowstate`` more than the check saves."""
+    decimal, uuid = sys.modules.get("decimal"), sys.modules.get("uuid")
+    return ((decimal is not None and isinstance(value, decimal.Decimal))
+            or (uuid is not None and isinstance(value, uuid.UUID)))

@@ -5,7 +5,8 @@ One module per database, and what they share:
 * :mod:`.base`: :class:`Store` and :class:`AsyncStore`, the typed protocols every store
   (rowstate's, the contrib ones, an application's) satisfies;
 * :mod:`.common`: the statement counter, per-thread connections, the unit of work's flow;
-* :mod:`.sqlite`: the SQLite stores (stdlib ``sqlite3``);
+* :mod:`.sqlite`: the SQLite store (stdlib ``sqlite3``), and :mod:`.sqlite_async` its
+  asyncio twin (loaded on first use: asyncio costs more to import than the engine);
 * :mod:`.postgres`: the PostgreSQL stores (psycopg 3 + psycopg_pool);
 * :mod:`.urls`: :func:`connect` and :func:`connect_async`, by the URL's scheme.
 
@@ -27,15 +28,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .base import AsyncStore, Store
-from .sqlite import AsyncSQLiteStore, SQLiteStore
+from .sqlite import SQLiteStore
 from .urls import connect, connect_async, postgres_url
 
 if TYPE_CHECKING:
     from .pgwire import _cursors as _cursors  # tests/rowstate/test_stores.py reads it
     from .postgres import AsyncPostgresStore, PostgresStore
+    from .sqlite_async import AsyncSQLiteStore
 
 # name -> the module that defines it, imported on first use
-_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "pgwire"}
+_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "pgwire",
+         "AsyncSQLiteStore": "sqlite_async"}
 
 
 def __getattr__(name: str) -> Any:

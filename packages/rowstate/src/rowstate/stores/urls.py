@@ -9,7 +9,7 @@ from urllib.parse import unquote
 
 from ..errors import ValidationError
 from .base import AsyncStore, Store
-from .sqlite import AsyncSQLiteStore, SQLiteStore
+from .sqlite import SQLiteStore
 
 
 def _sqlite_path(url: str) -> str | None:
@@ -63,6 +63,8 @@ def connect(url: str, **options: Any) -> Store:
 
 def connect_async(url: str, **options: Any) -> AsyncStore:
     if url.startswith("sqlite:"):
+        from .sqlite_async import AsyncSQLiteStore  # asyncio, on first use
+
         return AsyncSQLiteStore(_sqlite_path(url), **options)
     if (pg := postgres_url(url)) is not None:
         from .postgres import AsyncPostgresStore
