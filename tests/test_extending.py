@@ -27,7 +27,7 @@ def _example() -> tuple[str, str]:
     """(the example module, the output the page says it prints)."""
     blocks = _blocks()
     code = next(body for lang, body in blocks if lang == "python" and "def advance" in body)
-    printed = next(body for lang, body in blocks if lang == "" and "sync:" in body)
+    printed = next(body for lang, body in blocks if lang == "text" and "sync:" in body)
     return code, printed
 
 

@@ -44,14 +44,19 @@ def sqlalchemy_engine(db: str, mode: str, where: str) -> Any:
         engine = make(f"{driver}:///{where}", connect_args={"timeout": 30})
         event.listen(getattr(engine, "sync_engine", engine), "connect", _wal)
         return engine
+    return make(sqlalchemy_url(where), pool_size=8, max_overflow=8)
+
+
+def sqlalchemy_url(conninfo: str) -> Any:
+    """SQLAlchemy's URL (``postgresql+psycopg``) of a PostgreSQL DSN, in either form;
+    ``.render_as_string(hide_password=False)`` gives it as text."""
     from sqlalchemy.engine import URL
 
-    parts = _pg_parts(where)
-    url = URL.create("postgresql+psycopg", username=parts.pop("user", None),
-                     password=parts.pop("password", None), host=parts.pop("host", None),
-                     port=int(parts.pop("port")) if "port" in parts else None,
-                     database=parts.pop("dbname", None), query=parts)
-    return make(url, pool_size=8, max_overflow=8)
+    parts = _pg_parts(conninfo)
+    return URL.create("postgresql+psycopg", username=parts.pop("user", None),
+                      password=parts.pop("password", None), host=parts.pop("host", None),
+                      port=int(parts.pop("port")) if "port" in parts else None,
+                      database=parts.pop("dbname", None), query=parts)
 
 
 class ContribStore:
