@@ -12,17 +12,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-# a fence may be indented, as one inside a list item is; its body loses that indentation
-_FENCE = re.compile(r"^( *)```(\S*)\s*$")
+# a fence may be indented, as one inside a list item is (its body loses that indentation),
+# and may carry tags after its language (```python postgresql)
+_FENCE = re.compile(r"^( *)```(\S*)((?:[ \t]+\S+)*)\s*$")
 
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced block: its info string (``sh``, ``ini``, ...), its text, where it starts."""
+    """One fenced block: its language (``sh``, ``ini``, ...), its text, where it starts, and
+    the words after the language in its info string (```` ```python postgresql ```` has
+    ``tags == ("postgresql",)``; Markdown renderers read the first word only)."""
 
     lang: str
     text: str
     line: int  # 1-based line of the opening fence
+    tags: tuple[str, ...] = ()
 
     def where(self, page: Path) -> str:
         return f"{page.name}:{self.line} (```{self.lang})"
@@ -34,6 +38,7 @@ def fenced_blocks(page: Path) -> list[Block]:
     blocks: list[Block] = []
     lang: str | None = None
     indent = ""
+    tags: tuple[str, ...] = ()
     start = 0
     body: list[str] = []
     for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
@@ -41,8 +46,9 @@ def fenced_blocks(page: Path) -> list[Block]:
         if lang is None:
             if fence:
                 indent, lang, start, body = fence.group(1), fence.group(2), number, []
+                tags = tuple(fence.group(3).split())
         elif line.strip() == "```":
-            blocks.append(Block(lang, "\n".join(body) + "\n", start))
+            blocks.append(Block(lang, "\n".join(body) + "\n", start, tags))
             lang = None
         else:
             body.append(line.removeprefix(indent))

@@ -7,9 +7,9 @@ cleared in the same write as a terminal status, load guards injected into the CA
 checks, a dry run that evaluates exactly the rules the write enforces, and a
 ``DatasetStatusChanged`` event after every applied transition.
 
-    from dataset_lifecycle import DatasetLifecycle, STATUSES
+    from dataset_lifecycle import DatasetLifecycle, LifecycleConfig, STATUSES
 
-    DatasetLifecycle.init(reservation_field="__DR.isJobRunning")
+    DatasetLifecycle.init(LifecycleConfig(reservation_field="__DR.isJobRunning"))
     result = DatasetLifecycle.transition(identifier, to=STATUSES.SUCCEEDED,
                                          owner_job_id="job-abc")
 """
@@ -25,6 +25,7 @@ from ._client import (
     DatasetLifecycleClient,
     create_persistence_adapter,
 )
+from ._config import LifecycleConfig, PersistenceSource
 from ._machine import (
     MACHINE,
     STALE_CLAIM_MS,
@@ -41,6 +42,7 @@ from ._sync.store_adapter import StorePersistenceAdapter
 from ._types import (
     AsyncDatasetLifecycleApi,
     BusyCheckResult,
+    BusyReason,
     ClaimResult,
     DatasetIdentifier,
     DatasetLifecycleApi,
@@ -52,6 +54,7 @@ from ._types import (
     PersistenceAdapter,
     ReleaseResult,
     TransitionCheckResult,
+    TransitionOptions,
     TransitionResult,
 )
 
@@ -74,6 +77,7 @@ __all__ = [
     "AsyncStorePersistenceAdapter",
     "BlockReason",
     "BusyCheckResult",
+    "BusyReason",
     "ClaimResult",
     "DatasetIdentifier",
     "DatasetLifecycle",
@@ -83,14 +87,17 @@ __all__ = [
     "DatasetStatusChanged",
     "EventPublisher",
     "InvalidTransitionError",
+    "LifecycleConfig",
     "LifecycleNotInitializedError",
     "LifecycleState",
     "Logger",
     "PersistenceAdapter",
+    "PersistenceSource",
     "Reason",
     "ReleaseResult",
     "StorePersistenceAdapter",
     "TransitionCheckResult",
+    "TransitionOptions",
     "TransitionResult",
     "ValidationError",
     "create_persistence_adapter",

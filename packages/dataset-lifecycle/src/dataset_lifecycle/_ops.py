@@ -17,7 +17,7 @@ checking it, the seed's reason names, the event.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -48,6 +48,7 @@ from ._types import (
     LifecycleState,
     ReleaseResult,
     TransitionCheckResult,
+    TransitionOptions,
     TransitionResult,
 )
 
@@ -103,17 +104,18 @@ class Operations:
 
     # -- transitions ---------------------------------------------------------------------
 
-    def transition(self, identifier: Identifier, *, to: object,
-                   from_: Iterable[object] | str | None, owner_job_id: object,
-                   payload: Mapping[str, Any] | None, event_data: Any,
-                   guards: Mapping[str, Any] | None,
+    def transition(self, identifier: Identifier, move: TransitionOptions,
                    ) -> Generator[Batch | Call, Any,
                                   tuple[TransitionResult, DatasetStatusChanged | None]]:
+        """The seed's ``transition(identifier, options)``; every option is checked here,
+        before any I/O."""
         ident = DatasetIdentifier.of(identifier)
-        target = normalize_status(to)
-        froms = None if from_ is None else MACHINE.resolve(target, _normalize_statuses(from_))
-        user_payload = self.rules.check_payload(payload)
-        owner = None if owner_job_id is None else check_job_id(owner_job_id)
+        target = normalize_status(move.to)
+        froms = (None if move.from_ is None
+                 else MACHINE.resolve(target, _normalize_statuses(move.from_)))
+        user_payload = self.rules.check_payload(move.payload)
+        owner = None if move.owner_job_id is None else check_job_id(move.owner_job_id)
+        event_data, guards = move.event_data, move.guards
         check_event_data(event_data)
         if target == LOADING:
             # a move to LOADING starts a load: the caller's job becomes the row's owner

@@ -37,7 +37,7 @@ from ._machine import (
     Reason,
     evaluate_transition,
 )
-from ._types import DatasetIdentifier, LifecycleState, TransitionResult
+from ._types import BusyReason, DatasetIdentifier, LifecycleState, TransitionResult
 
 DEFAULT_SCHEMA = "data_sources_datasets"
 DEFAULT_TABLE = "qv_dataset"
@@ -53,11 +53,12 @@ CLAIM_JOB, CLAIM_SCOPE, CLAIM_TIME = "finalizingJobId", "finalizingScope", "fina
 JOB_ID_MAX = 255  # VARCHAR(255), as qv_dataset."jobId" (and the seed's finalizingJobId)
 SCOPE_MAX = 32  # the seed's finalizingScope VARCHAR(32)
 
-#: The busy signals a row carries, each with its reason and the values that mean "idle".
-BUSY_SIGNALS: Mapping[str, tuple[str, tuple[Any, ...]]] = {
-    f"{DR}.isJobRunning": (Reason.JOB_RUNNING.value, (None, False)),
-    f"{DR}.isJLORunning": (Reason.JLO_RUNNING.value, (None, False)),
-    QUEUED_LOAD_TOKEN: (Reason.LOAD_QUEUED.value, (None,)),
+#: The busy signals a row carries, each with its reason and the values that mean "idle"
+#: (the fourth :data:`BusyReason`, DATALOADING_ACTIVE, is the status itself).
+BUSY_SIGNALS: Mapping[str, tuple[BusyReason, tuple[Any, ...]]] = {
+    f"{DR}.isJobRunning": ("JOB_RUNNING", (None, False)),
+    f"{DR}.isJLORunning": ("JLO_RUNNING", (None, False)),
+    QUEUED_LOAD_TOKEN: ("LOAD_QUEUED", (None,)),
 }
 
 #: The seed's recommended ``load_guards``: a load starts only on an idle dataset.
@@ -74,7 +75,7 @@ class Rules:
     table_name: str
     payload_columns: frozenset[str]
     reservation_field: str | None
-    busy_checks: tuple[Check, ...]
+    busy_checks: tuple[tuple[BusyReason, Check], ...]
 
     def check_payload(self, payload: Mapping[str, Any] | None) -> dict[str, Any]:
         """The caller's payload, checked before any I/O: only configured payload columns."""
@@ -95,7 +96,7 @@ class Rules:
                  parse_time: Any) -> LifecycleState:
         # a flag is "running" exactly when the busy check (and so the load guard) says so:
         # anything but null/false, by JSON's rule (a JSON 0 or 1 is not a boolean)
-        busy = set(self._busy_signals(row))
+        busy: set[str] = set(self._busy_signals(row))
         token = row.get(QUEUED_LOAD_TOKEN)
         return LifecycleState(
             user_id=identifier.user_id,
@@ -111,17 +112,18 @@ class Rules:
             record=_decoded(row, self.binding.json_columns),
         )
 
-    def busy_reasons(self, row: Mapping[str, Any]) -> list[str]:
-        reasons = []
+    def busy_reasons(self, row: Mapping[str, Any]) -> list[BusyReason]:
+        """Every :data:`BusyReason` the row carries, in the seed's order."""
+        reasons: list[BusyReason] = []
         if status_of(row) in ACTIVE:
-            reasons.append(Reason.DATALOADING_ACTIVE.value)
+            reasons.append("DATALOADING_ACTIVE")
         reasons.extend(self._busy_signals(row))
         return reasons
 
-    def _busy_signals(self, row: Mapping[str, Any]) -> list[str]:
+    def _busy_signals(self, row: Mapping[str, Any]) -> list[BusyReason]:
         """The busy signals the row carries, read by the load guards' own checks."""
         view = RowView(row, {}, datetime.now(UTC), parse_time)
-        return [c.reason for c in self.busy_checks if not evaluate(c.node, view)]
+        return [reason for reason, check in self.busy_checks if not evaluate(check.node, view)]
 
 
 def build_rules(*, schema: str, table_name: str, reservation_field: str | None,
@@ -184,13 +186,13 @@ def build_rules(*, schema: str, table_name: str, reservation_field: str | None,
         )
     except DefinitionError as exc:
         raise ValidationError(f"dataset lifecycle configuration: {exc}") from exc
-    busy = tuple(
-        Check(In(ref, tuple(Const(v) for v in guard.values if v is not None),
-                 None in guard.values), guard.reason, Reason.GUARD_FAILED.value)
-        for ref, guard in binding.guard_items(
-            {f: Guard(idle, reason) for f, (reason, idle) in BUSY_SIGNALS.items()})
-    )
-    return Rules(binding, table_name, frozenset(payload), reservation_field, busy)
+    busy = []
+    for field, (reason, idle) in BUSY_SIGNALS.items():
+        [(ref, guard)] = binding.guard_items({field: Guard(idle, reason)})
+        node = In(ref, tuple(Const(v) for v in guard.values if v is not None),
+                  None in guard.values)
+        busy.append((reason, Check(node, reason, Reason.GUARD_FAILED.value)))
+    return Rules(binding, table_name, frozenset(payload), reservation_field, tuple(busy))
 
 
 # -- reading rows and verdicts -------------------------------------------------------------

@@ -16,6 +16,7 @@ here, named in the generator's table:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 from collections.abc import Awaitable, Callable, Generator
@@ -52,7 +53,8 @@ class Setup:
     rules: Rules
     ops: Operations
     runner: Any
-    store: Any  # the store init opened (closed by reset); None on the adapter path
+    store: Any  # the store the engine path runs on; None on the adapter path
+    owns_store: bool  # init opened it, so reset closes it (a given store or pool: never)
     publisher: Any
     logger: Any
     schema: str
@@ -102,13 +104,14 @@ def column_check(rules: Rules, dialect: str) -> Generator[Batch, Any, None]:
             "on a new install)")
 
 
-def checked_now(store: Store, rules: Rules) -> Store:
-    """The sync client's runner: the store, its columns checked now (closed if they are
-    wrong: nothing else would close it)."""
+def checked_now(store: Store, rules: Rules, owned: bool) -> Store:
+    """The sync client's runner: the store, its columns checked now (if they are wrong, a
+    store ``init`` opened is closed: nothing else would close it)."""
     try:
         drive(store, column_check(rules, store.dialect))
     except Exception:
-        store.close()
+        if owned:
+            store.close()
         raise
     return store
 
@@ -129,8 +132,9 @@ class CheckedFirst:
         return await self.store.run(batch)
 
 
-def checked_at_first_use(store: AsyncStore, rules: Rules) -> CheckedFirst:
-    """The async client's runner: see :class:`CheckedFirst`."""
+def checked_at_first_use(store: AsyncStore, rules: Rules, owned: bool) -> CheckedFirst:
+    """The async client's runner: see :class:`CheckedFirst` (a store that fails the check
+    stays open until ``reset``, which closes it if ``init`` opened it: ``owned``)."""
     return CheckedFirst(store, rules)
 
 
@@ -143,6 +147,31 @@ def schema_script(setup: Setup, extra_columns: Any) -> str:
 
 # -- where the database is ------------------------------------------------------------------
 
+#: The dialects a store may speak: the ones :func:`schema_sql` and the engine write for.
+DIALECTS = ("sqlite", "postgresql", "postgres")
+
+
+def given_store(store: Any, *, asynchronous: bool) -> Any:
+    """A caller's rowstate store (``init(store=...)``), checked at ``init``: it has a
+    store's calls, speaks a dialect the engine writes, and is of the client's flavour
+    (an ``AsyncStore`` for the async client, a ``Store`` for the sync one)."""
+    missing = [name for name in ("run", "atomic", "execute_script", "close")
+               if not callable(getattr(store, name, None))]
+    if missing:
+        raise ValidationError(f"store must be a rowstate store (rowstate.connect(...)); "
+                              f"{type(store).__name__} has no {', '.join(missing)}")
+    dialect = getattr(store, "dialect", None)
+    if dialect not in DIALECTS:
+        raise ValidationError(f"store speaks {dialect!r}: the lifecycle runs on SQLite and "
+                              "PostgreSQL")
+    if inspect.iscoroutinefunction(store.run) != asynchronous:
+        if asynchronous:
+            raise UsageError("store is a blocking rowstate Store: AsyncDatasetLifecycle "
+                             "needs an AsyncStore (rowstate.connect_async)")
+        raise UsageError("store is a rowstate AsyncStore: use it with AsyncDatasetLifecycle "
+                         "(DatasetLifecycle needs a Store: rowstate.connect)")
+    return store
+
 
 def store_url(dsn: str | None) -> str:
     """The URL ``init`` opens (``dsn`` > ``$MULTIPLATFORM_PG_CONNECTION_STRING``): a
@@ -150,8 +179,8 @@ def store_url(dsn: str | None) -> str:
     once (see :func:`check_connects`)."""
     url = dsn if dsn is not None else os.environ.get(ENV_DSN)
     if not url:
-        raise ValidationError(f"no persistence configured: pass persistence=, pool= or "
-                              f"dsn=, or set {ENV_DSN}")
+        raise ValidationError(f"no persistence configured: pass persistence=, store=, "
+                              f"pool= or dsn=, or set {ENV_DSN}")
     if url.startswith("sqlite:"):
         return url
     # any libpq conninfo, URL or key=value, as the environment variable may hold (and

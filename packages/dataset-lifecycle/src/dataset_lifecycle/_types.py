@@ -13,12 +13,12 @@ methods with the same parameters, so they cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from rowstate import RowstateError, ValidationError
+from rowstate import RowstateError, UsageError, ValidationError
 
 # -- errors --------------------------------------------------------------------------------
 
@@ -68,6 +68,59 @@ class DatasetIdentifier:
 
 
 Identifier = DatasetIdentifier | Mapping[str, Any]
+
+#: What ``from_`` may be: one status, several, or None (read the current one first).
+Statuses = str | Iterable[str] | None
+
+# -- what a transition is asked to do ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransitionOptions:
+    """The seed's ``TransitionOptions``: everything one ``transition`` call asks for.
+
+    ``transition(identifier, TransitionOptions(to=..., ...))`` and
+    ``transition(identifier, to=..., ...)`` are the same call (the keywords are these
+    fields); a call gives one form or the other. Plain data: the call checks it (an unknown
+    status, a payload field that is not a payload column, ...) before any I/O.
+
+    * ``to``: the status to move to (aliases such as ``IDLE`` accepted);
+    * ``from_``: the status(es) the move may leave; None reads the current status first;
+    * ``owner_job_id``: on a move to LOADING, the job that becomes the row's ``jobId``
+      (required); on any other move, the row's ``jobId`` must equal it;
+    * ``payload``: extra columns written in the same write (``payload_columns`` only);
+    * ``event_data``: carried by the ``DatasetStatusChanged`` event (JSON-serialisable);
+    * ``guards``: extra CAS conditions, ``{field: accepted value(s)}``.
+    """
+
+    to: str
+    from_: Statuses = None
+    owner_job_id: str | None = None
+    payload: Mapping[str, Any] | None = None
+    event_data: Any = None
+    guards: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, options: TransitionOptions | None, *, to: str | None, from_: Statuses,
+           owner_job_id: str | None, payload: Mapping[str, Any] | None, event_data: Any,
+           guards: Mapping[str, Any] | None) -> TransitionOptions:
+        """The options of a ``transition`` call given either form; both, or neither ``to``
+        nor options, is a :class:`rowstate.UsageError` (a TypeError, as a missing argument
+        is)."""
+        keywords = (to, from_, owner_job_id, payload, event_data, guards)
+        if options is not None:
+            if not isinstance(options, TransitionOptions):
+                raise UsageError(f"transition options must be a TransitionOptions, got "
+                                 f"{type(options).__name__}")
+            if any(k is not None for k in keywords):
+                raise UsageError("transition takes a TransitionOptions or keyword arguments "
+                                 "(to=, from_=, ...), not both")
+            return options
+        if to is None:
+            raise UsageError("transition needs to= (or a TransitionOptions)")
+        return cls(to=to, from_=from_, owner_job_id=owner_job_id, payload=payload,
+                   event_data=event_data, guards=guards)
+
 
 # -- results -------------------------------------------------------------------------------
 
@@ -132,13 +185,20 @@ class LifecycleState:
     record: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: The seed's ``BusyReason``: why a dataset is busy (a load must not start). Plain strings
+#: (a ``Literal``, as the seed's string union), in the order ``check_busy`` reports them;
+#: each is also a :class:`Reason` and a block reason of a refused move to LOADING.
+BusyReason = Literal["DATALOADING_ACTIVE", "JOB_RUNNING", "JLO_RUNNING", "LOAD_QUEUED"]
+
+
 @dataclass(frozen=True, slots=True)
 class BusyCheckResult:
-    """``reasons`` from DATALOADING_ACTIVE, JOB_RUNNING, JLO_RUNNING, LOAD_QUEUED;
-    ``current_status`` is None when the dataset does not exist (then it is not busy)."""
+    """``reasons``: every :data:`BusyReason` the row carries (DATALOADING_ACTIVE,
+    JOB_RUNNING, JLO_RUNNING, LOAD_QUEUED); ``current_status`` is None when the dataset does
+    not exist (then it is not busy)."""
 
     busy: bool
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[BusyReason] = field(default_factory=list)
     current_status: str | None = None
 
     def __bool__(self) -> bool:
@@ -234,8 +294,8 @@ class DatasetLifecycleApi(Protocol):
     """The runtime contract shared by ``DatasetLifecycle`` and ``MockDatasetLifecycle``:
     type a dependency-injection slot with it."""
 
-    def transition(self, identifier: Identifier, *, to: str,
-                   from_: str | list[str] | tuple[str, ...] | None = None,
+    def transition(self, identifier: Identifier, options: TransitionOptions | None = None,
+                   /, *, to: str | None = None, from_: Statuses = None,
                    owner_job_id: str | None = None, payload: Mapping[str, Any] | None = None,
                    event_data: Any = None, guards: Mapping[str, Any] | None = None,
                    ) -> TransitionResult: ...
@@ -263,9 +323,9 @@ class DatasetLifecycleApi(Protocol):
 class AsyncDatasetLifecycleApi(Protocol):
     """:class:`DatasetLifecycleApi` for asyncio: the same methods, as coroutines."""
 
-    async def transition(self, identifier: Identifier, *, to: str,
-                         from_: str | list[str] | tuple[str, ...] | None = None,
-                         owner_job_id: str | None = None,
+    async def transition(self, identifier: Identifier,
+                         options: TransitionOptions | None = None, /, *, to: str | None = None,
+                         from_: Statuses = None, owner_job_id: str | None = None,
                          payload: Mapping[str, Any] | None = None, event_data: Any = None,
                          guards: Mapping[str, Any] | None = None) -> TransitionResult: ...
 

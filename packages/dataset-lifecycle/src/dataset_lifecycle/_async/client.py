@@ -2,14 +2,16 @@
 
 ``_async/client.py`` (asyncio) is the source; ``_sync/client.py`` is generated from it by
 ``scripts/unasync.py`` (``make twins`` checks that it is current). ``init`` is a plain call
-on both: it checks the configuration and picks the persistence source, with precedence
-``persistence`` > ``pool`` > ``dsn`` > ``$MULTIPLATFORM_PG_CONNECTION_STRING``:
+on both: it takes a :class:`~dataset_lifecycle.LifecycleConfig` (or the same options as
+keywords), checks it and picks the persistence source its ``source`` names, with the seed's
+precedence ``persistence`` > ``store`` (the seed's crudService) > ``pool`` > ``dsn`` >
+``$MULTIPLATFORM_PG_CONNECTION_STRING`` (the seed's environment):
 
 * ``persistence``: a custom :class:`PersistenceAdapter`, run on the adapter path
   (:mod:`dataset_lifecycle._adapter`): the engine's checks evaluated in Python, written as
   plain-shape CAS;
-* ``pool``/``dsn``/the environment: a rowstate store, run on the engine path: every
-  primitive is one compiled conditional write (two round trips only when ``from_`` is
+* ``store``/``pool``/``dsn``/the environment: a rowstate store, run on the engine path:
+  every primitive is one compiled conditional write (two round trips only when ``from_`` is
   omitted: the read, then the CAS from exactly what was read).
 
 The client only drives the shared operations (:mod:`dataset_lifecycle._ops`, with
@@ -34,15 +36,17 @@ from rowstate.ext import Batch, Core, SQLite, adrive
 from rowstate.stores import AsyncPostgresStore
 
 from .._adapter import AdapterBackend
+from .._config import LifecycleConfig, Publisher, configured
 from .._machine import LOADING, STALE_CLAIM_MS
 from .._ops import Backend, EngineBackend, Operations
-from .._rules import DEFAULT_SCHEMA, DEFAULT_TABLE, build_rules
+from .._rules import DEFAULT_SCHEMA, DEFAULT_TABLE
 from .._setup import (
     DEFAULT_LOGGER,
     Setup,
     asettle,
     checked_at_first_use,
     column_check,
+    given_store,
     log_publish_failed,
     log_transition,
     not_initialized,
@@ -56,12 +60,14 @@ from .._types import (
     DatasetStatusChanged,
     Identifier,
     LifecycleState,
+    Logger,
+    PersistenceAdapter,
     ReleaseResult,
+    Statuses,
     TransitionCheckResult,
+    TransitionOptions,
     TransitionResult,
 )
-
-Statuses = str | Iterable[str] | None
 
 
 class _NoSQL:
@@ -91,14 +97,20 @@ class AsyncDatasetLifecycleClient:
             raise not_initialized(self)
         return setup
 
-    def init(self, *, dsn: str | None = None, pool: Any = None, persistence: Any = None,
-             logger: Any = None, event_publisher: Any = None,
+    def init(self, config: LifecycleConfig | None = None, /, *,
+             persistence: PersistenceAdapter | None = None, store: AsyncStore | None = None,
+             pool: Any = None, dsn: str | None = None, payload_columns: Iterable[str] = (),
+             event_publisher: Publisher | None = None, logger: Logger | None = None,
+             schema: str = DEFAULT_SCHEMA, table_name: str = DEFAULT_TABLE,
              reservation_field: str | None = None, stale_claim_ms: float = STALE_CLAIM_MS,
              load_guards: Mapping[str, Any] | None = None,
-             payload_columns: Iterable[str] = (), schema: str = DEFAULT_SCHEMA,
-             table_name: str = DEFAULT_TABLE,
              clock: Callable[[], datetime] | None = None) -> None:
         """Configure the instance; call once at startup (``reset()`` first to redo it).
+
+        ``config`` is a :class:`LifecycleConfig`; the keywords are its fields, for a call
+        that spells them out (one form or the other, not both). The persistence source is
+        ``config.source``: the first given of ``persistence``, ``store``, ``pool``, ``dsn``,
+        else the environment.
 
         ``clock`` (tests) replaces the time claims are stamped and aged with; by default it
         is the database's clock on the engine path and the process's on the adapter path.
@@ -109,28 +121,43 @@ class AsyncDatasetLifecycleClient:
         cannot connect to (it does not exist, the login is refused, no server answers)
         raises :class:`rowstate.StoreError` here too, with the server's message.
         """
+        cfg = configured(config, LifecycleConfig(
+            persistence=persistence, store=store, pool=pool, dsn=dsn,
+            payload_columns=payload_columns, event_publisher=event_publisher, logger=logger,
+            schema=schema, table_name=table_name, reservation_field=reservation_field,
+            stale_claim_ms=stale_claim_ms, load_guards=load_guards, clock=clock))
         with self._lock:
             if self._setup is not None:
                 raise ValidationError(f"{type(self).__name__} is already initialized; "
                                       "call reset() first")
-            rules = build_rules(schema=schema, table_name=table_name,
-                                reservation_field=reservation_field,
-                                stale_claim_ms=stale_claim_ms, load_guards=load_guards,
-                                payload_columns=payload_columns)
-            store: AsyncStore | None = None
+            rules = cfg.rules()
+            opened: AsyncStore | None = None
+            owned = False
             backend: Backend
             runner: Any
-            if persistence is not None:
-                core = Core(rules.binding, SQLite(injected_clock=clock is not None), clock)
-                backend = AdapterBackend(rules, persistence, core, clock, asynchronous=True)
+            if cfg.source == "persistence":
+                core = Core(rules.binding, SQLite(injected_clock=cfg.clock is not None),
+                            cfg.clock)
+                backend = AdapterBackend(rules, cfg.persistence, core, cfg.clock,
+                                         asynchronous=True)
                 runner = _NoSQL()
             else:
-                store = self._open_store(pool, dsn)
-                backend = EngineBackend(AsyncLifecycle(store, rules.binding, clock=clock).core)
-                runner = checked_at_first_use(store, rules)
-            self._setup = Setup(rules, Operations(rules, backend), runner, store,
-                                event_publisher, logger or DEFAULT_LOGGER, schema,
-                                table_name)
+                opened, owned = self._store_for(cfg)
+                backend = EngineBackend(
+                    AsyncLifecycle(opened, rules.binding, clock=cfg.clock).core)
+                runner = checked_at_first_use(opened, rules, owned)
+            self._setup = Setup(rules, Operations(rules, backend), runner, opened, owned,
+                                cfg.event_publisher, cfg.logger or DEFAULT_LOGGER, cfg.schema,
+                                cfg.table_name)
+
+    def _store_for(self, cfg: LifecycleConfig) -> tuple[AsyncStore, bool]:
+        """The store of the configured source, and whether this instance opened it (and so
+        closes it on ``reset``): a given store is the caller's."""
+        if cfg.source == "store":
+            return given_store(cfg.store, asynchronous=True), False
+        if cfg.source == "pool":
+            return self._open_store(cfg.pool, None), True
+        return self._open_store(None, cfg.dsn), True  # dsn, else the environment
 
     def _open_store(self, pool: Any, dsn: str | None) -> AsyncStore:
         if pool is not None:
@@ -146,11 +173,11 @@ class AsyncDatasetLifecycleClient:
             raise ValidationError(str(exc)) from None
 
     async def reset(self) -> None:
-        """Back to the uninitialized state; closes the store ``init`` opened (a pool the
-        caller passed stays open: it is the caller's)."""
+        """Back to the uninitialized state; closes the store ``init`` opened (a store or a
+        pool the caller passed stays open: it is the caller's)."""
         with self._lock:
             setup, self._setup = self._setup, None
-        if setup is not None and setup.store is not None:
+        if setup is not None and setup.store is not None and setup.owns_store:
             await setup.store.close()
 
     async def create_schema(self, *, extra_columns: Mapping[str, str] | None = None) -> None:
@@ -173,23 +200,26 @@ class AsyncDatasetLifecycleClient:
 
     # -- the API -------------------------------------------------------------------------
 
-    async def transition(self, identifier: Identifier, *, to: str, from_: Statuses = None,
-                         owner_job_id: str | None = None,
+    async def transition(self, identifier: Identifier,
+                         options: TransitionOptions | None = None, /, *, to: str | None = None,
+                         from_: Statuses = None, owner_job_id: str | None = None,
                          payload: Mapping[str, Any] | None = None, event_data: Any = None,
                          guards: Mapping[str, Any] | None = None) -> TransitionResult:
         """Move the dataset to ``to`` in one conditional write; see docs/dataset_lifecycle.md.
 
-        ``from_`` omitted: read the current status, then move from exactly that status.
-        A move to LOADING starts a load: ``owner_job_id`` is required and becomes the row's
-        ``jobId``; any other move with ``owner_job_id`` requires the row's ``jobId`` to equal
-        it. An edge the table lacks raises InvalidTransitionError before any I/O; a lost
-        race or a failed guard returns ``applied=False`` with the reasons.
+        The move is a :class:`TransitionOptions` (the seed's), or the same fields as
+        keywords: one form or the other. ``from_`` omitted: read the current status, then
+        move from exactly that status. A move to LOADING starts a load: ``owner_job_id`` is
+        required and becomes the row's ``jobId``; any other move with ``owner_job_id``
+        requires the row's ``jobId`` to equal it. An edge the table lacks raises
+        InvalidTransitionError before any I/O; a lost race or a failed guard returns
+        ``applied=False`` with the reasons.
         """
+        move = TransitionOptions.of(options, to=to, from_=from_, owner_job_id=owner_job_id,
+                                    payload=payload, event_data=event_data, guards=guards)
         setup = self._ready()
-        result, event = await adrive(setup.runner, setup.ops.transition(
-            identifier, to=to, from_=from_, owner_job_id=owner_job_id, payload=payload,
-            event_data=event_data, guards=guards))
-        log_transition(setup, identifier, to, result)
+        result, event = await adrive(setup.runner, setup.ops.transition(identifier, move))
+        log_transition(setup, identifier, move.to, result)
         if event is not None:
             await self._publish(setup, event)
         return result

@@ -10,11 +10,13 @@ database, recording its calls (see :mod:`dataset_lifecycle.testing`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from rowstate.ext import SQLite
 
+from .._config import LifecycleConfig, Publisher, configured
 from .._machine import STALE_CLAIM_MS
 from .._recording import (
     ClaimCall,
@@ -29,7 +31,10 @@ from .._types import (
     ClaimResult,
     DatasetStatusChanged,
     Identifier,
+    Logger,
     ReleaseResult,
+    Statuses,
+    TransitionOptions,
     TransitionResult,
 )
 from .client import DatasetLifecycleClient
@@ -38,26 +43,31 @@ from .client import DatasetLifecycleClient
 class MockDatasetLifecycle(DatasetLifecycleClient):
     """``DatasetLifecycle`` on a private in-memory database, recording its calls.
 
-    Implements :class:`DatasetLifecycleApi`; takes the same rule options as ``init``.
-    ``set_initial_state`` is a plain call; ``reset()`` starts over on an empty database
-    with empty recordings; ``close()`` releases the database (the mock is unusable then).
+    Implements :class:`DatasetLifecycleApi`; takes the rule options of ``init``, as a
+    :class:`LifecycleConfig` (a service's own, say) or as keywords. Its persistence source
+    is always its own database: a source the config names is not used. ``set_initial_state``
+    is a plain call; ``reset()`` starts over on an empty database with empty recordings;
+    ``close()`` releases the database (the mock is unusable then).
     """
 
-    def __init__(self, *, reservation_field: str | None = None,
+    def __init__(self, config: LifecycleConfig | None = None, /, *,
+                 reservation_field: str | None = None,
                  load_guards: Mapping[str, Any] | None = None,
                  stale_claim_ms: float = STALE_CLAIM_MS, payload_columns: Iterable[str] = (),
-                 event_publisher: Any = None, logger: Any = None,
+                 event_publisher: Publisher | None = None, logger: Logger | None = None,
                  clock: Callable[[], datetime] | None = None) -> None:
         super().__init__()
         self.transition_calls: list[TransitionCall] = []
         self.claim_calls: list[ClaimCall] = []
         self.release_calls: list[ReleaseCall] = []
         self.events: list[DatasetStatusChanged] = []
-        self._options: dict[str, Any] = dict(
+        cfg = configured(config, LifecycleConfig(
             reservation_field=reservation_field, load_guards=load_guards,
-            stale_claim_ms=stale_claim_ms, payload_columns=tuple(payload_columns),
-            logger=logger, clock=clock)
-        self._forward = event_publisher
+            stale_claim_ms=stale_claim_ms, payload_columns=payload_columns,
+            event_publisher=event_publisher, logger=logger, clock=clock))
+        self._forward = cfg.event_publisher
+        self._config = replace(cfg, persistence=None, store=None, pool=None, dsn="sqlite://",
+                               event_publisher=Recorder(self.events, self._forward))
         self._start()
 
     def _start(self) -> None:
@@ -65,11 +75,11 @@ class MockDatasetLifecycle(DatasetLifecycleClient):
         self.claim_calls.clear()
         self.release_calls.clear()
         self.events.clear()
-        self.init(dsn="sqlite://", event_publisher=Recorder(self.events, self._forward),
-                  **self._options)
+        self.init(self._config)
         setup = self._ready()
         sync_store = getattr(setup.store, "sync", setup.store)
-        extra = {c: "BLOB" for c in self._options["payload_columns"]}  # BLOB: stored as given
+        # BLOB: stored as given
+        extra = {c: "BLOB" for c in self._config.payload_columns}
         sync_store.execute_script(schema_script(setup, extra))
 
     def set_initial_state(self, identifier: Identifier, state: Mapping[str, Any]) -> None:
@@ -88,20 +98,21 @@ class MockDatasetLifecycle(DatasetLifecycleClient):
         """Release the in-memory database; the mock is unusable afterwards."""
         DatasetLifecycleClient.reset(self)
 
-    def transition(self, identifier: Identifier, *, to: str, from_: Any = None,
-                   owner_job_id: str | None = None,
+    def transition(self, identifier: Identifier,
+                   options: TransitionOptions | None = None, /, *, to: str | None = None,
+                   from_: Statuses = None, owner_job_id: str | None = None,
                    payload: Mapping[str, Any] | None = None, event_data: Any = None,
                    guards: Mapping[str, Any] | None = None) -> TransitionResult:
+        move = TransitionOptions.of(options, to=to, from_=from_, owner_job_id=owner_job_id,
+                                    payload=payload, event_data=event_data, guards=guards)
         result = None
         try:
-            result = super().transition(
-                identifier, to=to, from_=from_, owner_job_id=owner_job_id, payload=payload,
-                event_data=event_data, guards=guards)
+            result = super().transition(identifier, move)
             return result
         finally:
             self.transition_calls.append(TransitionCall(
-                recorded_identifier(identifier), to, from_, owner_job_id, payload, event_data,
-                guards, result))
+                recorded_identifier(identifier), move.to, move.from_, move.owner_job_id,
+                move.payload, move.event_data, move.guards, result))
 
     def claim_finalization(self, identifier: Identifier, job_id: str, *,
                            scope: str | None = None) -> ClaimResult:
