@@ -184,6 +184,11 @@ def test_a_sqlite_file_without_the_table_is_exit_1(tmp_path: Path, app: Any) -> 
     ran = rowstate("stuck", f"sqlite:///{tmp_path}/empty.db", "cliapp:JOBS", cwd=tmp_path)
     assert ran.returncode == 1 and "no such table: cli_jobs" in ran.stderr
     assert "Traceback" not in ran.stderr and ran.stderr.count("\n") == 1
+    # a binding with nothing that can stick reads its table too: a wrong database is never
+    # "nothing is stuck"
+    ran = rowstate("stuck", f"sqlite:///{tmp_path}/empty.db", "cliapp:SEATS", cwd=tmp_path)
+    assert ran.returncode == 1 and "no such table: cli_seats" in ran.stderr
+    assert ran.stdout == ""
 
 
 SQLITE_ONLY = """

@@ -210,6 +210,10 @@ class Diagnose:
         # them: the time the row is stuck since first)
         parts: list[tuple[str, int, tuple[str, ...]]] = []
         table, keys = self.context.compiler.table, tuple(b.key)
+        # the table and its key and state columns are there (no row read): a report of
+        # nothing stuck never comes from a database that lacks the binding's table
+        probe = ", ".join(d.quote(c) for c in (*keys, b.state))
+        statements.append(Statement(f"SELECT {probe} FROM {table} LIMIT 0", ()).bind(d, base))
         if b.lease is not None:
             lease, values = b.lease, dict(base)
             checks = self.rules.checks("lease_expired", Ask(), values)
@@ -238,7 +242,7 @@ class Diagnose:
         now = self.context.now(rows[0][0][0])
         groups: dict[str, tuple[int, list[StuckRow]]] = {}
         for i, (name, nkeys, extra) in enumerate(parts):
-            listed, counted = rows[1 + 2 * i], rows[2 + 2 * i]
+            listed, counted = rows[2 + 2 * i], rows[3 + 2 * i]
             group = name.split(":")[0]
             found = [self._stuck_row(r, nkeys, extra, now, name) for r in listed]
             count, before = groups.get(group, (0, []))
