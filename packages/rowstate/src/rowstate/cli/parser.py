@@ -61,12 +61,18 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "stuck", help="rows that do not move: expired leases, overdue timers, stale "
-        "claims, unrelayed events",
+        "claims, undelivered events",
         description="List the rows of a binding with an expired lease, an overdue timer "
-        "(one fire_due would fire now), a finalization claim past its TTL, and events "
-        "no relay delivered for --older seconds. Read-only.")
+        "(one fire_due would fire now), a finalization claim past its TTL, and, when a "
+        "relay delivers the binding's events (Binding(relayed=True)) or --undelivered "
+        "asks, the events no relay delivered for --older seconds. Read-only. Exit "
+        "status: 0 nothing is stuck, 3 something is (listed), 1 the database failed, "
+        "2 bad usage.")
     s.add_argument("url", metavar="URL", help=url_help)
     s.add_argument("target", metavar="MODULE:BINDING", help=binding_help)
+    s.add_argument("--undelivered", action=argparse.BooleanOptionalAction, default=None,
+                   help="count the events no relay delivered (default: when the binding "
+                   "is relayed=True)")
     s.add_argument("--older", type=_seconds, default=60.0, metavar="SECONDS",
                    help="an undelivered event is stuck after this long (default 60)")
     s.add_argument("--limit", type=_positive, default=50, metavar="N",
