@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from rowstate import Lifecycle, Relay, connect
+from support import django_project
 from support.stuck_rows import app_module, seed
 
 
@@ -159,3 +160,92 @@ def test_a_relayed_binding_needs_an_events_table() -> None:
         Binding(machine, table="t", key=("id",), events=None, relayed=True)
     with pytest.raises(DefinitionError, match="relayed is True or False"):
         Binding(machine, table="t", key=("id",), relayed="yes")  # type: ignore[arg-type]
+
+
+# -- a Django project --------------------------------------------------------------------
+
+
+def rowstate_in(project: Path, *args: str, settings: str | None = "shopsite.settings",
+                ) -> subprocess.CompletedProcess[str]:
+    """``python -m rowstate ARGS`` in the project's folder, ``DJANGO_SETTINGS_MODULE`` set
+    to ``settings`` (None: not set)."""
+    return subprocess.run([sys.executable, "-m", "rowstate", *args], cwd=project,
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env=django_project.environment(settings))
+
+
+@pytest.fixture
+def shop(url: str, tmp_path: Path) -> tuple[Path, str]:
+    """A Django project on the ``url`` database, seeded (support/django_project.py):
+    its folder and the URL."""
+    project = tmp_path / "site"
+    project.mkdir()
+    if url.startswith("sqlite:"):
+        django_project.write_project(project, "sqlite", url[len("sqlite:///"):])
+    else:
+        django_project.write_project(project, "postgres", url)
+    django_project.seed(project)
+    return project, url
+
+
+def test_a_django_binding_loads_with_django_settings_module(shop: tuple[Path, str]) -> None:
+    """DJANGO_SETTINGS_MODULE set, as in the project's own shell: Django is set up before
+    the binding's module (which imports the model) is imported."""
+    project, url = shop
+    ran = rowstate_in(project, "stuck", url, "orders.flows:ORDERS", "--json")
+    assert ran.returncode == 3, ran.stderr
+    doc = json.loads(ran.stdout)
+    assert doc["machine"] == "order" and doc["table"] == "orders_order"
+    lease = doc["groups"]["expired_leases"]
+    assert [r["key"] for r in lease["rows"]] == [[1]] and lease["count"] == doc["total"] == 1
+    assert lease["rows"][0]["holder"] == "packer-7" and lease["rows"][0]["kind"] == "pack"
+    assert doc["undelivered_counted"] is False  # history only: no relay in this project
+
+    ran = rowstate_in(project, "inspect", url, "orders.flows:ORDERS", "2", "--json")
+    assert ran.returncode == 0, ran.stderr
+    row = json.loads(ran.stdout)
+    assert row["key"] == [2] and row["state"] == "NEW" and row["lease"]["held"] is False
+
+    ran = rowstate_in(project, "inspect", url, "orders.flows:ORDERS", "1")
+    assert ran.returncode == 0 and ran.stderr == ""
+    assert ran.stdout.startswith("order 1 in orders_order: NEW\n")
+    assert "packer-7" in ran.stdout and "Traceback" not in ran.stdout
+
+
+def test_django_settings_option_without_the_environment(tmp_path: Path) -> None:
+    project = tmp_path / "site"
+    project.mkdir()
+    django_project.write_project(project, "sqlite", f"{tmp_path}/shop.db")
+    django_project.seed(project)
+    url = f"sqlite:///{tmp_path}/shop.db"
+    for command in (["stuck", url, "orders.flows:ORDERS"],
+                    ["inspect", url, "orders.flows:ORDERS", "2"],
+                    ["diagram", "orders.flows:ORDERS"]):
+        ran = rowstate_in(project, *command, "--django-settings", "shopsite.settings",
+                          settings=None)
+        assert ran.returncode in (0, 3) and ran.stderr == "", (command, ran.stderr)
+    # the option wins over the environment, as manage.py --settings does
+    ran = rowstate_in(project, "stuck", url, "orders.flows:ORDERS", "--django-settings",
+                      "shopsite.settings", settings="no_such.settings")
+    assert ran.returncode == 3 and ran.stdout.startswith("order in orders_order: 1 stuck\n")
+
+
+def test_a_django_module_without_settings_says_what_to_do(tmp_path: Path) -> None:
+    project = tmp_path / "site"
+    project.mkdir()
+    django_project.write_project(project, "sqlite", f"{tmp_path}/shop.db")
+    url = f"sqlite:///{tmp_path}/shop.db"
+    ran = rowstate_in(project, "stuck", url, "orders.flows:ORDERS", settings=None)
+    assert ran.returncode == 2 and ran.stdout == "" and ran.stderr.count("\n") == 1
+    assert ran.stderr.startswith("rowstate stuck: cannot import 'orders.flows': ")
+    assert ran.stderr.endswith("(a Django project's module: set DJANGO_SETTINGS_MODULE or "
+                               "pass --django-settings MODULE)\n")
+
+    for settings, option in (("no_such.settings", []),
+                             (None, ["--django-settings", "no_such.settings"])):
+        ran = rowstate_in(project, "stuck", url, "orders.flows:ORDERS", *option,
+                          settings=settings)
+        assert ran.returncode == 2 and ran.stdout == "" and "Traceback" not in ran.stderr
+        assert ran.stderr == ("rowstate stuck: cannot set Django up with the settings "
+                              "'no_such.settings': ModuleNotFoundError: No module named "
+                              "'no_such'\n")

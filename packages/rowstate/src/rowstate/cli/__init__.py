@@ -6,7 +6,8 @@ Exit codes, which scripts depend on:
 0    done: the row was found (inspect); nothing is stuck (stuck)
 1    the database failed (unreachable, a missing table): one line on stderr saying what;
      or the reader of stdout left early (``| head``)
-2    bad usage or bad input (a URL, a MODULE:ATTR, a key), or no row has the key
+2    bad usage or bad input (a URL, a MODULE:ATTR, a key, Django's settings), or no row
+     has the key
 3    ``stuck`` listed something: a cron job or a monitor alerts on it (the report is on
      stdout as for 0)
 ===  =====================================================================================

@@ -41,7 +41,7 @@ TITLES = {
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    binding = load_binding(args.target)
+    binding = load_binding(args.target, django_settings=args.django_settings)
     if args.undelivered and binding.events is None:
         raise BadInput(f"{args.target} has no events table (events=None), so no event of "
                        "it is ever undelivered: leave out --undelivered")
