@@ -6,11 +6,14 @@ file and a real PostgreSQL database (the ``url`` fixture)."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -77,6 +80,25 @@ def test_the_exit_code_tells_a_monitor_what_it_found(url: str, tmp_path: Path,
     failed = stuck(f"sqlite:///{tmp_path}/empty.db", "cliapp:JOBS", cwd=tmp_path)
     assert failed.returncode == 1 and failed.stdout == ""
     assert failed.stderr.startswith("rowstate stuck: database error (")
+
+
+def test_times_are_local_with_their_zone(tmp_path: Path, app: Any) -> None:
+    """A person reads the text: local time to the second, the zone named (TZ here); a
+    script reads the JSON: ISO 8601 UTC whatever the zone."""
+    url = f"sqlite:///{tmp_path}/app.db"
+    past = seed(url, app)
+    env = dict(os.environ, TZ="Europe/Amsterdam")
+    text = stuck(url, "cliapp:JOBS", cwd=tmp_path, env=env).stdout
+    assert re.search(r"^  read at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d CES?T \(the "
+                     r"database's clock\)$", text, flags=re.M), text
+    local = past.astimezone(ZoneInfo("Europe/Amsterdam"))
+    lease = next(line for line in text.splitlines() if line.startswith("  2 "))
+    assert lease.endswith(f"  {local:%Y-%m-%d %H:%M:%S} {local.tzname()}"), lease
+    doc = json.loads(stuck(url, "cliapp:JOBS", "--json", cwd=tmp_path, env=env).stdout)
+    assert doc["now"].endswith("+00:00")
+    assert doc["groups"]["expired_leases"]["rows"][0]["at"] == past.isoformat()
+    utc = stuck(url, "cliapp:JOBS", cwd=tmp_path, env=dict(os.environ, TZ="UTC")).stdout
+    assert f"  {past:%Y-%m-%d %H:%M:%S} UTC\n" in utc
 
 
 # -- undelivered events --------------------------------------------------------------
@@ -210,6 +232,8 @@ def test_a_django_binding_loads_with_django_settings_module(shop: tuple[Path, st
     assert ran.returncode == 0 and ran.stderr == ""
     assert ran.stdout.startswith("order 1 in orders_order: NEW\n")
     assert "packer-7" in ran.stdout and "Traceback" not in ran.stdout
+    # the project's TIME_ZONE (Django sets TZ from it): its local time, the zone named
+    assert re.search(r"\n  read at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d CES?T ", ran.stdout)
 
 
 def test_django_settings_option_without_the_environment(tmp_path: Path) -> None:
