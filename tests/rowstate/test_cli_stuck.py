@@ -1,6 +1,7 @@
 """``rowstate stuck URL MODULE:BINDING``: the real command on a SQLite file and a real
 PostgreSQL database (the ``url`` fixture), against rows made stale through the engine with a
-clock an hour in the past (support/stuck_rows.py lists them)."""
+clock an hour in the past (support/stuck_rows.py lists them). Exit 3 when it lists
+anything; what operations lean on (the events rule, Django) is test_cli_stuck_ops.py."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_each_kind_of_stuck_is_listed_with_its_age(url: str, app: Any) -> None:
     seed(url, app)
     before = tables(url, app)
     code, out, err = run("stuck", url, "cliapp:JOBS", "--json")
-    assert (code, err) == (0, "")
+    assert (code, err) == (3, "")  # something is stuck
     doc = json.loads(out)
     groups = doc["groups"]
     assert list(groups) == ["expired_leases", "overdue_timers", "expired_claims",
@@ -58,6 +59,7 @@ def test_each_kind_of_stuck_is_listed_with_its_age(url: str, app: Any) -> None:
     assert ids == sorted(ids)
     assert doc["total"] == 1 + 1 + 1 + 7
     assert doc["machine"] == "cli_job" and doc["older_seconds"] == 60
+    assert doc["undelivered_counted"] is True  # JOBS is relayed
     assert doc["now"].endswith("+00:00")
     assert tables(url, app) == before  # read-only: nothing written
 
@@ -66,7 +68,7 @@ def test_limit_lists_fewer_and_counts_all_older_moves_the_bar(url: str, app: Any
     seed(url, app)
     code, out, _ = run("stuck", url, "cliapp:JOBS", "--json", "--limit", "2")
     events = json.loads(out)["groups"]["unrelayed_events"]
-    assert code == 0 and events["count"] == 7 and len(events["rows"]) == 2
+    assert code == 3 and events["count"] == 7 and len(events["rows"]) == 2
     code, out, _ = run("stuck", url, "cliapp:JOBS", "--json", "--older", "7200")
     assert json.loads(out)["groups"]["unrelayed_events"] == {"count": 0, "rows": []}
     code, out, _ = run("stuck", url, "cliapp:JOBS", "--json", "--older", "0")
@@ -91,10 +93,10 @@ def test_the_text_is_for_a_person(tmp_path: Path, app: Any) -> None:
     url = f"sqlite:///{tmp_path}/app.db"
     seed(url, app)
     code, out, _ = run("stuck", url, "cliapp:JOBS", "--limit", "3")
-    assert code == 0
+    assert code == 3
     assert out.startswith("cli_job in cli_jobs: 10 stuck\n  read at ")
     assert "\nExpired leases: 1\n" in out and "\nOverdue timers: 1\n" in out
-    assert "\nExpired finalization claims: 1\n" in out and "\nUnrelayed events: 7\n" in out
+    assert "\nExpired finalization claims: 1\n" in out and "\nUndelivered events: 7\n" in out
     assert "  ... and 4 more (--limit)\n" in out
     lease = next(line for line in out.splitlines() if line.startswith("  2 "))
     assert lease.split()[:4] == ["2", "start", "worker-dead", "1"]  # held for 1 h
@@ -111,7 +113,7 @@ def test_nothing_stuck_says_so(tmp_path: Path, app: Any) -> None:
     store.close()
     code, out, _ = run("stuck", url, "cliapp:JOBS")
     assert code == 0 and "cli_job in cli_jobs: nothing is stuck\n" in out
-    assert "Expired leases: none" in out and "Unrelayed events: none" in out
+    assert "Expired leases: none" in out and "Undelivered events: none" in out
 
 
 def test_a_binding_with_nothing_that_can_stick(url: str, app: Any) -> None:
@@ -127,7 +129,7 @@ def test_the_console_script_and_python_m(url: str, tmp_path: Path, app: Any) -> 
     write_app(tmp_path)
     for module in (False, True):
         ran = rowstate("stuck", url, "cliapp:JOBS", "--json", cwd=tmp_path, module=module)
-        assert ran.returncode == 0, ran.stderr
+        assert ran.returncode == 3, ran.stderr
         assert json.loads(ran.stdout)["groups"]["expired_leases"]["count"] == 1
 
 
@@ -184,13 +186,18 @@ def test_a_sqlite_file_without_the_table_is_exit_1(tmp_path: Path, app: Any) -> 
     ran = rowstate("stuck", f"sqlite:///{tmp_path}/empty.db", "cliapp:JOBS", cwd=tmp_path)
     assert ran.returncode == 1 and "no such table: cli_jobs" in ran.stderr
     assert "Traceback" not in ran.stderr and ran.stderr.count("\n") == 1
+    # a binding with nothing that can stick reads its table too: a wrong database is never
+    # "nothing is stuck"
+    ran = rowstate("stuck", f"sqlite:///{tmp_path}/empty.db", "cliapp:SEATS", cwd=tmp_path)
+    assert ran.returncode == 1 and "no such table: cli_seats" in ran.stderr
+    assert ran.stdout == ""
 
 
 SQLITE_ONLY = """
 import io, sys
 from rowstate.cli import main
 code = main(["stuck", {url!r}, "cliapp:JOBS", "--json"], stdout=io.StringIO())
-assert code == 0, code
+assert code == 3, code
 print(",".join(sorted(m for m in ("psycopg", "psycopg_pool") if m in sys.modules)))
 """
 
@@ -225,7 +232,7 @@ def test_it_reads_while_a_writer_holds_the_rows(url: str, tmp_path: Path, app: A
         holder.execute("UPDATE cli_jobs SET label = 'mid-write' WHERE id = 2")
         started = time.monotonic()
         ran = rowstate("stuck", url, "cliapp:JOBS", "--json", cwd=tmp_path)
-        assert ran.returncode == 0, ran.stderr
+        assert ran.returncode == 3, ran.stderr
         assert time.monotonic() - started < 10  # not the 30 s busy timeout
         assert json.loads(ran.stdout)["groups"]["expired_leases"]["count"] == 1
         ran = rowstate("inspect", url, "cliapp:JOBS", "2", "--json", cwd=tmp_path)

@@ -4,6 +4,7 @@ with a clock an hour in the past, read by a lifecycle on the database's clock.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -32,9 +33,24 @@ def test_stuck_and_inspect_read_what_the_writes_left(backend: Backend) -> None:
     assert [r.key for r in leases.rows] == [("dead",)] and leases.total == 1
     assert leases.rows[0].detail["holder"] == "h1" and leases.rows[0].age > 86400
     assert [r.key for r in report.group("expired_claims").rows] == [("fin",)]
-    events = report.group("unrelayed_events")
+    # JOBS does not say a relay delivers its events: they are history, not stuck ...
+    assert not report.undelivered
+    assert [g.name for g in report.groups] == ["expired_leases", "expired_claims"]
+    # ... unless the caller asks
+    asked = now.do(now.core.stuck(undelivered=True))
+    assert asked.undelivered and [r.key for r in asked.group("expired_leases").rows] == [
+        ("dead",)]
+    events = asked.group("unrelayed_events")
     assert events.total == 5 and {r.key for r in events.rows} == {("dead",), ("live",),
                                                                    ("fin",)}
+    assert asked.total == report.total + 5
+    # a relayed binding counts them unasked, and leaves them out when asked to
+    relayed = backend.make(replace(JOBS, relayed=True))
+    relayed_events = relayed.do(relayed.core.stuck()).group("unrelayed_events")
+    assert [r.detail["id"] for r in relayed_events.rows] == [r.detail["id"]
+                                                             for r in events.rows]
+    left_out = relayed.do(relayed.core.stuck(undelivered=False))
+    assert not left_out.undelivered and left_out.total == report.total
     with pytest.raises(KeyError):
         report.group("overdue_timers")  # JOBS has no timer
     timers = tickets.do(tickets.core.stuck(older=0)).group("overdue_timers")
@@ -62,9 +78,13 @@ def test_stuck_and_inspect_read_what_the_writes_left(backend: Backend) -> None:
 def test_bad_arguments_raise_before_any_io(backend: Backend) -> None:
     lc = backend.make(JOBS)
     before = backend.statements
-    for bad in ({"older": -1}, {"older": "60"}, {"limit": 0}, {"limit": True}):
+    for bad in ({"older": -1}, {"older": "60"}, {"limit": 0}, {"limit": True},
+                {"undelivered": "yes"}):
         with pytest.raises(ValidationError):
             lc.do(lc.core.stuck(**bad))
+    no_events = backend.make(replace(JOBS, events=None))
+    with pytest.raises(ValidationError, match="no events table"):
+        no_events.do(no_events.core.stuck(undelivered=True))
     with pytest.raises(ValidationError):
         lc.do(lc.core.inspect("k", events=-1))
     with pytest.raises(ValidationError):

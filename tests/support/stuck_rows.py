@@ -15,8 +15,10 @@ The rows of :data:`APP`'s ``JOBS`` after :func:`seed`:
 ====  ==========================================================================
 
 Rows 1-4 were created an hour ago, so their events (never relayed) are an hour old; row
-5's event is new. ``SEATS`` has a two-column key (venue, INTEGER seat), and no lease, timer,
-claim or events table: nothing of it can be stuck.
+5's event is new. ``JOBS`` says a relay delivers its events (``relayed=True``), so those
+are stuck; ``JOBS_UNRELAYED`` is the same table with its events kept as history only (no
+relay: the default), so they are not. ``SEATS`` has a two-column key (venue, INTEGER seat),
+and no lease, timer, claim or events table: nothing of it can be stuck.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from rowstate import Lifecycle, connect
 
 APP = '''\
 """A user's bindings, as ``rowstate inspect`` imports them (MODULE:BINDING)."""
+
+from dataclasses import replace
 
 from rowstate import Binding, Edge, FinalizationClaim, Lease, Machine, TimedEdge
 
@@ -58,7 +62,9 @@ JOBS = Binding(
     timers=(TimedEdge("expire", due="expires_at"),),
     payload=("label",),
     column_types={"id": "INTEGER"},
+    relayed=True,
 )
+JOBS_UNRELAYED = replace(JOBS, relayed=False)
 
 SEAT = Machine("cli_seat", states=["FREE", "HELD"], initial="FREE",
                edges=[Edge("hold", "FREE", "HELD"), Edge("free", "HELD", "FREE")])

@@ -11,6 +11,11 @@ runs on a table an existing service owns, with only the columns it has:
 * no ``events`` table: events are published after commit, at most once, instead of through
   the transactional outbox (a crash between the commit and the publish loses the event).
 
+An events table is the row's history whether or not a relay reads it; ``relayed=True`` says
+that one does (a :class:`~rowstate.Relay` delivers this machine's events), so an event it
+has not delivered after a while is stuck (``rowstate stuck``); without it, undelivered is
+every event's normal condition and nothing to report.
+
 Every name a caller may pass (a guard field, a payload column) is checked against the
 binding before any SQL is built; only checked names ever reach SQL text.
 """
@@ -77,6 +82,7 @@ class Binding:
     notices: tuple[Notice, ...] = ()
     events: str | None = "rowstate_events"
     column_types: Mapping[str, str] = field(default_factory=dict)
+    relayed: bool = False  # a relay delivers the events: undelivered ones can be stuck
     table_parts: tuple[str, ...] = field(init=False)
     known: frozenset[str] = field(init=False)
     state_ref: Ref = field(init=False)
@@ -104,6 +110,12 @@ class Binding:
         if self.events is not None:
             for p in self.events.split("."):
                 check_ident(p, "events table name part")
+        if not isinstance(self.relayed, bool):
+            raise DefinitionError(f"{self.table}: relayed is True or False, got "
+                                  f"{self.relayed!r}")
+        if self.relayed and self.events is None:
+            raise DefinitionError(f"{self.table}: relayed=True needs an events table (a relay "
+                                  "delivers the events table's rows; events=None has none)")
         known = set(self.key) | {self.state} | set(self.payload)
         known |= set(self.json_columns) | set(self.columns)
         for opt in (self.owner, self.version, self.derived and self.derived.column):

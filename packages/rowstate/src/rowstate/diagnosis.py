@@ -113,7 +113,10 @@ class StuckGroup(NamedTuple):
 
 class StuckReport(NamedTuple):
     """The stuck rows of one binding: expired leases, overdue timers, finalization claims
-    past their TTL and events older than ``older`` seconds that no relay delivered."""
+    past their TTL and, when ``undelivered`` (the binding is relayed, or the caller asked),
+    events older than ``older`` seconds that no relay delivered. ``groups`` holds the
+    groups the binding can have (a lease, timers, a claim, undelivered events counted),
+    empty or not."""
 
     machine: str
     table: str
@@ -121,6 +124,7 @@ class StuckReport(NamedTuple):
     older: float
     limit: int
     groups: tuple[StuckGroup, ...]
+    undelivered: bool = False  # the undelivered events were counted (``unrelayed_events``)
 
     @property
     def total(self) -> int:

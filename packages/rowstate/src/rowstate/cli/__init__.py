@@ -3,10 +3,13 @@
 Exit codes, which scripts depend on:
 
 ===  =====================================================================================
-0    done (the row was found; the stuck report was read, stuck rows or not)
+0    done: the row was found (inspect); nothing is stuck (stuck)
 1    the database failed (unreachable, a missing table): one line on stderr saying what;
      or the reader of stdout left early (``| head``)
-2    bad usage or bad input (a URL, a MODULE:ATTR, a key), or no row has the key
+2    bad usage or bad input (a URL, a MODULE:ATTR, a key, Django's settings), or no row
+     has the key
+3    ``stuck`` listed something: a cron job or a monitor alerts on it (the report is on
+     stdout as for 0)
 ===  =====================================================================================
 
 Every failure is one line on stderr, never a traceback (bad usage is argparse's: its
@@ -23,6 +26,7 @@ from typing import IO
 
 from ..errors import DefinitionError, RowstateError, UsageError, ValidationError
 from .parser import parser
+from .stuck import EXIT_STUCK
 from .targets import BadInput
 
 EXIT_OK, EXIT_DATABASE, EXIT_USAGE = 0, 1, 2
@@ -56,4 +60,4 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-__all__ = ["EXIT_DATABASE", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_DATABASE", "EXIT_OK", "EXIT_STUCK", "EXIT_USAGE", "main"]

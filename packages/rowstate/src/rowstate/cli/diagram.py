@@ -10,7 +10,7 @@ from .targets import load
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    got = load(args.target)
+    got = load(args.target, django_settings=args.django_settings)
     machine = got.machine if isinstance(got, Binding) else got
     out.write(machine.mermaid())
     return 0

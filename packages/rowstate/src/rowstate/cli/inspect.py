@@ -31,7 +31,7 @@ from .words import meaning, why
 
 
 def run(args: argparse.Namespace, out: IO[str]) -> int:
-    binding = load_binding(args.target)
+    binding = load_binding(args.target, django_settings=args.django_settings)
     key = parse_key(binding, args.key)
     report = read_once(args.url, binding, lambda lc: lc.core.inspect(key, events=args.events))
     if report is None:

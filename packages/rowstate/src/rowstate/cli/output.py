@@ -1,5 +1,5 @@
-"""How the commands print: aligned text for a person (80 columns, plain in a pipe), one
-JSON document for a script (stable keys, times in ISO 8601 UTC)."""
+"""How the commands print: aligned text for a person (80 columns, plain in a pipe, local
+time with its zone), one JSON document for a script (stable keys, times in ISO 8601 UTC)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ def iso(at: datetime | None) -> str | None:
 
 
 def stamp(at: datetime | None) -> str:
-    """A time for a person: UTC to the second (``2026-01-05T09:30:00Z``)."""
+    """A time for a person: the local time to the second, its zone named
+    (``2026-01-05 10:30:00 CET``). Local is the process's zone: ``TZ``, else the host's;
+    a Django project's ``TIME_ZONE`` once Django is set up (Django sets ``TZ``)."""
     if at is None:
         return "-"
-    return at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    here = at.astimezone()
+    return f"{here:%Y-%m-%d %H:%M:%S} {here.tzname() or here.strftime('%z')}"
 
 
 def span(seconds: float | None) -> str:
@@ -54,7 +57,7 @@ def ago(at: datetime | None, now: datetime) -> str:
 
 
 def when(at: datetime | None, now: datetime) -> str:
-    """``2026-01-05T09:30:00Z (3 min ago)``."""
+    """``2026-01-05 10:30:00 CET (3 min ago)``."""
     return "-" if at is None else f"{stamp(at)} ({ago(at, now)})"
 
 

@@ -37,6 +37,15 @@ def _version() -> str:
     return f"rowstate {version('rowstate')}"
 
 
+def _loading() -> argparse.ArgumentParser:
+    """What every command takes to import the app's module."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--django-settings", metavar="MODULE", default=None,
+                   help="the Django settings module: Django is set up before the binding's "
+                   "module is imported (default: $DJANGO_SETTINGS_MODULE, when set)")
+    return p
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="rowstate", description="Durable state machines for database rows: look at "
@@ -44,8 +53,10 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=_version(),
                      help="print the installed rowstate's version and exit")
     sub = top.add_subparsers(dest="command", required=True)
+    loading = [_loading()]
 
-    d = sub.add_parser("diagram", help="print a machine as a Mermaid stateDiagram-v2")
+    d = sub.add_parser("diagram", help="print a machine as a Mermaid stateDiagram-v2",
+                       parents=loading)
     d.add_argument("target", metavar="MODULE:ATTR",
                    help="MODULE:ATTR naming a Machine or a Binding")
     d.set_defaults(run=diagram.run)
@@ -53,7 +64,8 @@ def parser() -> argparse.ArgumentParser:
     url_help = "database URL: sqlite:///path.db or postgresql://..."
     binding_help = "MODULE:ATTR naming the Binding (the current directory is importable)"
     i = sub.add_parser(
-        "inspect", help="one row: its columns, lease, claim, edges, timers, last events",
+        "inspect", parents=loading,
+        help="one row: its columns, lease, claim, edges, timers, last events",
         description="Print one row as the engine sees it now: every column, its lease and "
         "finalization claim (expired?), every edge with whether it is allowed and why not, "
         "its timers and notices, and its last events. Read-only.")
@@ -68,13 +80,20 @@ def parser() -> argparse.ArgumentParser:
     i.set_defaults(run=inspect.run)
 
     s = sub.add_parser(
-        "stuck", help="rows that do not move: expired leases, overdue timers, stale "
-        "claims, unrelayed events",
+        "stuck", parents=loading,
+        help="rows that do not move: expired leases, overdue timers, stale "
+        "claims, undelivered events",
         description="List the rows of a binding with an expired lease, an overdue timer "
-        "(one fire_due would fire now), a finalization claim past its TTL, and events "
-        "no relay delivered for --older seconds. Read-only.")
+        "(one fire_due would fire now), a finalization claim past its TTL, and, when a "
+        "relay delivers the binding's events (Binding(relayed=True)) or --undelivered "
+        "asks, the events no relay delivered for --older seconds. Read-only. Exit "
+        "status: 0 nothing is stuck, 3 something is (listed), 1 the database failed, "
+        "2 bad usage.")
     s.add_argument("url", metavar="URL", help=url_help)
     s.add_argument("target", metavar="MODULE:BINDING", help=binding_help)
+    s.add_argument("--undelivered", action=argparse.BooleanOptionalAction, default=None,
+                   help="count the events no relay delivered (default: when the binding "
+                   "is relayed=True)")
     s.add_argument("--older", type=_seconds, default=60.0, metavar="SECONDS",
                    help="an undelivered event is stuck after this long (default 60)")
     s.add_argument("--limit", type=_positive, default=50, metavar="N",

@@ -3,6 +3,11 @@
 Each is read here, before any I/O, and a bad one is a :class:`BadInput` (exit 2) whose
 message says what was expected.
 
+A Django project's binding module imports its models, which Django allows only once it is
+set up (``AppRegistryNotReady`` otherwise): when ``--django-settings`` names a settings
+module, or ``DJANGO_SETTINGS_MODULE`` is set, ``django.setup()`` runs before the import,
+as ``manage.py`` does.
+
 A key is read by the binding's key columns: one column takes the text as given, converted
 by the column's declared type (an ``INTEGER`` key from ``42``); a key of several columns is
 a JSON array with one value per column, in the binding's order (``'["v1", 3]'``), each a
@@ -32,18 +37,21 @@ class BadInput(Exception):
     """Bad input found after parsing: exit 2, the database untouched."""
 
 
-def load(target: str) -> Machine | Binding:
+def load(target: str, *, django_settings: str | None = None) -> Machine | Binding:
     """The Machine or Binding that ``MODULE:ATTR`` names (the current directory is
-    importable, as with ``python -m``)."""
+    importable, as with ``python -m``), Django set up first where the app is Django's
+    (:func:`setup_django`)."""
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise BadInput(f"expected MODULE:ATTR, got {target!r}")
     if "" not in sys.path:
         sys.path.insert(0, "")
+    setup_django(django_settings)
     try:
         obj: object = importlib.import_module(module_name)
     except Exception as exc:  # the app's module may fail any way: one line, no traceback
-        raise BadInput(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
+        raise BadInput(f"cannot import {module_name!r}: {type(exc).__name__}: "
+                       f"{_one_line(exc)}{_django_hint(exc)}") from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -54,8 +62,51 @@ def load(target: str) -> Machine | Binding:
     return obj
 
 
-def load_binding(target: str) -> Binding:
-    got = load(target)
+def setup_django(settings: str | None) -> None:
+    """``django.setup()``, once, when the app is Django's: ``settings`` names its settings
+    module (it wins over the environment, as ``manage.py --settings`` does), else
+    ``DJANGO_SETTINGS_MODULE`` when set. Without either, or when that variable is set but
+    Django is not installed (it is there for another program), nothing happens."""
+    if settings is not None:
+        if not settings.strip():
+            raise BadInput("--django-settings: expected a module name, got ''")
+        os.environ["DJANGO_SETTINGS_MODULE"] = settings
+    name = os.environ.get("DJANGO_SETTINGS_MODULE", "").strip()
+    if not name:
+        return
+    try:
+        import django
+        from django.apps import apps
+    except ImportError:
+        if settings is None:
+            return
+        raise BadInput("--django-settings: Django is not installed") from None
+    if apps.ready:
+        return
+    try:
+        django.setup()
+    except Exception as exc:  # a missing or broken settings module: one line, no traceback
+        raise BadInput(f"cannot set Django up with the settings {name!r}: "
+                       f"{type(exc).__name__}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _django_hint(exc: BaseException) -> str:
+    """What to do when a module needed Django set up and nothing said which settings (read
+    by the error's name: Django itself need not be installed)."""
+    if type(exc).__name__ not in ("AppRegistryNotReady", "ImproperlyConfigured"):
+        return ""
+    if os.environ.get("DJANGO_SETTINGS_MODULE", "").strip():
+        return ""
+    return (" (a Django project's module: set DJANGO_SETTINGS_MODULE or pass "
+            "--django-settings MODULE)")
+
+
+def load_binding(target: str, *, django_settings: str | None = None) -> Binding:
+    got = load(target, django_settings=django_settings)
     if not isinstance(got, Binding):
         raise BadInput(f"{target} is a Machine; inspect and stuck need its Binding (the "
                        "table it lives in)")

@@ -177,15 +177,30 @@ class Diagnose:
 
     # -- the stuck rows ------------------------------------------------------------------
 
-    def stuck(self, *, older: float = 60.0, limit: int = 50) -> Op[StuckReport]:
+    def stuck(self, *, older: float = 60.0, limit: int = 50,
+              undelivered: bool | None = None) -> Op[StuckReport]:
         """Every row of the binding with an expired lease, an overdue timer (one
-        ``fire_due`` would fire now: no ticker moved it), a finalization claim past its
-        TTL, and the events older than ``older`` seconds no relay delivered: each group's
-        count and its first ``limit`` rows, oldest first. One round trip."""
+        ``fire_due`` would fire now: no ticker moved it) and a finalization claim past its
+        TTL, and, when ``undelivered`` (by default: when the binding is ``relayed``), the
+        events older than ``older`` seconds no relay delivered: each group's count and its
+        first ``limit`` rows, oldest first. One round trip.
+
+        An events table is also the row's history: where no relay reads it, every event
+        stays undelivered for good and none of them is stuck, so they are counted only
+        when a relay is said to deliver them (``Binding(relayed=True)``) or the caller
+        asks (``undelivered=True``; the binding must have an events table)."""
         if isinstance(older, bool) or not isinstance(older, int | float) or not (
                 0 <= older < 10**9):
             raise ValidationError(f"stuck: older is a number of seconds >= 0, got {older!r}")
         _count(limit, "stuck: limit", 1)
+        if undelivered is None:
+            undelivered = self.binding.relayed
+        elif not isinstance(undelivered, bool):
+            raise ValidationError(f"stuck: undelivered is True, False or None, got "
+                                  f"{undelivered!r}")
+        if undelivered and self.context.event_table is None:
+            raise ValidationError(f"stuck: {self.binding.table} has no events table "
+                                  "(events=None): no event of it can be undelivered")
         b, d = self.binding, self.dialect
         base = self.context.clock_values()
         out = SqlOut()
@@ -195,6 +210,10 @@ class Diagnose:
         # them: the time the row is stuck since first)
         parts: list[tuple[str, int, tuple[str, ...]]] = []
         table, keys = self.context.compiler.table, tuple(b.key)
+        # the table and its key and state columns are there (no row read): a report of
+        # nothing stuck never comes from a database that lacks the binding's table
+        probe = ", ".join(d.quote(c) for c in (*keys, b.state))
+        statements.append(Statement(f"SELECT {probe} FROM {table} LIMIT 0", ()).bind(d, base))
         if b.lease is not None:
             lease, values = b.lease, dict(base)
             checks = self.rules.checks("lease_expired", Ask(), values)
@@ -212,7 +231,7 @@ class Diagnose:
             extra = (f.at, f.holder, f.scope)
             statements += self._listing(table, checks, values, keys + extra, f.at, limit)
             parts.append(("expired_claims", len(keys), extra))
-        if self.context.event_table is not None:
+        if undelivered and self.context.event_table is not None:
             values = dict(base, machine=self.context.machine.name, older=float(older))
             checks = [self.rules.event_unrelayed()]
             events = d.table(self.context.event_table)
@@ -223,7 +242,7 @@ class Diagnose:
         now = self.context.now(rows[0][0][0])
         groups: dict[str, tuple[int, list[StuckRow]]] = {}
         for i, (name, nkeys, extra) in enumerate(parts):
-            listed, counted = rows[1 + 2 * i], rows[2 + 2 * i]
+            listed, counted = rows[2 + 2 * i], rows[3 + 2 * i]
             group = name.split(":")[0]
             found = [self._stuck_row(r, nkeys, extra, now, name) for r in listed]
             count, before = groups.get(group, (0, []))
@@ -235,7 +254,7 @@ class Diagnose:
                 found.sort(key=lambda r: (r.at is None, r.at or now))
                 out_groups.append(StuckGroup(name, count, tuple(found[:limit])))
         return StuckReport(self.context.machine.name, b.table, now, float(older), limit,
-                           tuple(out_groups))
+                           tuple(out_groups), undelivered)
 
     def _listing(self, table: str, checks: Sequence[Check], values: dict[str, Any],
                  columns: tuple[str, ...], order: str, limit: int,
