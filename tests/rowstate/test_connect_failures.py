@@ -32,16 +32,9 @@ import pytest
 from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from rowstate import (
-    AsyncPostgresStore,
-    Batch,
-    ConnectionLostError,
-    PostgresStore,
-    ValidationError,
-    connect,
-    connect_async,
-)
-from rowstate.errors import ConnectError, StoreError
+from rowstate.errors import ConnectError, ConnectionLostError, StoreError, ValidationError
+from rowstate.protocol import Batch
+from rowstate.stores import AsyncPostgresStore, PostgresStore, connect, connect_async
 from rowstate.stores.pgconnect import DEFAULT_CONNECT_TIMEOUT, with_connect_timeout
 from support import databases
 from support import races as rh

@@ -32,7 +32,6 @@ from rowstate import (
     StoreError,
     ValidationError,
 )
-from rowstate.errors import ConnectError
 from support.engine import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
 
 # -- 7. typed errors -----------------------------------------------------------------------
@@ -44,7 +43,7 @@ def _sqlite_cause(exc: BaseException) -> None:
 
 
 def test_a_sqlite_path_that_is_a_directory_is_a_store_error(tmp_path: Path) -> None:
-    with pytest.raises(ConnectError) as info:  # a StoreError, when the store is built
+    with pytest.raises(rowstate.errors.ConnectError) as info:  # a StoreError, at once
         SQLiteStore(str(tmp_path))
     _sqlite_cause(info.value)
 
@@ -52,7 +51,7 @@ def test_a_sqlite_path_that_is_a_directory_is_a_store_error(tmp_path: Path) -> N
 def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not a database, only some text " * 200)
-    with pytest.raises(ConnectError) as info:
+    with pytest.raises(rowstate.errors.ConnectError) as info:
         SQLiteStore(str(path))
     _sqlite_cause(info.value)
 
@@ -64,7 +63,7 @@ def test_a_database_locked_at_open_is_a_store_error(tmp_path: Path) -> None:
     holder.execute("CREATE TABLE t (a)")  # a rollback-journal database, not yet WAL
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        with pytest.raises(ConnectError) as info:  # when the store is built
+        with pytest.raises(rowstate.errors.ConnectError) as info:  # when the store is built
             SQLiteStore(str(path), busy_timeout=0.1)
         _sqlite_cause(info.value)
         assert "locked" in str(info.value)
