@@ -372,7 +372,6 @@ class AsyncPostgresStore:
             await asyncio.gather(*self._returning, return_exceptions=True)
 
 
-
 def _retrieved(task: asyncio.Task[None]) -> None:
     """Mark a finished opening's error as seen: every caller may have been cancelled."""
     if not task.cancelled():
