@@ -683,13 +683,19 @@ def test_database_url() -> None:
 
 
 @pytest.mark.parametrize(("url", "path"), [
-    ("sqlite:///rel/p.db", "rel/p.db"), ("sqlite:////abs/p.db", "/abs/p.db"),
+    ("sqlite:///rel/p.db", "rel/p.db"), ("sqlite:///{tmp}/p.db", "{tmp}/p.db"),
     ("sqlite:///a%20b.db", "a b.db"), ("sqlite://", None), ("sqlite:///:memory:", None),
 ])
-def test_sqlite_paths_agree_with_rowstate(url: str, path: str | None) -> None:
-    """pubsched's migrator and rowstate's store must open the same file for one URL."""
+def test_sqlite_paths_agree_with_rowstate(url: str, path: str | None, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """pubsched's migrator and rowstate's store must open the same file for one URL. The
+    store opens (creates) its file when built: in a directory of the test's own."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rel").mkdir()
+    url = url.replace("{tmp}", str(tmp_path))  # sqlite:////tmp/...: an absolute path
+    path = path.replace("{tmp}", str(tmp_path)) if path else path
     assert pubdb.sqlite_path(url) == path
-    store = rowstate.connect(url)  # a file store opens nothing until first used
+    store = rowstate.connect(url)
     try:
         assert isinstance(store, rowstate.stores.SQLiteStore)
         assert store.path == (path or ":memory:")

@@ -1,7 +1,8 @@
 """Typed errors, always; "did not land" told from "may have landed"; one identity per key.
 
 * Every error a caller can get is a :class:`~rowstate.RowstateError`, the driver's error
-  kept as ``__cause__``: also when a SQLite connection opens (its PRAGMAs) or a script runs.
+  kept as ``__cause__``: also when a SQLite connection opens (its PRAGMAs: a
+  :class:`~rowstate.errors.ConnectError`, raised when the store is built) or a script runs.
 * A statement PostgreSQL cancelled (``statement_timeout``) rolled back whole: it is a
   :class:`~rowstate.StatementCancelled`, not a :class:`~rowstate.ConnectionLostError`, so
   run() releases the lease at once instead of leaving it for its TTL.
@@ -43,29 +44,17 @@ def _sqlite_cause(exc: BaseException) -> None:
 
 
 def test_a_sqlite_path_that_is_a_directory_is_a_store_error(tmp_path: Path) -> None:
-    store = SQLiteStore(str(tmp_path))
-    try:
-        lc = Lifecycle(store, JOBS)
-        with pytest.raises(StoreError) as info:
-            lc.create_schema()
-        _sqlite_cause(info.value)
-        with pytest.raises(StoreError) as info:
-            lc.get("j1")
-        _sqlite_cause(info.value)
-    finally:
-        store.close()
+    with pytest.raises(rowstate.errors.ConnectError) as info:  # a StoreError, at once
+        SQLiteStore(str(tmp_path))
+    _sqlite_cause(info.value)
 
 
 def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not a database, only some text " * 200)
-    store = SQLiteStore(str(path))
-    try:
-        with pytest.raises(StoreError) as info:
-            Lifecycle(store, JOBS).get("j1")
-        _sqlite_cause(info.value)
-    finally:
-        store.close()
+    with pytest.raises(rowstate.errors.ConnectError) as info:
+        SQLiteStore(str(path))
+    _sqlite_cause(info.value)
 
 
 def test_a_database_locked_at_open_is_a_store_error(tmp_path: Path) -> None:
@@ -74,16 +63,14 @@ def test_a_database_locked_at_open_is_a_store_error(tmp_path: Path) -> None:
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("CREATE TABLE t (a)")  # a rollback-journal database, not yet WAL
     holder.execute("BEGIN EXCLUSIVE")
-    store = SQLiteStore(str(path), busy_timeout=0.1)
     try:
-        with pytest.raises(StoreError) as info:
-            Lifecycle(store, JOBS).get("j1")
+        with pytest.raises(rowstate.errors.ConnectError) as info:  # when the store is built
+            SQLiteStore(str(path), busy_timeout=0.1)
         _sqlite_cause(info.value)
         assert "locked" in str(info.value)
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-        store.close()
 
 
 def test_a_script_on_a_locked_database_is_a_store_error(tmp_path: Path) -> None:

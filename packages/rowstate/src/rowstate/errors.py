@@ -54,7 +54,26 @@ class ConnectError(StoreError):
     """No connection could be opened (the server refused, the database does not exist, the
     password is wrong, the connect timeout passed): nothing was sent, so nothing landed.
     Raised within the store's connect timeout, with the server's own message; retrying is
-    the caller's choice, as the fault is usually the configuration's."""
+    the caller's choice, as the fault is usually the configuration's.
+
+    A store raises it when it opens (the PostgreSQL stores open and close one connection
+    first, the async one on its first call; SQLite opens its file), not after a pool's
+    30 s of silent retries, and logs nothing: the error is the report. Once a store has
+    connected, a server that goes away is :class:`ConnectionLostError`'s, as before.
+
+    ``target`` says where (PostgreSQL: database, host, port and user, never the password;
+    SQLite: the path); ``detail`` is the driver's own words, the server's message in them
+    (``FATAL: database "nope" does not exist``); ``timed_out`` is True when nobody answered
+    within the connect timeout (a host that is down or black-holed, a server that hangs),
+    False when something answered no (refused, no such database or role, bad password).
+    """
+
+    def __init__(self, message: str, *, target: str | None = None, detail: str = "",
+                 timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.target = target
+        self.detail = detail
+        self.timed_out = timed_out
 
 
 class ConnectionLostError(StoreError):

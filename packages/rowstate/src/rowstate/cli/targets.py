@@ -135,19 +135,20 @@ def parse_key(binding: Binding, text: str) -> tuple[Any, ...]:
 def open_store(url: str) -> Store:
     """The store for ``url`` (what :func:`rowstate.connect` accepts); a SQLite file must
     exist (a typo would otherwise create an empty database)."""
-    from ..stores import SQLiteStore, connect, postgres_url
+    from ..stores import connect, postgres_url
+    from ..stores.urls import _sqlite_path
 
     try:
+        # looked for before connecting: a SQLite store opens (creates) its file when built
+        path = _sqlite_path(url) if url.startswith("sqlite:") else None
+        if path is not None and not os.path.isfile(path):
+            raise BadInput(f"no SQLite database at {path!r}")
         # PostgreSQL: one connection of its own, no pool: an unreachable
         # server fails the command now instead of after the pool's 30 s of retries
         pg = postgres_url(url) is not None
-        store = connect(url, per_thread=True) if pg else connect(url)
+        return connect(url, per_thread=True) if pg else connect(url)
     except ValidationError as exc:
         raise BadInput(str(exc)) from None
-    if isinstance(store, SQLiteStore) and not store.memory and not os.path.isfile(store.path):
-        store.close()
-        raise BadInput(f"no SQLite database at {store.path!r}")
-    return store
 
 
 R = TypeVar("R")

@@ -15,8 +15,11 @@ Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantV
 may have landed), a statement the server cancelled and rolled back
 :class:`StatementCancelled` (it did not land), a value the database (or the driver, e.g.
 text that is not valid UTF-8) refuses :class:`ValidationError`, any other
-:class:`StoreError`; the driver's error is kept as ``__cause__``. That holds for opening a
-connection and for scripts too: a caller only ever sees a :class:`RowstateError`.
+:class:`StoreError`; the driver's error is kept as ``__cause__``. That holds for scripts
+too: a caller only ever sees a :class:`RowstateError`. A store's first connection that
+cannot be opened (refused, no such database or role, no answer within the connect timeout;
+a SQLite file that will not open) is :class:`ConnectError`, raised when the store opens
+(:mod:`.pgconnect`, docs/engine.md "Connecting").
 
 The PostgreSQL names are loaded on first use (PEP 562), so that a SQLite-only program
 (``SQLiteStore``, ``connect("sqlite:...")``) never imports psycopg.

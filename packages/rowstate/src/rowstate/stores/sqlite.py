@@ -20,10 +20,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ..dialects import STORE_NOW, canonical_time
-from ..errors import InvariantViolation, StoreError, ValidationError
+from ..errors import ConnectError, InvariantViolation, StoreError, ValidationError
 from ..protocol import Batch, Door
 from ..units import Unit, nested, unit_scope
 from .common import (
@@ -63,6 +64,13 @@ def _sqlite_raw(conn: sqlite3.Connection, counter: StatementCounter) -> Raw:
 
 
 class SQLiteStore(StatementCounter):
+    """SQLite on a file (one connection per thread) or in memory (one, shared).
+
+    The file is opened when the store is built (this thread's connection): a path in a
+    directory that does not exist, a directory, or a file that is not a database raises
+    :class:`ConnectError` here, as a PostgreSQL server that cannot be reached does, not
+    on the first call."""
+
     dialect = "sqlite"
 
     def __init__(self, path: str | None = None, *, busy_timeout: float = 30.0,
@@ -83,12 +91,14 @@ class SQLiteStore(StatementCounter):
         self._writer = threading.RLock()
         self._threads = ThreadConnections(self._open)
         self._shared: sqlite3.Connection | None = self._open() if self.memory else None
+        if self._shared is None:
+            self._threads.get()  # the file opens now, or ConnectError
         self._unit: ContextVar[Unit | None] = _unit_var(self)
 
     def _open(self) -> sqlite3.Connection:
         """A new connection, its PRAGMAs run: the first statements that touch the file, so
         a path that is a directory, a file that is not a database or a database locked
-        past the busy timeout fail here, translated like any statement's error."""
+        past the busy timeout fail here, as :class:`ConnectError` (nothing was written)."""
         conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
@@ -100,7 +110,8 @@ class SQLiteStore(StatementCounter):
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
-            raise StoreError(f"SQLite could not open {self.path!r}: {exc}") from exc
+            raise ConnectError(f"SQLite could not open {self.path!r}: {exc}{_why(self.path)}",
+                               target=self.path, detail=str(exc)) from exc
         return conn
 
     def connection(self) -> sqlite3.Connection:
@@ -230,6 +241,16 @@ class SQLiteStore(StatementCounter):
         if self._shared is not None:
             self._shared.close()
             self._shared = None
+
+
+def _why(path: str) -> str:
+    """What SQLite's "unable to open database file" leaves out, when it is plain to see."""
+    place = Path(path)
+    if not place.parent.is_dir():
+        return f" (the directory {str(place.parent)!r} does not exist)"
+    if place.is_dir():
+        return " (it is a directory)"
+    return ""
 
 
 def _with_now(params: Sequence[Any], now: str | None = None) -> Sequence[Any]:
