@@ -33,12 +33,12 @@ from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from rowstate.errors import ConnectError, ConnectionLostError, StoreError, ValidationError
-from rowstate.protocol import Batch
+from rowstate.ext import Batch
 from rowstate.stores import AsyncPostgresStore, PostgresStore, connect, connect_async
 from rowstate.stores.pgconnect import DEFAULT_CONNECT_TIMEOUT, with_connect_timeout
 from support import databases
 from support import races as rh
-from support.services import LOCALHOST, free_port
+from support.services import LOCALHOST, ServiceUnavailable, free_port, services_required
 
 TIMEOUT = 2  # seconds: libpq's smallest connect timeout, so the silent cases stay short
 TWINS = ["sync", "async"]
@@ -181,22 +181,52 @@ async def test_a_role_that_does_not_exist_is_a_connect_error(
             or f'password authentication failed for user "{name}"' in str(err)), str(err)
 
 
+@pytest.fixture(scope="module")
+def password_cluster() -> Iterator[str]:
+    """The admin URL of a throwaway cluster of our own that asks TCP clients for a password
+    (scram-sha-256; its socket stays trusted for the setup): the shared server trusts
+    loopback, where no password is ever wrong."""
+    from support.pg_server import start_postgres
+
+    try:
+        server = start_postgres()
+    except ServiceUnavailable as exc:
+        why = f"no throwaway PostgreSQL cluster for the password test: {exc}"
+        if services_required():
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    try:
+        assert server.data_dir is not None and server.port is not None
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            conn.execute("ALTER ROLE postgres PASSWORD 'admin'")
+            hba = conn.execute("SHOW hba_file").fetchone()
+            assert hba is not None
+            Path(hba[0]).write_text("local all all trust\n"
+                                    f"host all all {LOCALHOST}/32 scram-sha-256\n")
+            conn.execute("SELECT pg_reload_conf()")
+        admin = _url(server.admin_dsn, password="admin")
+        for _ in range(50):  # the reload is asynchronous: until a wrong password is refused
+            try:
+                psycopg.connect(_url(server.admin_dsn, password="wrong"),
+                                connect_timeout=5).close()
+            except psycopg.OperationalError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the cluster still trusts loopback after its pg_hba was rewritten")
+        yield admin
+    finally:
+        server.stop()
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("twin", TWINS)
 async def test_a_wrong_password_is_a_connect_error(
-        pg_admin_dsn: str, twin: str, caplog: pytest.LogCaptureFixture) -> None:
-    """Skipped where the server trusts the address (pg_hba ``trust``: any password gets in);
-    run on a throwaway cluster with scram-sha-256 (ROWSTATE_PG_DSN pointing at it)."""
-    with role(pg_admin_dsn, "LOGIN PASSWORD 'right'") as name:
-        wrong = _url(pg_admin_dsn, user=name, password="wrong")
-        try:
-            psycopg.connect(wrong, connect_timeout=TIMEOUT).close()
-        except psycopg.OperationalError:
-            pass
-        else:
-            pytest.skip("the server trusts this address (pg_hba 'trust'): no password is "
-                        "wrong; the NOLOGIN and unknown-role tests stand in for it")
-        err = await _fails_fast(wrong, twin, caplog)
+        password_cluster: str, twin: str, caplog: pytest.LogCaptureFixture) -> None:
+    """On a cluster that asks for passwords (the shared server trusts loopback)."""
+    with role(password_cluster, "LOGIN PASSWORD 'right'") as name:
+        err = await _fails_fast(_url(password_cluster, user=name, password="wrong"), twin,
+                                caplog)
     assert "password authentication failed" in str(err)
 
 
