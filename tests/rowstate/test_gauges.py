@@ -63,7 +63,7 @@ def test_no_events_table_no_lag(backend: Backend) -> None:
     plain = Binding(Machine("plain", states=["A"], initial="A", edges=[]), table="plain",
                     key=("id",), events=None)
     lc = backend.make(plain)
-    lc.create(1)
+    lc.create("1")
     assert (lc.gauges().outbox_lag, lc.gauges().rows) == (None, {"A": 1})
 
 

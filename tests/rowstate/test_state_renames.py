@@ -264,7 +264,7 @@ def test_a_rename_keeps_every_count_but_the_old_names(backend: Backend,
         path = {"REVIEW": ["REVIEW"], "DONE": ["REVIEW", "DONE"], "GONE": ["GONE"],
                 "DRAFT": []}
         for i, state in enumerate(states):
-            v1.create(i)
+            v1.create(str(i))
             for step in path[state]:
                 assert v1.transition(i, step).applied
         want = {s: states.count(s) for s in set(states)}
@@ -295,7 +295,7 @@ def test_leases_claimed_while_renaming_are_never_overrun(engine_pg_schema: str) 
         v1.create_schema()
         n = 40
         for i in range(n):
-            v1.create(i)
+            v1.create(str(i))
             v1.transition(i, "REVIEW")
         stop, failures, finalized = threading.Event(), [], []
 

@@ -324,6 +324,27 @@ class Binding:
             canonical[i] = self._key_value(v, want, i)
         return values if canonical is None else tuple(canonical)
 
+    def check_new_key(self, key: object) -> None:
+        """Refuse a new row's key value of another type than its column's (undeclared key
+        columns are TEXT): lookups convert a key to its column's type, but a row created
+        with ``1`` would then be read back as ``'1'``. Called after :meth:`key_values`."""
+        if isinstance(key, Mapping):
+            given = tuple(key.get(c) for c in self.key)
+        elif isinstance(key, tuple | list):
+            given = tuple(key)
+        else:
+            given = (key,)
+        for column, kind, value in zip(self.key, self.key_kinds, given, strict=False):
+            if kind == "text" and isinstance(value, int) and not isinstance(value, bool):
+                raise ValidationError(
+                    f"{self.table}: key column {column!r} holds text, got the integer "
+                    f"{value!r}: declare column_types={{{column!r}: 'BIGINT'}} for integer "
+                    "keys, or pass the key as text")
+            if kind == "int" and isinstance(value, str):
+                raise ValidationError(
+                    f"{self.table}: key column {column!r} holds integers "
+                    f"(column_types), got the text {value!r}")
+
     def _key_value(self, v: str | int, want: str, i: int) -> str | int:
         if isinstance(v, int):
             plain = int(v)

@@ -123,6 +123,9 @@ class Machine:
             if e.name in names:
                 raise DefinitionError(f"{self.name}: duplicate edge name {e.name!r}")
             names.add(e.name)
+            if e.lease is not None and (not isinstance(e.lease, str) or not e.lease):
+                raise DefinitionError(f"{self.name}: edge {e.name!r}: lease names the kind of "
+                                      f"side effect (a string such as 'email'), got {e.lease!r}")
             for end in (e.src, e.dst):
                 if end not in seen:
                     raise DefinitionError(

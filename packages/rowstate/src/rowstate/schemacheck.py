@@ -55,6 +55,9 @@ def check_schema(b: Checked, d: Dialect) -> Op[StaleStates]:
                 problems.append(f"{label}.{column}: missing (wanted {kind})")
             elif not d.type_fits(kind, have[column]):
                 problems.append(f"{label}.{column}: is {have[column]}, wanted {kind}")
+        if parts == b.table_parts:
+            problems.extend(f"{label}.{column}: NOT NULL without a default, and create "
+                            f"{why}" for column, why in _unfilled(b, rows[0]))
         present = {str(r[0]) for r in rows[1]}
         for name, why in indexes:
             if name not in present:
@@ -67,3 +70,24 @@ def check_schema(b: Checked, d: Dialect) -> Op[StaleStates]:
         log.warning("rowstate: %s: rows in states the machine %s no longer has: %s",
                     b.table, b.machine.name, stale.describe())
     return stale
+
+
+def _unfilled(b: Checked, columns: list[tuple[object, ...]]) -> list[tuple[str, str]]:
+    """(column, why) of the required columns (NOT NULL, nothing filled in by the database:
+    a default only the application's model knows) that ``create`` leaves out: one the
+    binding does not know, or one the engine owns and sets only later (a lease, a claim).
+    The binding's data columns are not named: ``create(columns=...)`` fills them."""
+    engine_filled = {*b.key, b.state}
+    owned = set(b.known) - set(b.payload) - set(b.columns) - set(b.json_columns)
+    out = []
+    for name, _, required in columns:
+        column = str(name)
+        if not required or column in engine_filled:
+            continue
+        if column not in b.known:
+            out.append((column, "cannot fill it (the binding does not name it): give it a "
+                                "server default or let it be NULL"))
+        elif column in owned:
+            out.append((column, "leaves it out (the engine writes it later): give it a "
+                                "server default or let it be NULL"))
+    return out

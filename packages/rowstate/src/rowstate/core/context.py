@@ -10,6 +10,7 @@ by the Python reader of the conditions).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from ..conditions import RowView, lookup
 from ..dialects import STORE_NOW, Dialect
 from ..protocol import Door
 from ..results import Event
+from ..specs import NOW
 from .lane import Lane, PlainMove
 from .templates import Template
 
@@ -45,6 +47,13 @@ class Context:
         # server clock and whose store fills in its host's, once per write)?
         self.fills_now = clock is not None or dialect.now_is_param
         self.read = self.compiler.read()  # the row by its key, with the clock
+        self.time_columns = tuple(c for c in self.columns if c in time_columns(binding))
+        # SQLite keeps times and JSON documents as text: (column, decoder) for each column a
+        # row is decoded in before a caller sees it (PostgreSQL's driver decodes both)
+        self.decoders: tuple[tuple[str, Callable[[str], Any]], ...] = () if (
+            dialect.decodes_values) else (
+            *((c, read_utc) for c in self.time_columns),
+            *((c, json.loads) for c in binding.json_columns if c in self.columns))
         self.event_table = tuple(binding.events.split(".")) if binding.events else None
         # several from-states are written as the fast single-state CAS (see Cas.guessing)
         # where that CAS is one statement: with writable CTEs (PostgreSQL) always, else
@@ -94,6 +103,21 @@ class Context:
         """A row read in column order (a clock reading may follow the columns)."""
         return dict(zip(self.columns, raw[: len(self.columns)], strict=True))
 
+    def public(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` as a caller is handed it: times as aware datetimes and JSON documents
+        decoded on both databases. The engine itself keeps reading the row as stored (a
+        lease's claim time is a fence compared with the stored text)."""
+        if not self.decoders:
+            return row
+        out = dict(row)
+        for column, decode in self.decoders:
+            value = out.get(column)
+            if value.__class__ is str:
+                # text written by someone else (not a time): handed over as stored
+                with contextlib.suppress(ValueError):
+                    out[column] = decode(value)
+        return out
+
     def view(self, row: Mapping[str, Any], values: dict[str, Any], raw_now: Any) -> RowView:
         """``row`` as the Python reader of the conditions sees it, at the clock read."""
         return RowView(row, values, self.now(raw_now), self.dialect.parse_time,
@@ -133,3 +157,28 @@ class Context:
         """The row by its key, without a clock: what a move checked for its state only
         needs to explain a refusal."""
         return self.template(self.compiler.read(clock=False), {})
+
+
+def read_utc(text: str) -> datetime:
+    """A time SQLite stores as text (:func:`~rowstate.dialects.base.canonical_time`, or
+    an ISO text an application wrote): aware, in UTC."""
+    at = datetime.fromisoformat(text)
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def time_columns(binding: Binding) -> frozenset[str]:
+    """The columns that hold times: the engine's own (leases, claims, timers, notices,
+    entry writes of NOW) and those declared as timestamps."""
+    b = binding
+    names: set[str] = set()
+    if b.lease is not None:
+        names |= {c for c in (b.lease.at, b.lease.failed_at) if c}
+    if b.finalization is not None:
+        names.add(b.finalization.at)
+    names |= {t.due for t in b.timers}
+    names |= {c for n in b.notices for c in (n.due, n.claim)}
+    names |= {c for writes in b.on_enter.values() for c, v in writes.items() if v is NOW}
+    names |= {c for c, declared in b.column_types.items()
+              if declared.split()[:1] and declared.split()[0].upper().startswith(
+                  ("TIMESTAMP", "DATETIME"))}
+    return frozenset(names)

@@ -31,7 +31,6 @@ from ..diagnosis import (
 )
 from ..errors import ValidationError
 from ..protocol import Batch, Op
-from ..specs import NOW
 from .context import Context
 from .dryrun import DryRun
 from .inputs import Inputs
@@ -88,7 +87,7 @@ class Diagnose:
         """The row with its times as aware datetimes and its JSON columns decoded: alike on
         both databases (SQLite keeps both as text)."""
         out = dict(row)
-        for column in self._time_columns():
+        for column in self.context.time_columns:
             if out.get(column) is not None:
                 with contextlib.suppress(ValueError, TypeError):
                     out[column] = self.dialect.parse_time(out[column])
@@ -97,23 +96,6 @@ class Diagnose:
                 with contextlib.suppress(ValueError, TypeError):
                     out[column] = self.dialect.load_json(out[column])
         return out
-
-    def _time_columns(self) -> set[str]:
-        """The columns that hold times: the engine's own (leases, claims, timers, notices,
-        entry writes of NOW) and those declared as timestamps."""
-        b = self.binding
-        names: set[str] = set()
-        if b.lease is not None:
-            names |= {c for c in (b.lease.at, b.lease.failed_at) if c}
-        if b.finalization is not None:
-            names.add(b.finalization.at)
-        names |= {t.due for t in b.timers}
-        names |= {c for n in b.notices for c in (n.due, n.claim)}
-        names |= {c for writes in b.on_enter.values() for c, v in writes.items() if v is NOW}
-        names |= {c for c, declared in b.column_types.items()
-                  if declared.split()[:1] and declared.split()[0].upper().startswith(
-                      ("TIMESTAMP", "DATETIME"))}
-        return names & set(self.context.columns)
 
     def _holds(self, checks: Sequence[Check], row: dict[str, Any], values: dict[str, Any],
                raw_now: Any) -> tuple[str, ...]:

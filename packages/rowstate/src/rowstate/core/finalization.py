@@ -59,7 +59,8 @@ class Finalization:
             if rows[0]:
                 new = dict(zip(plan.columns, rows[0][0], strict=True))
                 token = new.get(f.token) if f.token else None
-                return _new(FinalizationClaimResult, (True, None, holder, scope, token, new))
+                return _new(FinalizationClaimResult, (True, None, holder, scope, token,
+                                                      self.context.public(new)))
             out = self.cas.outcome_of_read(rows[1])
         else:
             _, values = self.inputs.values(kv)
@@ -67,11 +68,12 @@ class Finalization:
             out = yield from self.cas.run(plan, values)
         if out.new is not None:
             token = out.new.get(f.token) if f.token else None
-            return FinalizationClaimResult(True, None, holder, scope, token, out.new)
+            return FinalizationClaimResult(True, None, holder, scope, token,
+                                           self.context.public(out.new))
         if out.cur is None:
             return FinalizationClaimResult(False, Reason.RECORD_NOT_FOUND)
         return FinalizationClaimResult(False, Reason.HELD_BY_OTHER, out.cur.get(f.holder),
-                                       out.cur.get(f.scope), None, out.cur)
+                                       out.cur.get(f.scope), None, self.context.public(out.cur))
 
     def release_finalization(self, key: object, holder: str,
                              scope: str | None = None) -> Op[ReleaseResult]:

@@ -16,6 +16,7 @@ diverge:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from ..compiler import Statement
@@ -71,7 +72,8 @@ class Holds:
         key: tuple[Any, ...] | None
         if isinstance(lease, ActiveLease):
             edge, key = lease.edge, lease.key
-            fence = lease.token if binding.lease.token else lease.row.get(binding.lease.at)
+            fence = lease.token if binding.lease.token else self._stored(
+                lease.row.get(binding.lease.at))
         elif isinstance(lease, LeaseClaim) and lease.claimed and lease.edge is not None:
             edge, key, fence = self.context.machine.edge(lease.edge), lease.key, lease.fence
         else:
@@ -97,6 +99,11 @@ class Holds:
         assert isinstance(stmt, Statement)
         return stmt
 
+    def _stored(self, at: Any) -> Any:
+        """A claim time handed to a caller (an aware datetime) as the row stores it: the
+        fence a lease without a token column is compared by."""
+        return self.context.dialect.db_time(at) if isinstance(at, datetime) else at
+
     def _read_locked(self, values: dict[str, Any], *, exclusive: bool = False
                      ) -> Op[tuple[dict[str, Any], Any] | None]:
         rows = yield Batch((self._locked_read(exclusive).bind(self.context.dialect, values),))
@@ -113,6 +120,7 @@ class Holds:
         bad = failing(checks, self.context.view(row, values, now))
         state = self.context.state_of(row)
         if not bad:
-            return HoldResult(True, None, (), state, row)
+            return HoldResult(True, None, (), state, self.context.public(row))
         reasons = tuple(dict.fromkeys(str(c.reason) for c in bad))
-        return HoldResult(False, str(bad[0].category), reasons, state, row)
+        return HoldResult(False, str(bad[0].category), reasons, state,
+                          self.context.public(row))

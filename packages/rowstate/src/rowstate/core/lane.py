@@ -71,15 +71,17 @@ class Lane:
     """A plain move from one state, compiled to its statement and parameter template."""
 
     __slots__ = ("calls", "clock", "columns", "combined", "contended", "edge_name", "explain",
-                 "machine", "move", "ncols", "picks", "plan", "read", "read_columns",
-                 "refusals", "src", "state_of", "state_only", "to", "version", "write")
+                 "machine", "move", "ncols", "picks", "plan", "public", "read",
+                 "read_columns", "refusals", "src", "state_of", "state_only", "to", "version",
+                 "write")
 
     def __init__(self, move: PlainMove, plan: CasPlan, src: str, edge_name: str,
                  write: Template, read: Template, state_only: bool,
                  combined: Template | None, explain: Explain,
                  state_of: Callable[[Any], str | None], read_columns: tuple[str, ...],
                  version: str | None, machine: str,
-                 clock: Callable[[], datetime] | None) -> None:
+                 clock: Callable[[], datetime] | None,
+                 public: Callable[[dict[str, Any]], dict[str, Any]] | None) -> None:
         self.move = move
         self.plan = plan
         self.src = src
@@ -96,6 +98,7 @@ class Lane:
         self.version = version
         self.machine = machine
         self.clock = clock
+        self.public = public  # decodes a row for the caller (SQLite's text times, JSON)
         # under contention (see finish): the write and its read as one statement
         self.combined = combined
         self.contended = False
@@ -170,6 +173,8 @@ class Lane:
                              new.get(self.version) if self.version else None,
                              datetime.now(UTC) if clock is None else clock(), event_id, None,
                              None, None))
+        if self.public is not None:
+            new = self.public(new)
         return _new(TransitionResult, (True, None, (), self.src, self.to, new, event))
 
     def refused(self, rows: list[list[tuple[Any, ...]]]) -> TransitionResult | None:
@@ -184,6 +189,8 @@ class Lane:
                                            (Reason.RECORD_NOT_FOUND,), None, None, None, None))
         cur = dict(zip(self.read_columns, rows[1][0], strict=True))
         state = self.state_of(cur)
+        if self.public is not None:
+            cur = self.public(cur)
         return _new(TransitionResult, (False, Reason.STATE_MISMATCH, (Reason.STATE_MISMATCH,),
                                        state, state, cur, None))
 

@@ -141,7 +141,8 @@ class Lanes:
                      else context.edge_name(src, move.to))
         return Lane(move, plan, src, edge_name, write, read, state_only, combined,
                     self.refused, context.state_of, context.columns,
-                    context.binding.version, context.machine.name, context.clock)
+                    context.binding.version, context.machine.name, context.clock,
+                    context.public if context.decoders else None)
 
     def _direct_lane(self, to: str, from_: Iterable[str] | str | None) -> Lane | None:
         """The lane of a one-state move without an owner, remembered per (to, from_)."""

@@ -107,8 +107,8 @@ class Leases:
             new = dict(zip(plan.columns, rows[0][0], strict=True))
             token = new.get(lease.token) if lease.token else None
             fence = token if lease.token else new[lease.at]
-            return _new(LeaseClaim, (True, None, (), edge.name, token, fence, edge.src, new, kv,
-                                     by, note))
+            return _new(LeaseClaim, (True, None, (), edge.name, token, fence, edge.src,
+                                     self.context.public(new), kv, by, note))
         _, values = self.inputs.values(kv)
         values.update(static, holder=holder)
         if owner is not None:
@@ -135,12 +135,14 @@ class Leases:
             return self._claim_refused(edge, plan, out, values)
         token = out.new.get(lease.token) if lease.token else None
         fence = token if lease.token else out.new[lease.at]
-        return LeaseClaim(True, None, (), edge.name, token, fence, edge.src, out.new, kv)
+        return LeaseClaim(True, None, (), edge.name, token, fence, edge.src,
+                          self.context.public(out.new), kv)
 
     def _claim_refused(self, edge: Edge, plan: CasPlan, out: Outcome,
                        values: dict[str, Any]) -> LeaseClaim:
         reason, reasons, state = self.cas.explain(plan.checks, out, values)
-        return LeaseClaim(False, reason, reasons, edge.name, state=state, row=out.cur)
+        row = None if out.cur is None else self.context.public(out.cur)
+        return LeaseClaim(False, reason, reasons, edge.name, state=state, row=row)
 
     def _claimed_edge(self, claim: object, what: str) -> Edge:
         """The edge of a claim a caller presents, checked before any I/O: a LeaseClaim that

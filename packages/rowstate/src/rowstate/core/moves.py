@@ -91,7 +91,8 @@ class Moves:
         reason, reasons, state = self.cas.explain(plan.checks, out, values)
         if edge is not None and edge.lease and reason == Reason.STATE_MISMATCH:
             reason = Reason.LEASE_LOST  # the row left the edge's source: the lease is gone
-        return TransitionResult(False, reason, reasons, state, state, out.cur)
+        cur = None if out.cur is None else self.context.public(out.cur)
+        return TransitionResult(False, reason, reasons, state, state, cur)
 
     def applied(self, kv: tuple[Any, ...], edge_name: str, previous: str, to: str,
                 owner: Any, data: Any, out: Outcome, by: str | None = None,
@@ -102,4 +103,5 @@ class Moves:
         event = Event(self.context.machine.name, kv, edge_name, previous, to,
                       None if owner is None else str(owner), data, version,
                       self.context.now(out.now), out.event_id, None, by, note)
-        return TransitionResult(True, None, (), previous, to, out.new, event)
+        return TransitionResult(True, None, (), previous, to, self.context.public(out.new),
+                                event)

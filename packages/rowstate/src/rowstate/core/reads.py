@@ -24,7 +24,7 @@ class Reads:
         rows = yield Batch((self.context.read.bind(self.context.dialect, values),))
         if not rows[0]:
             return None
-        return self.context.row(rows[0][0])
+        return self.context.public(self.context.row(rows[0][0]))
 
     def history(self, key: object) -> Op[list[Event]]:
         context = self.context

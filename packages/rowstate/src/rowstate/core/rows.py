@@ -90,6 +90,7 @@ class Rows:
         transition's event does. A key that exists already: RECORD_EXISTS, nothing
         written."""
         kv, values = self.inputs.values(key)
+        self.binding.check_new_key(key)
         by, note = self.inputs.by(by), self.inputs.note(note)
         start = self._start_state(state)
         checked = self._check_columns(columns or {})
@@ -131,7 +132,7 @@ class Rows:
         event = Event(self.machine.name, kv, None, None, start, values.get("ev_owner"),
                       data if self.context.event_table else None, version,
                       self.context.now(at), event_id, None, by, note)
-        return TransitionResult(True, None, (), None, start, row, event)
+        return TransitionResult(True, None, (), None, start, self.context.public(row), event)
 
     def _compile_create(self, names: tuple[str, ...]) -> tuple[Statement, ...]:
         d, c, b = self.dialect, self.compiler, self.binding
@@ -242,7 +243,8 @@ class Rows:
                          f"WHERE {cond} ORDER BY {', '.join(order)} LIMIT {limit}",
                          tuple(out.params))
         rows = yield Batch((stmt.bind(self.dialect, values),))
-        return [dict(zip(self.context.columns, r, strict=True)) for r in rows[0]]
+        public, columns = self.context.public, self.context.columns
+        return [public(dict(zip(columns, r, strict=True))) for r in rows[0]]
 
     def match_keys(self, state: Sequence[str], where: GuardSpec, after: Any,
                    limit: int) -> Op[list[Any]]:

@@ -76,6 +76,9 @@ class Dialect:
     #: ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``: schema_sql creates the table with its
     #: keys and adds every other column, so it also brings an older table up to date
     add_column_if_not_exists: ClassVar[bool] = False
+    #: the driver hands times as datetimes and JSON documents decoded (else they are text,
+    #: decoded before a row is handed to a caller: :meth:`rowstate.core.Context.public`)
+    decodes_values: ClassVar[bool] = False
 
     def __init__(self, *, injected_clock: bool = False) -> None:
         self.injected_clock = injected_clock
@@ -239,7 +242,9 @@ class Dialect:
     # -- introspection (check_schema) --------------------------------------------------
 
     def columns_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
-        """(name, declared type) of a table's columns."""
+        """(name, declared type, required) of a table's columns; required: NOT NULL with
+        nothing the database fills in itself (no default, identity, rowid or generated
+        value), so an INSERT that leaves it out fails."""
         raise NotImplementedError
 
     def indexes_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:

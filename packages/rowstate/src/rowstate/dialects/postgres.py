@@ -29,6 +29,7 @@ class Postgres(Dialect):
     writable_ctes = True
     has_schemas = True
     add_column_if_not_exists = True
+    decodes_values = True
 
     def json_value(self, col: str, path: tuple[str, ...], out: SqlOut) -> str:
         return f"({col} #> {self.path(path, out)})"
@@ -118,7 +119,9 @@ class Postgres(Dialect):
 
     def columns_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
         schema = parts[0] if len(parts) == 2 else None
-        return ("SELECT column_name, data_type FROM information_schema.columns "
+        return ("SELECT column_name, data_type, is_nullable = 'NO' AND column_default IS NULL "
+                "AND is_identity = 'NO' AND is_generated = 'NEVER' "
+                "FROM information_schema.columns "
                 "WHERE table_schema = COALESCE(%s::text, current_schema()) "
                 "AND table_name = %s", [schema, parts[-1]])
 

@@ -117,7 +117,9 @@ class SQLite(Dialect):
 
 
     def columns_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
-        return "SELECT name, type FROM pragma_table_info(?)", [parts[-1]]
+        # an INTEGER PRIMARY KEY is the rowid: SQLite fills it
+        return ("SELECT name, type, \"notnull\" = 1 AND dflt_value IS NULL AND NOT "
+                "(pk = 1 AND upper(type) = 'INTEGER') FROM pragma_table_info(?)", [parts[-1]])
 
     def indexes_query(self, parts: tuple[str, ...]) -> tuple[str, list[Any]]:
         return "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", [
