@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from rowstate import ActFailed, ActiveLease, Lease, ValidationError
+from rowstate import (
+    ActFailed,
+    ActiveLease,
+    Binding,
+    Edge,
+    InvalidTransitionError,
+    Lease,
+    Machine,
+    ValidationError,
+)
 from support.engine import JOBS, RUNS, Backend, Clock, as_dict, on
 
 
@@ -342,3 +351,63 @@ def test_sync_run_refuses_an_act_that_returns_a_coroutine(tmp_path: object) -> N
         assert "awaitable" in row["last_error"]
     finally:
         store.close()
+
+
+MAIL = Machine("outcome_mail", states=["OWED", "SENT", "REFUSED", "DROPPED"], initial="OWED",
+               edges=[Edge("send", "OWED", "SENT", lease="mail"),
+                      Edge("refuse", "OWED", "REFUSED", lease="mail"),
+                      Edge("drop", "OWED", "DROPPED", lease="mail"),
+                      Edge("give_up", "OWED", "DROPPED"),
+                      Edge("retry", "REFUSED", "OWED")])
+MAILS = Binding(MAIL, table="outcome_mails", key=("id",),
+                lease=Lease(token="token", error="last_error"), payload=("detail",))
+
+
+def test_a_finalize_may_end_in_another_outcome_of_the_same_lease(backend: Backend) -> None:
+    """The act's outcome is known after the side effect: a lease claimed on ``send``
+    finishes through ``refuse`` (same kind, same source), fenced by the same token."""
+    mails = backend.make(MAILS)
+    mails.create("m1")
+    claim = mails.claim("m1", "send")
+    refused = mails.finalize("m1", claim, to="REFUSED", payload={"detail": "550 no such user"},
+                             note="the server refused it")
+    assert (refused.applied, refused.previous, refused.state) == (True, "OWED", "REFUSED")
+    assert refused.event is not None and refused.event.edge == "refuse"
+    assert refused.event.note == "the server refused it"
+    row = as_dict(mails.get("m1"))
+    assert (row["detail"], row["acting_at"], row["token"]) == ("550 no such user", None, 1)
+    # the same claim cannot finish twice, through any outcome
+    assert not mails.finalize("m1", claim).applied
+    assert mails.transition("m1", "OWED").applied
+    first = mails.claim("m1", "send")
+    assert first.claimed and first.token == 2
+    assert mails.finalize("m1", first, to="DROPPED").state == "DROPPED"
+
+
+@on("sync")
+def test_a_zombie_finishing_through_another_outcome_is_refused(backend: Backend) -> None:
+    clock = Clock()
+    mails = backend.make(MAILS, clock=clock)
+    mails.create("m1")
+    zombie = mails.claim("m1", "send")
+    clock.advance(MAILS.lease.ttl + 1)  # type: ignore[union-attr]
+    fresh = mails.claim("m1", "send")
+    assert fresh.claimed and fresh.token == 2
+    lost = mails.finalize("m1", zombie, to="REFUSED")
+    assert not lost.applied and lost.reason == "LEASE_LOST"
+    assert mails.finalize("m1", fresh, to="REFUSED").applied
+
+
+@on("sync")
+def test_a_finalize_to_a_state_without_an_outcome_edge_raises_before_any_io(
+        backend: Backend) -> None:
+    mails = backend.make(MAILS)
+    mails.create("m1")
+    claim = mails.claim("m1", "send")
+    before = backend.statements
+    with pytest.raises(InvalidTransitionError, match="no 'mail' edge from OWED to OWED"):
+        mails.finalize("m1", claim, to="OWED")
+    with pytest.raises(InvalidTransitionError, match="unknown state"):
+        mails.finalize("m1", claim, to="LOST")
+    assert backend.statements == before
+    assert mails.finalize("m1", claim).state == "SENT"

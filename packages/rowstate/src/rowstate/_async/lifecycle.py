@@ -128,10 +128,10 @@ class AsyncLifecycle(FrontEnd):
     async def finalize(self, key: object, claim: LeaseClaim, *,
                        payload: Mapping[str, Any] | None = None, owner: object = None,
                        data: Any = None, by: str | None = None,
-                       note: str | None = None) -> TransitionResult:
+                       note: str | None = None, to: str | None = None) -> TransitionResult:
         result = await adrive(self.runner, self.core.finalize(key, claim, payload=payload,
                                                               owner=owner, data=data, by=by,
-                                                              note=note))
+                                                              note=note, to=to))
         if self.publishers:  # no coroutine or call per write without one
             await self._published(result.event)
         return result

@@ -162,6 +162,18 @@ class Leases:
         check_scalar(fence if isinstance(fence, int | str) else 0, "fence", ValidationError)
         return edge
 
+    def _outcome_edge(self, claimed: Edge, to: object) -> Edge:
+        """The edge a finalize ``to`` a state takes: from the claimed edge's source, of its
+        lease kind (checked before any I/O)."""
+        state = self.machine.check_state(to)
+        for edge in self.machine.edges_between(claimed.src, state):
+            if edge.lease == claimed.lease:
+                return edge
+        raise InvalidTransitionError(
+            f"{self.machine.name}: no {claimed.lease!r} edge from {claimed.src} to {state}: a "
+            f"lease claimed on {claimed.name!r} finishes through an edge of its own kind",
+            from_state=claimed.src, to_state=state)
+
     def _same_row(self, key: object, claim: LeaseClaim, what: str) -> None:
         """Tokens count per row: another row's claim could carry this row's token."""
         if claim.key is not None and self.binding.key_values(key) != tuple(claim.key):
@@ -171,10 +183,18 @@ class Leases:
     def finalize(self, key: object, claim: LeaseClaim, *,
                  payload: Mapping[str, Any] | None = None, owner: object = None,
                  data: Any = None, by: str | None = None,
-                 note: str | None = None) -> Op[TransitionResult]:
+                 note: str | None = None, to: str | None = None) -> Op[TransitionResult]:
         """The claimed move; its event's ``by`` and ``note`` are the claim's unless given
-        here (the one who finishes the work may not be the one who began it)."""
+        here (the one who finishes the work may not be the one who began it).
+
+        ``to`` finishes the work through another outcome: the edge of the same lease kind
+        from the claimed edge's source into ``to`` (an email claimed on ``send`` that the
+        server refused ends in ``REFUSED`` through ``refuse``). The act's outcome is known
+        only after the side effect, so the claim cannot name it; the fence is the lease's,
+        whichever edge the finalize takes."""
         edge = self._claimed_edge(claim, "finalize")
+        if to is not None:
+            edge = self._outcome_edge(edge, to)
         self._same_row(key, claim, "finalize")
         by = self.inputs.by(by) if by is not None else claim.by
         note = self.inputs.note(note) if note is not None else claim.note
