@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from pubsched import covers, notices, tenders
+from pubsched import covers, tenders
+from pubsched.deliveries import outbox as notices
 from pubsched.pub import Pub
 from pubsched.tick import tick
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week

@@ -18,7 +18,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from icalendar import Calendar
 
-from pubsched import covers, notices, tenders
+from pubsched import covers, tenders
+from pubsched.deliveries import outbox as notices
 from pubsched.engines.flags import set_v2
 from pubsched.pub import BadInput, Pub
 from pubsched.shiftcal import shift_uid

@@ -19,7 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from pubsched import notices
+from pubsched.deliveries import outbox as notices
 from pubsched.engines import actions
 from pubsched.pub import Pub
 from pubsched.submissions import submit
@@ -55,7 +55,7 @@ def test_the_database_figures_and_the_requests(pub: Pub, client: TestClient) -> 
     alice = people(pub)["Alice"]
     submit(pub, WEEK, alice.email, [], now=NOW)
     with pub.atomic() as tx:
-        notices.enqueue(tx, "remind_shift", "shift:1", notices.to_tender(alice.id),
+        notices.owe(pub, "remind_shift", "shift:1", notices.to_tender(alice.id),
                         week_of=WEEK, now=NOW)
         tx.execute("INSERT INTO pub_mail_log (week_of, kind, recipient, subject, at) VALUES "
                    "(%s, 'nudge:ready_to_close:refused', 'ops@pub.example', 's', %s)",

@@ -30,7 +30,7 @@ from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedE
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
        "0041", "0042", "0043", "0044", "0045", "0046",
-       "0047", "0048"]
+       "0047", "0048", "0049"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -165,12 +165,14 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "id": ("ID64", True), "tender_id": ("INTEGER", True), "starts_on": ("TEXT", True),
         "ends_on": ("TEXT", True), "created_at": ("TIME", True),
     },
-    "pub_notices": {  # 0044
+    "pub_mail": {  # 0049 (0044's pub_notices moved here)
         "id": ("ID64", True), "kind": ("TEXT", True), "about": ("TEXT", True),
-        "recipient": ("TEXT", True), "week_of": ("TEXT", False), "status": ("TEXT", True),
-        "attempts": ("INTEGER", True), "claim_token": ("BIGINT", False),
-        "created_at": ("TIME", True), "attempted_at": ("TIME", False),
-        "sent_at": ("TIME", False), "error": ("TEXT", False),
+        "recipient": ("TEXT", True),
+        "week_of": ("TEXT", False), "state": ("TEXT", True), "version": ("BIGINT", True),
+        "owed_at": ("TIME", True), "attempts": ("INTEGER", True), "retry_at": ("TIME", False),
+        "sent_at": ("TIME", False), "error": ("TEXT", False), "address": ("TEXT", False),
+        "subject": ("TEXT", False), "acting_at": ("TIME", False),
+        "acting_kind": ("TEXT", False), "acting_token": ("BIGINT", True),
     },
     "pub_covers": {  # 0045
         "id": ("BIGINT", True), "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
@@ -262,8 +264,11 @@ EXPECTED_INDEXES = {
                                     "pub_shift_template (weekday, start_time)",
     "idx_pub_roster_edits_week": "ON pub_roster_edits (week_of)",  # 0041
     "idx_pub_time_off_days": "ON pub_time_off (starts_on, ends_on)",  # 0043
-    "idx_pub_notices_todo": "ON pub_notices (status, id)",  # 0044
-    "idx_pub_notices_week": "ON pub_notices (week_of, id)",  # 0044
+    "idx_pub_mail_owed": "ON pub_mail (state, id) WHERE",  # 0049
+    "idx_pub_mail_about": "ON pub_mail (about, id)",  # 0049
+    "idx_pub_mail_week": "ON pub_mail (week_of, id)",  # 0049
+    "idx_pub_mail_lease": "ON pub_mail (acting_at) WHERE",  # 0049
+    "idx_pub_mail_retry_at": "ON pub_mail (state, retry_at) WHERE",  # 0049
     "idx_pub_covers_one_open": "CREATE UNIQUE INDEX idx_pub_covers_one_open ON "
                                "pub_covers (shift_id, asked_by, state) WHERE",  # 0045
     "idx_pub_covers_starts_at": "ON pub_covers (state, starts_at) WHERE",  # 0045
@@ -476,6 +481,36 @@ def test_applying_0035_to_legacy_rows_changes_no_behaviour(
 
 def shipped(url: str) -> list[mig.Migration]:
     return list(mig.load(pubdb.dialect_of(url)))
+
+
+def test_0049_moves_the_notices_outbox_onto_the_mail_machine(
+        db_url: str, stores: list[pubdb.Store]) -> None:
+    """Every notice keeps its identity, tries and error, in the state its status meant: a
+    pending one is owed, one in flight may have arrived (UNKNOWN, never re-sent on its
+    own), a failed one with tries left is due again at once, one out of tries stays
+    refused with no retry, in the order they were owed."""
+    mig.migrate(db_url, to="0048")
+    rows = [("pending", 0, None), ("in_flight", 1, "lost"), ("sent", 1, None),
+            ("failed", 2, "550 no"), ("failed", 5, "550 no"), ("dropped", 1, None)]
+    for i, (status, attempts, error) in enumerate(rows):
+        sql(db_url, stores, "INSERT INTO pub_notices (kind, about, recipient, week_of, status, "
+            "attempts, created_at, attempted_at, error) VALUES ('cover_offer', %s, "
+            "'operator', '2026-03-02', %s, %s, %s, %s, %s)",
+            [f"cover:{9 - i}", status, attempts, T0, T0 if attempts else None, error])
+    stores.pop().close()
+    assert mig.migrate(db_url) == ["0049"]
+    got = sql(db_url, stores, "SELECT about, state, attempts, retry_at, error FROM pub_mail "
+              "ORDER BY id")
+    assert [(r["about"], r["state"], r["attempts"], r["error"]) for r in got] == [
+        ("cover:9", "OWED", 0, None), ("cover:8", "UNKNOWN", 1, "lost"),
+        ("cover:7", "SENT", 1, None), ("cover:6", "REFUSED", 2, "550 no"),
+        ("cover:5", "REFUSED", 5, "550 no"), ("cover:4", "DROPPED", 1, None)]
+    retry = [r["retry_at"] for r in got]
+    assert retry[3] is not None and [r for i, r in enumerate(retry) if i != 3] == [None] * 5
+    assert "pub_notices" not in {r["name"] for r in sql(db_url, stores, (
+        "SELECT name FROM sqlite_master WHERE type = 'table'" if db_url.startswith("sqlite:")
+        else "SELECT table_name AS name FROM information_schema.tables "
+             "WHERE table_schema = current_schema()"))}
 
 
 def test_a_changed_applied_migration_is_refused(db_url: str) -> None:
@@ -781,8 +816,15 @@ def _pubsched_covers() -> Binding:
     return COVERS
 
 
-@pytest.mark.parametrize("binding", [SEED_RUNS, _pubsched_runs(), _pubsched_covers()],
-                         ids=["seed", "RUNS", "COVERS"])
+def _pubsched_mails() -> Binding:
+    from pubsched.deliveries.machine import MAILS
+
+    return MAILS
+
+
+@pytest.mark.parametrize("binding", [SEED_RUNS, _pubsched_runs(), _pubsched_covers(),
+                                     _pubsched_mails()],
+                         ids=["seed", "RUNS", "COVERS", "MAILS"])
 def test_runs_and_events_match_what_rowstate_would_create(
         db_url: str, reference_url: str, stores: list[pubdb.Store], binding: Binding) -> None:
     mig.migrate(db_url)
@@ -815,8 +857,8 @@ def test_runs_and_events_match_what_rowstate_would_create(
             store.close()
 
 
-@pytest.mark.parametrize("binding", [_pubsched_runs(), _pubsched_covers()],
-                         ids=["RUNS", "COVERS"])
+@pytest.mark.parametrize("binding", [_pubsched_runs(), _pubsched_covers(), _pubsched_mails()],
+                         ids=["RUNS", "COVERS", "MAILS"])
 def test_the_final_schema_passes_check_schema(db_url: str, stores: list[pubdb.Store],
                                               binding: Binding) -> None:
     """The bindings' own verdict on the migrated schema: pubsched's RUNS (the v2 machine on

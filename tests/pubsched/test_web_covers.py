@@ -20,7 +20,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import cover_view, covers, links, notices, tenders
+from pubsched import cover_view, covers, links, tenders
+from pubsched.deliveries import outbox as notices
 from pubsched.engines import flags
 from pubsched.pub import Pub
 from pubsched.view import week_show
@@ -338,7 +339,7 @@ def test_four_takes_at_once_through_the_web_give_it_to_one(
              if n.kind == "cover_taken"]
     assert sorted(n.recipient for n in taken) == sorted(
         [notices.to_tender(people["Alice"].id), notices.to_tender(winner.id), notices.OPERATOR])
-    assert all(n.status == notices.SENT for n in taken)
+    assert all(n.status == notices.SENT_WORD for n in taken)
     subjects = [(m.rcpt_tos, m.message["subject"]) for m in smtp.received]
     assert len(subjects) == len(set(subjects)), "an email went twice"
 

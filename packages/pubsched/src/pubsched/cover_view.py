@@ -5,7 +5,7 @@ say one thing in one set of words.
 Reads only: every move goes through :mod:`pubsched.covers` (its machine's door). A request
 is said as the operator and the tenders say it, never by its state's name: "looking for
 cover", "taken by Ann", "cancelled", "expired (the shift started)". An email a request owes
-is said by whether it went (:mod:`pubsched.notices`): waiting, sent, not delivered and why,
+is said by whether it went (:mod:`pubsched.deliveries`): waiting, sent, not delivered and why,
 uncertain, not needed any more.
 
 A request still OPEN whose shift has started is already over for the people reading it
@@ -24,23 +24,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import covers, notices
+from . import covers
 from .covers import Cover
 from .covers.machine import CANCELLED, EXPIRED, OPEN, TAKEN
+from .deliveries import outbox
 from .pub import Pub
 from .schema import has_columns
 from .tenders import Tender, all_tenders
 from .weektime import as_utc
 
-# an email's fate, as the covers page says it (pubsched.notices' statuses)
+# an email's fate, as the covers page says it (pubsched.deliveries.outbox.STATUS)
 SENT_WORDS = {
-    notices.PENDING: "waiting to go",
+    outbox.PENDING: "waiting to go",
     # claimed: being handed over right now, or its answer was lost (then with the error);
-    # never sent again on its own (pubsched.notices)
-    notices.IN_FLIGHT: "handed to the mail server, no answer yet",
-    notices.SENT: "sent",
-    notices.FAILED: "not delivered",
-    notices.DROPPED: "not sent: no longer needed",
+    # never sent again on its own (pubsched.deliveries)
+    outbox.IN_FLIGHT: "handed to the mail server, no answer yet",
+    outbox.SENT_WORD: "sent",
+    outbox.FAILED: "not delivered",
+    outbox.DROPPED_WORD: "not sent: no longer needed",
 }
 
 
@@ -116,17 +117,17 @@ OFFER = "cover_offer"
 def mails(pub: Pub, cover: Cover, names: dict[int, str]) -> list[Mail]:
     """Every email the request owed, in the order owed."""
     out = []
-    for notice in notices.listed(pub, about=covers.notice_about(cover.id)):
+    for notice in outbox.listed(pub, about=covers.notice_about(cover.id)):
         tender = notice.tender_id
         to = "you" if tender is None else names.get(tender, f"tender {tender}")
         went = SENT_WORDS.get(notice.status, notice.status)
-        if notice.error and notice.status in (notices.FAILED, notices.IN_FLIGHT):
+        if notice.error and notice.status in (outbox.FAILED, outbox.IN_FLIGHT):
             went = f"{went} ({notice.error})"
-        if notice.status == notices.FAILED and notice.attempts < notices.MAX_ATTEMPTS:
-            wait = notices.retry_wait(notice.attempts)
+        if notice.status == outbox.FAILED and notice.attempts < outbox.MAX_ATTEMPTS:
+            wait = outbox.retry_wait(notice.attempts)
             went += (f", tried again in {int(wait.total_seconds() // 60)} min"
                      if wait < timedelta(hours=1) else ", tried again within the hour")
-        elif notice.status == notices.FAILED:
+        elif notice.status == outbox.FAILED:
             went += f", given up after {notice.attempts} tries"
         out.append(Mail(to, TOLD.get(notice.kind, notice.kind), notice.kind, went,
                         notice.status))

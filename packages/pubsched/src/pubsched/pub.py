@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 import rowstate
 
 from .db.urls import DEFAULT_URL, configured_url
+from .deliveries.machine import MAILS
 from .machine import RUNS
 from .mail.mailer import Mailer, mailer_for
 from .mail.settings import MailSettings, load_mail_settings
@@ -169,6 +170,7 @@ class Pub:
         from .covers.machine import COVERS
 
         self.covers = rowstate.Lifecycle(store, COVERS)
+        self.mail = rowstate.Lifecycle(store, MAILS)  # every email owed (pubsched.deliveries)
         self.mailer = mailer if mailer is not None else mailer_for(self.config.mail)
 
     @property

@@ -1,9 +1,10 @@
-"""Reminders, on the tick: each once per person per thing, through the notices outbox.
+"""Reminders, on the tick: each once per person per thing, as owed mail
+(:mod:`pubsched.deliveries`).
 
 Four kinds, each found by one rule (a *finder*) that is asked twice: by :func:`owe`,
-every tick, to owe what is due (:func:`pubsched.notices.enqueue`: the outbox's UNIQUE
+every tick, to owe what is due (:func:`pubsched.deliveries.outbox.owe`: the mail's key
 makes a second owing of the same reminder, by this tick or a racing one, write nothing),
-and by the kind's composer at the notice's turn (:func:`pubsched.notices.deliver`), to
+and by the kind's composer at its turn (:func:`pubsched.deliveries.deliver.deliver`), to
 check it is still true: a reminder the finder no longer gives (answered meanwhile, the
 shift removed or covered, the tender deactivated or away, a cover taken, the moment gone)
 is dropped, its composer returning None. So "who is owed" and "is it still owed" cannot
@@ -60,8 +61,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from . import covers, links, notices, time_off, usual
+from . import covers, links, time_off, usual
 from .covers import Cover
+from .deliveries import outbox
 from .engines.base import Engine, parse_instant
 from .engines.choose import engine_for
 from .engines.v2_tick import TICK
@@ -210,7 +212,7 @@ def unanswered(pub: Pub, engine: Engine, now: datetime, week: str | None = None)
                     usual=usual.of(pub, tender.id) is not None)
 
             out.append(Due(UNANSWERED, f"form:{key}:{iso(deadline)}",
-                           notices.to_tender(tender.id), key, write))
+                           outbox.to_tender(tender.id), key, write))
     return out
 
 
@@ -249,7 +251,7 @@ def shifts(pub: Pub, engine: Engine, now: datetime, week: str | None = None) -> 
                                           settings=pub.config.mail, now=at,
                                           cover_asked=asked)
 
-        out.append(Due(SHIFT, f"shift:{line.id}", notices.to_tender(tender.id),
+        out.append(Due(SHIFT, f"shift:{line.id}", outbox.to_tender(tender.id),
                        str(r["week_of"]), write))
     return out
 
@@ -284,7 +286,7 @@ def reviews(pub: Pub, engine: Engine, now: datetime, week: str | None = None) ->
                                   settings=pub.config.mail, now=at,
                                   admin_url=_week_page(pub, key))
 
-        out.append(Due(REVIEW, f"roster:{key}", notices.OPERATOR, key, write))
+        out.append(Due(REVIEW, f"roster:{key}", outbox.OPERATOR, key, write))
     return out
 
 
@@ -333,7 +335,7 @@ def shorts(pub: Pub, engine: Engine, now: datetime, week: str | None = None) -> 
                                  settings=pub.config.mail, now=at,
                                  admin_url=_week_page(pub, key))
 
-        out.append(Due(SHORT, f"shift:{shift_id}", notices.OPERATOR, key, write))
+        out.append(Due(SHORT, f"shift:{shift_id}", outbox.OPERATOR, key, write))
     return out
 
 
@@ -353,13 +355,13 @@ def owed(pub: Pub, now: datetime, engine: Engine | None = None) -> list[Due]:
     return sorted(found, key=lambda due: due.key)
 
 
-def _composer(kind: str) -> notices.Composer:
+def _composer(kind: str) -> outbox.Composer:
     """The kind's composer: the finder asked again, for the notice's week, at its turn."""
     finder = FINDERS[kind]
 
-    def compose(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing | None:
+    def compose(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
         if kind in TO_OPERATOR and pub.config.mail.operator_email is None:
-            raise notices.NotSentYet("the operator's note has nowhere to go: set "
+            raise outbox.NotSentYet("the operator's note has nowhere to go: set "
                                      "PUBSCHED_OPERATOR_EMAIL; the next tick tries again")
         still = [d for d in finder(pub, engine_for(pub), now, notice.week_of)
                  if d.key == (notice.kind, notice.about, notice.recipient)]
@@ -368,7 +370,7 @@ def _composer(kind: str) -> notices.Composer:
     return compose
 
 
-COMPOSERS: dict[str, notices.Composer] = {kind: _composer(kind) for kind in FINDERS}
+COMPOSERS: dict[str, outbox.Composer] = {kind: _composer(kind) for kind in FINDERS}
 
 
 def owe(pub: Pub, now: datetime) -> int:
@@ -378,9 +380,9 @@ def owe(pub: Pub, now: datetime) -> int:
     due = owed(pub, now)
     if not due:
         return 0
-    with pub.atomic() as tx:
-        return sum(notices.enqueue(tx, d.kind, d.about, d.recipient, week_of=d.week_of,
-                                   now=now) for d in due)
+    with pub.atomic():
+        return sum(outbox.owe(pub, d.kind, d.about, d.recipient, week_of=d.week_of, now=now)
+                   for d in due)
 
 
 __all__ = ["COMPOSERS", "FINDERS", "REVIEW", "SHIFT", "SHORT", "UNANSWERED", "Due", "owe",

@@ -12,8 +12,8 @@ Then, whatever engine runs the weeks, what is not the engine's (it moves no week
 runs outside the fence): the cover requests whose shift has started end
 (:func:`pubsched.covers.expire_due`, the cover machine's own timed edge); the reminders due
 now are owed (:func:`pubsched.reminders.owe`: what the engine's tick just did, a roster
-made, is seen by the same tick); and every email the notices outbox still owes is
-delivered (:func:`pubsched.notices.deliver` with :data:`COMPOSERS`): the ones a command or
+made, is seen by the same tick); and every email still owed is delivered
+(:func:`pubsched.deliveries.deliver.deliver` with :data:`COMPOSERS`): the ones a command or
 a page left behind (a crash after its commit, SMTP down), the ones refused before, and the
 ones this tick just owed. On a database at the legacy schema (before 0045: no cover
 requests, no outbox) the tick is the engine's alone, as it was.
@@ -24,14 +24,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from . import covers, notices, reminders
+from . import covers, reminders
+from .deliveries import outbox
+from .deliveries.deliver import deliver
+from .deliveries.machine import REFUSED
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import Pub, Verdict, utc
 from .schema import has_columns
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
-COMPOSERS: Mapping[str, notices.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS}
+COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS}
 
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
@@ -46,7 +49,7 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
     if has_columns(pub, "pub_covers", "id"):
         out += covers.expire_due(pub, at)
         reminders.owe(pub, at)
-        out += _told(notices.deliver(pub, COMPOSERS, at))
+        out += _told(deliver(pub, COMPOSERS, at))
     return out
 
 
@@ -62,10 +65,10 @@ def _told(delivered: list[Verdict]) -> list[Verdict]:
 
 
 def not_delivered(verdict: Verdict) -> str:
-    """What became of an email :func:`pubsched.notices.deliver` could not deliver, in
-    words and with what happens next: refused (tried again by a later tick), or handed
-    over with no answer (it may have arrived, so it is not sent again)."""
-    if "may not have arrived" in verdict.message:  # notices' word for an unknown fate
+    """What became of an email :func:`pubsched.deliveries.deliver.deliver` could not
+    deliver, in words and with what happens next: refused (tried again by a later tick),
+    or of unknown fate (it may have arrived, so it is not sent again)."""
+    if verdict.reason != REFUSED:
         return (f"an email may not have arrived ({verdict.failed}); it is not sent again "
                 "on its own")
     return f"an email did not go through ({verdict.failed}); the next tick tries again"

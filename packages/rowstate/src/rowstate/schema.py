@@ -84,7 +84,11 @@ def column_types(b: Layout, d: Dialect) -> dict[str, str]:
     for n in b.notices:
         types[n.due] = d.time_type
         types[n.claim] = d.time_type
-    types.update(b.column_types)
+    for column, declared in b.column_types.items():
+        word, _, rest = declared.partition(" ")
+        # TIMESTAMPTZ is the engine's own time type: SQLite's is the canonical text
+        types[column] = (f"{d.time_type} {rest}".rstrip() if word.upper() == "TIMESTAMPTZ"
+                         else declared)
     return types
 
 

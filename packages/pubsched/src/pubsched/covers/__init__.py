@@ -8,7 +8,7 @@ EXPIRED on ``pub_covers``); the week stays SENT. The parts:
 * :mod:`.requests`: ask, take, cancel, and the tick's expiry;
 * :mod:`.eligible`: who may take a request (offered, and re-checked at the take);
 * :mod:`.read`: :class:`Cover`, one request with its shift and people named;
-* :mod:`.notes`: the emails each move owes, as :mod:`pubsched.notices` composers;
+* :mod:`.notes`: the emails each move owes, as :mod:`pubsched.deliveries` composers;
 * the offer's signed link: :func:`pubsched.links.offer_url` (``/c/<token>``).
 
 The commands, the web and the tick use only what this module exports.

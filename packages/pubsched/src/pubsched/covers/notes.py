@@ -1,4 +1,4 @@
-"""The emails a cover request owes, as :mod:`pubsched.notices` composers: each notice is
+"""The emails a cover request owes, as :mod:`pubsched.deliveries` composers: each notice is
 owed (``enqueue``) in the unit of work that decided it (:mod:`.requests`) and written here
 at its turn, from what is true then.
 
@@ -17,7 +17,7 @@ kind               to                                          written when
 =================  ==========================================  ===========================
 
 Every notice of a request is ``about`` :func:`notice_about` (``cover:<id>``). An operator's
-note with no ``PUBSCHED_OPERATOR_EMAIL`` is :class:`~pubsched.notices.NotSentYet`: tried
+note with no ``PUBSCHED_OPERATOR_EMAIL`` is :class:`~pubsched.deliveries.outbox.NotSentYet`: tried
 again by later deliveries once it is set.
 """
 
@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, date, datetime
 
-from .. import notices
+from ..deliveries import outbox
+from ..deliveries.deliver import deliver as deliver_owed
 from ..links import offer_url, tender_links
 from ..mail import cover as words
 from ..mail.compose import CoverFacts, CoverNote, Outgoing, Recipient, ShiftLine, compose_cover
@@ -58,7 +59,7 @@ def facts(pub: Pub, cover: Cover) -> CoverFacts:
                       cover.taker_name, cover.note)
 
 
-def _cover(pub: Pub, notice: notices.Notice) -> Cover | None:
+def _cover(pub: Pub, notice: outbox.Mail) -> Cover | None:
     number = notice.about.removeprefix("cover:")
     return get(pub, int(number)) if number.isdigit() else None
 
@@ -68,18 +69,18 @@ def _send(pub: Pub, note: CoverNote, to: Tender | None, cover: Cover, kind: str,
     """``note`` addressed to ``to`` (None: the operator, or NotSentYet without one)."""
     settings = pub.config.mail
     if to is None and settings.operator_email is None:
-        raise notices.NotSentYet("the operator's note has nowhere to go: set "
+        raise outbox.NotSentYet("the operator's note has nowhere to go: set "
                                  "PUBSCHED_OPERATOR_EMAIL")
     recipient = None if to is None else Recipient(to.email, to.name)
     return compose_cover(note, recipient, facts(pub, cover), kind=kind, settings=settings,
                          now=now, calendar=calendar)
 
 
-def _tender(pub: Pub, notice: notices.Notice) -> Tender | None:
+def _tender(pub: Pub, notice: outbox.Mail) -> Tender | None:
     return None if notice.tender_id is None else by_id(pub, notice.tender_id)
 
 
-def compose_offer(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing | None:
+def compose_offer(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
     if cover is None or tender is None or cover.state != OPEN or cover.starts_at <= now:
         return None
@@ -92,18 +93,18 @@ def compose_offer(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing |
     return _send(pub, note, tender, cover, "offer", now)
 
 
-def compose_asked(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing | None:
+def compose_asked(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover = _cover(pub, notice)
     if cover is None:
         return None
-    offered = [n.tender_id for n in notices.listed(pub, about=notice.about)
+    offered = [n.tender_id for n in outbox.listed(pub, about=notice.about)
                if n.kind == OFFER and n.tender_id is not None]
     names = tuple(t.name for t in (by_id(pub, i) for i in offered) if t is not None)
     note = words.asked(facts(pub, cover), pub.config.mail.pub_name, names, admin_url(pub))
     return _send(pub, note, None, cover, "asked", now)
 
 
-def compose_taken(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing | None:
+def compose_taken(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
     if cover is None or cover.taken_by is None:
         return None
@@ -119,7 +120,7 @@ def compose_taken(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing |
                  "taken", now, calendar="add")
 
 
-def compose_cancelled(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing | None:
+def compose_cancelled(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
     if cover is None:
         return None
@@ -128,7 +129,7 @@ def compose_cancelled(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoi
     return _send(pub, note, tender, cover, "cancelled", now)
 
 
-def compose_expired(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing | None:
+def compose_expired(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
     if cover is None:
         return None
@@ -137,7 +138,7 @@ def compose_expired(pub: Pub, notice: notices.Notice, now: datetime) -> Outgoing
     return _send(pub, note, tender, cover, "expired", now)
 
 
-COMPOSERS: Mapping[str, notices.Composer] = {
+COMPOSERS: Mapping[str, outbox.Composer] = {
     OFFER: compose_offer, ASKED: compose_asked, TAKEN: compose_taken,
     CANCELLED: compose_cancelled, EXPIRED: compose_expired,
 }
@@ -146,7 +147,7 @@ COMPOSERS: Mapping[str, notices.Composer] = {
 def deliver(pub: Pub, now: datetime) -> list[Verdict]:
     """Send every cover email owed and not yet sent (what a command does right after its
     commit, and the tick for what is left)."""
-    return notices.deliver(pub, COMPOSERS, now)
+    return deliver_owed(pub, COMPOSERS, now)
 
 
 __all__ = ["ASKED", "CANCELLED", "COMPOSERS", "EXPIRED", "KINDS", "OFFER", "TAKEN",

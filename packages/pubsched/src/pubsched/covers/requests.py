@@ -2,7 +2,7 @@
 
 Each is ONE unit of work: the checks, the move through the cover's own machine
 (:data:`.machine.COVERS`, one compare-and-set) and every email it owes
-(:func:`pubsched.notices.enqueue`) commit together or not at all. The emails are sent
+(:func:`pubsched.deliveries.outbox.owe`) commit together or not at all. The emails are sent
 afterwards by :func:`.notes.deliver` (a command right after its commit, the web in the
 background, the tick for whatever is left), so a crash after the commit loses none and
 sends none twice.
@@ -35,7 +35,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .. import notices, words
+from .. import words
+from ..deliveries import outbox
 from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..machine import SENT
@@ -134,9 +135,9 @@ def ask(pub: Pub, week: str, shift_id: int, email: str, *, note: str | None = No
             offered = [j.tender for j in judged(tx, row) if j.why_not is None]
             about = notice_about(cover_id)
             for tender in offered:
-                notices.enqueue(tx, OFFER, about, notices.to_tender(tender.id), week_of=key,
+                outbox.owe(pub, OFFER, about, outbox.to_tender(tender.id), week_of=key,
                                 now=at)
-            notices.enqueue(tx, ASKED, about, notices.OPERATOR, week_of=key, now=at)
+            outbox.owe(pub, ASKED, about, outbox.OPERATOR, week_of=key, now=at)
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"nothing was asked: {changed}")
     except _Undo as undone:
@@ -200,9 +201,9 @@ def take(pub: Pub, cover_id: int, email: str, *, now: datetime | None = None) ->
                 raise _Undo(_closed(cover, pub, moved.state or TAKEN, None))
             _move_assignment(tx, cover, taker, at)
             about = notice_about(cover.id)
-            for recipient in (notices.to_tender(cover.asked_by), notices.to_tender(taker.id),
-                              notices.OPERATOR):
-                notices.enqueue(tx, TAKEN_NOTE, about, recipient, week_of=cover.week_of,
+            for recipient in (outbox.to_tender(cover.asked_by), outbox.to_tender(taker.id),
+                              outbox.OPERATOR):
+                outbox.owe(pub, TAKEN_NOTE, about, recipient, week_of=cover.week_of,
                                 now=at)
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"nothing was taken: {changed}")
@@ -241,8 +242,8 @@ def cancel(pub: Pub, cover_id: int, *, now: datetime | None = None) -> Verdict:
                                 [cover.id])[0]
             return _closed(cover, pub, str(now_in["state"]), now_in["name"])
         about = notice_about(cover.id)
-        for recipient in (notices.to_tender(cover.asked_by), notices.OPERATOR):
-            notices.enqueue(tx, CANCELLED_NOTE, about, recipient, week_of=cover.week_of,
+        for recipient in (outbox.to_tender(cover.asked_by), outbox.OPERATOR):
+            outbox.owe(pub, CANCELLED_NOTE, about, recipient, week_of=cover.week_of,
                             now=at)
     return Verdict(True, message=f"Request {cover.id} is called off: {cover.asker_name} "
                                  f"still works {cover.when(pub.config.tz)}.",
@@ -262,8 +263,8 @@ def expire_due(pub: Pub, now: datetime) -> list[Verdict]:
             row = tx.execute("UPDATE pub_covers SET closed_at = %s WHERE id = %s "
                              "AND state = %s RETURNING week_of, asked_by",
                              [at, cover_id, EXPIRED])[0]
-            for recipient in (notices.to_tender(int(row["asked_by"])), notices.OPERATOR):
-                notices.enqueue(tx, EXPIRED_NOTE, notice_about(cover_id), recipient,
+            for recipient in (outbox.to_tender(int(row["asked_by"])), outbox.OPERATOR):
+                outbox.owe(pub, EXPIRED_NOTE, notice_about(cover_id), recipient,
                                 week_of=str(row["week_of"]), now=at)
     out = []
     for cover_id in ended:

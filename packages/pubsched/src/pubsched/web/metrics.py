@@ -44,6 +44,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..deliveries.outbox import STATUS
 from ..machine import STATES
 from ..pub import Pub
 from ..schema import has_columns
@@ -106,14 +107,14 @@ class PubCollector(Collector):
         yield deliveries
 
     def _notices(self) -> Iterator[Metric]:
-        if not has_columns(self.pub, "pub_notices", "kind", "status"):
+        if not has_columns(self.pub, "pub_mail", "kind", "state"):
             return
         owed = GaugeMetricFamily("pubsched_notices", "cover emails and reminders by kind "
                                  "and status", labels=["kind", "status"])
-        for (kind, status), n in _counts(self.pub.query(
-                "SELECT kind, status, COUNT(*) AS n FROM pub_notices GROUP BY kind, status"),
-                "kind", "status").items():
-            owed.add_metric([kind, status], n)
+        for (kind, state), n in _counts(self.pub.query(
+                "SELECT kind, state, COUNT(*) AS n FROM pub_mail GROUP BY kind, state"),
+                "kind", "state").items():
+            owed.add_metric([kind, STATUS.get(state, state)], n)
         yield owed
 
     def _covers(self) -> Iterator[Metric]:

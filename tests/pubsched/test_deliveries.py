@@ -1,18 +1,21 @@
-"""The notices outbox (pubsched.notices) on SQLite and PostgreSQL, with a real SMTP server on
-loopback: once per person per thing, a rollback owes nothing, two delivers at once send
-one, a refused notice is retried by a later deliver (at most MAX_ATTEMPTS tries), one of
-unknown fate is never re-sent, and a composer's None drops it."""
+"""Owed mail (pubsched.deliveries, the mail machine) on SQLite and PostgreSQL, with a real
+SMTP server on loopback: once per person per thing, a rollback owes nothing, two delivers at
+once send one, a refused email is retried by a later deliver (at most MAX_ATTEMPTS tries),
+one of unknown fate is never re-sent (a sender that died mid-send included), and a
+composer's None drops it. (Until issue 28 this was the notices outbox, pubsched.notices.)"""
 
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
 import pytest
 
-from pubsched import notices
+from pubsched.deliveries import outbox as notices
+from pubsched.deliveries.deliver import deliver
+from pubsched.deliveries.machine import MAILS
 from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.pub import Pub
 from support.pub_v2 import NOW, OPERATOR
@@ -21,7 +24,7 @@ from support.smtp_server import SmtpTestServer
 KIND = "test_note"
 
 
-def note(pub: Pub, n: notices.Notice, now: datetime) -> Outgoing:
+def note(pub: Pub, n: notices.Mail, now: datetime) -> Outgoing:
     message = EmailMessage()
     message["From"] = "pub@pub.test"
     message["To"] = OPERATOR
@@ -31,8 +34,8 @@ def note(pub: Pub, n: notices.Notice, now: datetime) -> Outgoing:
 
 
 def owe(pub: Pub, about: str, recipient: str = notices.OPERATOR) -> bool:
-    with pub.atomic() as tx:
-        return notices.enqueue(tx, KIND, about, recipient, week_of="2026-12-07", now=NOW)
+    with pub.atomic():
+        return notices.owe(pub, KIND, about, recipient, week_of="2026-12-07", now=NOW)
 
 
 def statuses(pub: Pub) -> dict[str, tuple[str, int]]:
@@ -48,8 +51,8 @@ def test_a_notice_is_owed_once_per_person_per_thing(pub: Pub) -> None:
 
 
 def test_a_rolled_back_unit_owes_nothing(pub: Pub) -> None:
-    with pytest.raises(RuntimeError), pub.atomic() as tx:
-        notices.enqueue(tx, KIND, "gone", notices.OPERATOR, week_of=None, now=NOW)
+    with pytest.raises(RuntimeError), pub.atomic():
+        notices.owe(pub, KIND, "gone", notices.OPERATOR, week_of=None, now=NOW)
         raise RuntimeError("the move that owed it failed")
     assert notices.listed(pub) == []
 
@@ -57,8 +60,8 @@ def test_a_rolled_back_unit_owes_nothing(pub: Pub) -> None:
 def test_deliver_sends_each_owed_notice_once(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     owe(pub, "b")
-    first = notices.deliver(pub, {KIND: note}, NOW)
-    again = notices.deliver(pub, {KIND: note}, NOW)
+    first = deliver(pub, {KIND: note}, NOW)
+    again = deliver(pub, {KIND: note}, NOW)
     assert [v.applied for v in first] == [True, True] and again == []
     assert sorted(str(m.message["Subject"]) for m in smtp.accepted) == ["note a", "note b"]
     assert statuses(pub) == {"a": ("sent", 1), "b": ("sent", 1)}
@@ -66,7 +69,7 @@ def test_deliver_sends_each_owed_notice_once(pub: Pub, smtp: SmtpTestServer) -> 
 
 def test_kinds_without_a_composer_wait(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
-    assert notices.deliver(pub, {"other": note}, NOW) == []
+    assert deliver(pub, {"other": note}, NOW) == []
     assert statuses(pub) == {"a": ("pending", 0)}
 
 
@@ -78,7 +81,7 @@ def test_two_delivers_at_once_send_one(pub: Pub, smtp: SmtpTestServer) -> None:
 
     def run() -> None:
         start.wait()
-        results.append(notices.deliver(pub, {KIND: note}, NOW))
+        results.append(deliver(pub, {KIND: note}, NOW))
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for t in threads:
@@ -94,25 +97,25 @@ def test_a_refused_notice_is_retried_after_its_wait_then_left_failed(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.refuse_recipient(OPERATOR)
-    first = notices.deliver(pub, {KIND: note}, NOW)
+    first = deliver(pub, {KIND: note}, NOW)
     assert not first[0].applied and first[0].failed
     assert statuses(pub) == {"a": ("failed", 1)}
-    assert notices.deliver(pub, {KIND: note}, NOW + timedelta(seconds=59)) == []  # waiting
+    assert deliver(pub, {KIND: note}, NOW + timedelta(seconds=59)) == []  # waiting
     at = NOW
     for tries in range(2, notices.MAX_ATTEMPTS + 1):  # a minute, two, four, eight
         at += notices.retry_wait(tries - 1)
-        assert len(notices.deliver(pub, {KIND: note}, at)) == 1
+        assert len(deliver(pub, {KIND: note}, at)) == 1
         assert statuses(pub) == {"a": ("failed", tries)}
     smtp.clear_faults()
     later = at + timedelta(days=1)
-    assert notices.deliver(pub, {KIND: note}, later) == []  # it gave up: the operator sees it
+    assert deliver(pub, {KIND: note}, later) == []  # it gave up: the operator sees it
 
     owe(pub, "b")
     smtp.refuse_recipient(OPERATOR)
-    notices.deliver(pub, {KIND: note}, later)
+    deliver(pub, {KIND: note}, later)
     smtp.clear_faults()
     again = later + timedelta(minutes=1)
-    assert [v.applied for v in notices.deliver(pub, {KIND: note}, again)] == [True]
+    assert [v.applied for v in deliver(pub, {KIND: note}, again)] == [True]
     assert statuses(pub)["b"] == ("sent", 2)
 
 
@@ -120,28 +123,30 @@ def test_two_delivers_that_read_the_same_refused_notice_try_it_once(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.refuse_recipient(OPERATOR)
-    notices.deliver(pub, {KIND: note}, NOW)
+    deliver(pub, {KIND: note}, NOW)
     later = NOW + timedelta(minutes=5)
-    (seen,) = notices.due(pub, [KIND], later)
-    notices.deliver(pub, {KIND: note}, later)  # the other ticker tried it meanwhile
-    assert notices._claim(pub, seen, later) is None  # the stale read claims nothing
+    pub.mail.fire_due(now=later)  # this ticker found its wait over...
+    (seen,) = [m for m in notices.listed(pub) if m.state == "OWED"]
+    deliver(pub, {KIND: note}, later)  # ...the other ticker tried it meanwhile
+    stale = pub.mail.claim(seen.key, "send", guards={"acting_at": None})
+    assert not stale.claimed  # the stale read claims nothing
     assert statuses(pub) == {"a": ("failed", 2)}
 
 
 def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.drop_after_data()
-    out = notices.deliver(pub, {KIND: note}, NOW)
+    out = deliver(pub, {KIND: note}, NOW)
     assert not out[0].applied and "may not have arrived" in out[0].message
     smtp.clear_faults()
-    assert notices.deliver(pub, {KIND: note}, NOW) == []
+    assert deliver(pub, {KIND: note}, NOW) == []
     [only] = notices.listed(pub)
     assert (only.status, only.attempts) == ("in_flight", 1) and only.error
 
 
 def test_a_composer_saying_none_drops_the_notice(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
-    out = notices.deliver(pub, {KIND: lambda p, n, now: None}, NOW)
+    out = deliver(pub, {KIND: lambda p, n, now: None}, NOW)
     assert out[0].applied and "no longer needed" in out[0].message
     assert statuses(pub) == {"a": ("dropped", 1)} and smtp.accepted == []
 
@@ -150,10 +155,38 @@ def test_a_composer_not_ready_fails_the_try_and_it_is_retried(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
 
-    def not_yet(p: Pub, n: notices.Notice, now: datetime) -> Outgoing:
+    def not_yet(p: Pub, n: notices.Mail, now: datetime) -> Outgoing:
         raise notices.NotSentYet("set PUBSCHED_OPERATOR_EMAIL")
 
-    out = notices.deliver(pub, {KIND: not_yet}, NOW)
+    out = deliver(pub, {KIND: not_yet}, NOW)
     assert out[0].failed == "set PUBSCHED_OPERATOR_EMAIL"
     assert statuses(pub) == {"a": ("failed", 1)}
-    assert notices.deliver(pub, {KIND: note}, NOW + timedelta(minutes=1))[0].applied
+    assert deliver(pub, {KIND: note}, NOW + timedelta(minutes=1))[0].applied
+
+
+def test_a_sender_that_died_mid_send_leaves_it_unknown_never_resent(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """A claim whose sender died (killed between the claim and the server's answer) holds a
+    lease that expires: the next deliver takes it over only to record UNKNOWN, and never
+    hands the email over again on its own; the operator's resend owes it anew."""
+    owe(pub, "a")
+    dead = pub.mail.claim((KIND, "a", notices.OPERATOR), "send", by="tick")
+    assert dead.claimed
+    assert deliver(pub, {KIND: note}, NOW) == []  # a live lease: left to its sender
+    with pub.atomic() as tx:  # the sender is long gone: its lease is past its TTL
+        tx.execute("UPDATE pub_mail SET acting_at = %s", [datetime.now(UTC) - timedelta(
+            seconds=MAILS.lease.ttl + 5)])  # type: ignore[union-attr]
+    (lost,) = deliver(pub, {KIND: note}, NOW)
+    assert (lost.applied, lost.reason) == (False, "UNKNOWN")
+    assert "may not have arrived" in lost.message
+    assert deliver(pub, {KIND: note}, NOW) == [] and smtp.accepted == []
+    assert statuses(pub) == {"a": ("in_flight", 1)}
+    # the dead sender's finalize is refused: its lease is gone
+    assert not pub.mail.finalize((KIND, "a", notices.OPERATOR), dead).applied
+    assert pub.mail.transition((KIND, "a", notices.OPERATOR), "OWED", by="operator:ops").applied
+    assert [v.applied for v in deliver(pub, {KIND: note}, NOW)] == [True]
+    assert len(smtp.accepted) == 1
+    history = [(e.edge, e.to_state, e.by) for e in pub.mail.history((KIND, "a",
+                                                                      notices.OPERATOR))]
+    assert history == [(None, "OWED", None), ("lose", "UNKNOWN", None),
+                       ("resend", "OWED", "operator:ops"), ("send", "SENT", None)]
