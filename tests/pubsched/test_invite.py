@@ -115,7 +115,10 @@ def test_a_refused_recipient_is_reported_the_others_mailed_and_a_rerun_retries(
     assert "Invitation sent to ana@pub.example" in ran.out
     assert "Invitation sent to cleo@pub.example" in ran.out and "ben@" not in ran.out
     assert [len(smtp.accepted_for(e)) for _, e in CREW] == [1, 0, 1]
-    assert [r[2] for r in mail_log(run.url)] == ["ana@pub.example", "cleo@pub.example"]
+    # the log keeps every handover, the refused one with its outcome (/metrics counts it)
+    assert [(r[1], r[2]) for r in mail_log(run.url)] == [
+        ("invite", "ana@pub.example"), ("invite:refused", "ben@pub.example"),
+        ("invite", "cleo@pub.example")]
 
     smtp.clear_faults()
     run.ok("tender", "invite", "--all")
@@ -124,7 +127,7 @@ def test_a_refused_recipient_is_reported_the_others_mailed_and_a_rerun_retries(
     assert first.message["Message-ID"] == again.message["Message-ID"]  # the same invitation
 
 
-def test_one_refused_invite_fails_with_exit_1_and_logs_nothing(
+def test_one_refused_invite_fails_with_exit_1_and_logs_only_the_refusal(
         run: Cli, smtp: SmtpTestServer) -> None:
     smtp.refuse_recipient("cleo@pub.example")
     before = snapshot(run.url)
@@ -132,7 +135,12 @@ def test_one_refused_invite_fails_with_exit_1_and_logs_nothing(
     assert ran.code == 1
     assert ran.line().startswith("pubsched: failed: the invitation to cleo@pub.example was "
                                  "not sent: the mail server refused it (RCPT TO")
-    assert snapshot(run.url) == before and smtp.accepted == []
+    assert smtp.accepted == []
+    # nothing else changed; the mail log has the refusal (/metrics counts refused mail)
+    after = snapshot(run.url)
+    assert [r[1:] for r in mail_log(run.url)] == [("invite:refused", "cleo@pub.example")]
+    assert {k: v for k, v in after.items() if k != "pub_mail_log"} == {
+        k: v for k, v in before.items() if k != "pub_mail_log"}
 
 
 def test_smtp_down_fails_every_invite_and_logs_nothing(run: Cli, smtp: SmtpTestServer) -> None:

@@ -147,3 +147,4 @@ def test_a_bad_log_format_is_refused_at_start(tmp_path: Path) -> None:
     done = subprocess.run([str(PUBSCHED), "serve", "--port", str(free_port())], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "PUBSCHED_LOG_FORMAT is text or json" in done.stderr
+

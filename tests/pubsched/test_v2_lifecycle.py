@@ -214,6 +214,18 @@ def _through_approve(pub: Pub) -> None:
     assert v2.approve(pub, WEEK, now=NOW)
 
 
+def test_a_refused_recipient_is_in_the_mail_log_that_metrics_counts(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """Every handover is logged with its outcome, the refused one too (the mail log
+    recorded only what was delivered, so /metrics never counted a refused recipient)."""
+    _ready_to_send(pub)
+    smtp.refuse_recipient("bob@pub.test")
+    assert not v2.send(pub, WEEK, now=NOW).applied
+    logged = {(r["kind"], r["recipient"]) for r in pub.query(
+        "SELECT kind, recipient FROM pub_mail_log WHERE week_of = %s", [WEEK])}
+    assert logged == {("schedule", "ann@pub.test"), ("schedule:refused", "bob@pub.test")}
+
+
 def _ready_to_send(pub: Pub) -> Any:
     crew(pub, ("ann", None), ("bob", None))
     _through_approve(pub)

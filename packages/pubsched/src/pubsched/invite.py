@@ -8,9 +8,11 @@ tender once per run (one invocation), a recipient the mail server refuses is rep
 the others are still mailed, and running it again mails them all again, the failed ones
 included. Inactive tenders are never invited: their links would not work.
 
-Each message that the server accepted is logged in ``pub_mail_log`` (kind ``invite``, no
-week), as the schedule email is. The messages go through ``pub.mailer``'s sessions, one
-session per run, so rehearsal (every message to the operator) applies here too.
+Each message handed over is logged in ``pub_mail_log`` (kind ``invite`` when the server
+accepted it, ``invite:refused`` or ``invite:unknown`` when not; no week), as the schedule
+email is, so ``/metrics`` counts the failures. The messages go through ``pub.mailer``'s
+sessions, one session per run, so rehearsal (every message to the operator) applies here
+too.
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ def _send(pub: Pub, mail: MailSession, tender: Tender, base_url: str | None,
     if outcome.delivery is Delivery.DELIVERED:
         log_mail(pub, None, KIND, outgoing, now)
         return None
+    if outcome.reached:  # the server refused it, or its answer was lost: for /metrics
+        log_mail(pub, None, f"{KIND}:{outcome.delivery.value}", outgoing, now)
     if outcome.delivery is Delivery.UNKNOWN:
         return (f"the mail server never answered, so they may or may not have it "
                 f"({outcome.detail})")

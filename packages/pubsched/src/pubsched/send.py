@@ -94,6 +94,8 @@ def send_body(pub: Pub, week: str, now: datetime,
                 with open_fenced() as tx:  # in flight BEFORE the handover, or nothing
                     _mark(tx, week, tid, str(person["email"]), IN_FLIGHT, token, now, None)
                 outcome = mail.send(outgoing)
+                if outcome.delivery is not Delivery.DELIVERED and outcome.reached:
+                    log_mail(pub, week, f"schedule:{outcome.delivery.value}", outgoing, now)
                 if outcome.delivery is Delivery.UNKNOWN:
                     uncertain.append(str(person["email"]))
                     _note(pub, week, tid, IN_FLIGHT, outcome.detail, None)
@@ -210,6 +212,8 @@ def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any
     with pub.mailer.session() as mail:
         outcome = mail.send(outgoing)
     ok = outcome.delivery is Delivery.DELIVERED
+    if not ok and outcome.reached:  # a refusal or a lost answer: counted by /metrics
+        log_mail(pub, week, f"schedule:{outcome.delivery.value}", outgoing, at)
     status = SENT if ok else IN_FLIGHT if outcome.delivery is Delivery.UNKNOWN else FAILED
     _note(pub, week, tid, status, None if ok else outcome.detail, at if ok else None)
     if ok:

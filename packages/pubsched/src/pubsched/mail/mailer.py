@@ -91,6 +91,13 @@ class Outcome:
     detail: str
     smtp_code: int | None = None
 
+    @property
+    def reached(self) -> bool:
+        """The mail server had the message or answered for it (a refusal with a reply
+        code; a lost answer after the data): a handover the mail log records. A server
+        that could not be reached had nothing handed to it."""
+        return self.delivery is not Delivery.REFUSED or self.smtp_code is not None
+
 
 class MailSession(Protocol):
     """One batch of sends; one connection at most at a time; closed on exit."""
