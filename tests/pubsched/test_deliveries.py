@@ -6,6 +6,8 @@ composer's None drops it. (Until issue 28 this was the notices outbox, pubsched.
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
@@ -18,6 +20,7 @@ from pubsched.deliveries.deliver import deliver
 from pubsched.deliveries.machine import MAILS
 from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.pub import Pub
+from rowstate.cli import main
 from support.pub_v2 import NOW, OPERATOR
 from support.smtp_server import SmtpTestServer
 
@@ -190,3 +193,24 @@ def test_a_sender_that_died_mid_send_leaves_it_unknown_never_resent(
                                                                       notices.OPERATOR))]
     assert history == [(None, "OWED", None), ("lose", "UNKNOWN", None),
                        ("resend", "OWED", "operator:ops"), ("send", "SENT", None)]
+
+
+def test_rowstate_inspect_and_stuck_read_the_mail(pub: Pub, db_url: str,
+                                                  smtp: SmtpTestServer) -> None:
+    """The operator's tools work on mail like on any machine: a send whose sender died is
+    an expired lease that ``rowstate stuck`` lists (exit 3), ``inspect`` shows the row."""
+    owe(pub, "a")
+    assert pub.mail.claim((KIND, "a", notices.OPERATOR), "send").claimed
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_mail SET acting_at = %s", [datetime.now(UTC) - timedelta(
+            seconds=MAILS.lease.ttl + 5)])  # type: ignore[union-attr]
+    target = "pubsched.deliveries.machine:MAILS"
+    out = io.StringIO()
+    assert main(["stuck", db_url, target, "--json"], stdout=out, stderr=io.StringIO()) == 3
+    report = json.loads(out.getvalue())
+    assert [lease["key"] for lease in report["groups"]["expired_leases"]["rows"]] == [
+        [KIND, "a", notices.OPERATOR]]
+    out = io.StringIO()
+    key = json.dumps([KIND, "a", notices.OPERATOR])
+    assert main(["inspect", db_url, target, key], stdout=out, stderr=io.StringIO()) == 0
+    assert "OWED" in out.getvalue() and "EXPIRED" in out.getvalue()
