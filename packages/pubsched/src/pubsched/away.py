@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from .db.instants import instant
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .machine import APPROVED, SENT, STATES
@@ -47,7 +48,6 @@ from .mail.wording import days, shift_when
 from .pub import BadInput, Pub, Verdict, utc
 from .tenders import Tender, get
 from .time_off import Span, spans
-from .weeks import instant
 
 MAX_DAYS = 366
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from .db.instants import instant
 from .engines.choose import engine_for
 from .mail.wording import shift_when
 from .offer import week_offers
@@ -97,20 +98,12 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
                             for s, offer in offered.items() if not offer.tickable})
         run = pub.runs.get(key)
     deadline = run.get("deadline_at") if run else None
-    late = deadline is not None and at >= _aware(deadline)
+    late = deadline is not None and at >= instant(deadline)
     note = " (the deadline has passed; the form is still open)" if late else ""
     usual = "; saved as their usual" if save_usual else ""
     return Verdict(True, message=f"saved {len(wanted)} shift(s) for {tender.email}{usual}"
                    f"{note}", detail={"deadline_passed": late, "shift_ids": wanted,
                                       "usual": save_usual})
-
-
-def _aware(value: Any) -> datetime:
-    from .weektime import as_utc
-
-    if isinstance(value, datetime):
-        return as_utc(value)
-    return as_utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
 
 
 def of_week(pub: Pub, week: str, tender_id: int | None = None) -> list[dict[str, Any]]:

@@ -37,11 +37,11 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from .db.instants import instant
 from .pub import Pub
 from .schema import has_columns
 from .template import migrated
 from .time_off import away_clause
-from .weeks import instant
 
 Identity = tuple[int, str]  # (local weekday, 0 = Monday; local start "HH:MM")
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

@@ -16,6 +16,7 @@ from typing import Any
 from . import covers, usual
 from .away import as_json as away_json
 from .away import upcoming as away_upcoming
+from .db.instants import instant
 from .engines.base import Engine
 from .engines.choose import engine_for
 from .generate import assignments, missing, pinned
@@ -30,7 +31,7 @@ from .tender_page import form_shifts, upcoming
 from .tenders import Tender, all_tenders
 from .time_off import away_on
 from .week_shifts import removed_for
-from .weeks import Shift, instant, shifts, week_key
+from .weeks import Shift, shifts, week_key
 
 
 def iso(value: Any) -> str | None:
@@ -39,14 +40,10 @@ def iso(value: Any) -> str | None:
     instant has a fraction, so that ``--json`` output is the same whichever stores it."""
     if value is None:
         return None
-    if isinstance(value, datetime):
-        moment = value
-    else:
-        try:
-            moment = datetime.fromisoformat(str(value))
-        except ValueError:
-            return str(value)
-    moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    try:
+        moment = instant(value)
+    except ValueError:
+        return str(value)
     spec = "seconds" if moment.microsecond == 0 else "milliseconds"
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from . import template
+from .db.instants import instant as instant  # re-exported: notices, reminders read it here
 from .pub import BadInput, Pub, Verdict, utc
 from .weektime import (
     BadSettings,
@@ -55,12 +56,6 @@ class Shift:
         return cls(int(row["id"]), str(row["week_of"]), str(row["night"]), str(row["label"]),
                    row["starts_at"], row["ends_at"], int(row["slots"]),
                    template.needs_of(row.get("needs")))
-
-
-def instant(raw: Any) -> datetime:
-    """A stored instant (PostgreSQL: a datetime; SQLite: its canonical UTC text), aware."""
-    value = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _first_start(pub: Pub, week: str, override: Any) -> datetime | None:

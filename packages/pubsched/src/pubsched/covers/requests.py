@@ -36,6 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import notices, words
+from ..db.instants import instant
 from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..machine import SENT
@@ -43,7 +44,7 @@ from ..mail.wording import shift_in_zone
 from ..pub import BadInput, Pub, Verdict, utc
 from ..tenders import Tender
 from ..tenders import get as tender_named
-from ..weeks import Shift, instant, shift_of, week_key
+from ..weeks import Shift, shift_of, week_key
 from .eligible import judged, why_not
 from .machine import CANCELLED, EXPIRED, OPEN, TAKEN
 from .notes import ASKED, OFFER, notice_about

@@ -27,9 +27,10 @@ Both implement every member with the same meaning:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, TypedDict
 
+from ..db.instants import maybe_instant
 from ..pub import Pub, Verdict
 
 
@@ -111,10 +112,6 @@ class Engine(Protocol):
         ...
 
 
-def parse_instant(raw: Any) -> datetime | None:
-    """A stored instant as the database hands it back (PostgreSQL: a datetime; SQLite: its
-    canonical text), aware; None for NULL. The engine's own reading of its columns."""
-    if raw is None or isinstance(raw, datetime):
-        return raw
-    parsed = datetime.fromisoformat(str(raw))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+# the one reader of a stored instant, by its old name here: v2_tick and reminders (being
+# rebuilt on main) import it from this module
+parse_instant = maybe_instant

@@ -27,6 +27,7 @@ from typing import Any
 
 import rowstate
 
+from ..db.instants import maybe_instant
 from ..generate import generate_body
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
 from ..pub import BadInput, Pub, Verdict, utc
@@ -41,7 +42,7 @@ from ..weeks import (
     week_key,
     write_week,
 )
-from .base import Times, parse_instant
+from .base import Times
 from .v2_tick import v2_tick
 
 
@@ -339,10 +340,10 @@ class V2Engine:
 
     def times(self, pub: Pub, row: dict[str, Any]) -> Times:
         """The run's own columns (an extension moves ``deadline_at``)."""
-        return {"opens_at": parse_instant(row.get("opens_at")),
-                "deadline_at": parse_instant(row.get("deadline_at")),
-                "generate_at": parse_instant(row.get("generate_at")),
-                "send_window_at": parse_instant(row.get("send_window_at"))}
+        return {"opens_at": maybe_instant(row.get("opens_at")),
+                "deadline_at": maybe_instant(row.get("deadline_at")),
+                "generate_at": maybe_instant(row.get("generate_at")),
+                "send_window_at": maybe_instant(row.get("send_window_at"))}
 
     def hold_form(self, tx: Any, week: str) -> Verdict | None:
         """``tx.hold(week, COLLECTING)``: a submission racing a close commits before the

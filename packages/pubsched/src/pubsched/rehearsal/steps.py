@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from .. import submissions, tenders, weeks
+from ..db.instants import maybe_instant
 from ..engines import v2
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from ..pub import BadInput, Pub, Verdict
@@ -91,12 +92,7 @@ def _extend(copy: Pub, week: str, now: datetime) -> str:
 
 def _deadline(copy: Pub, week: str) -> datetime | None:
     """The week's deadline column, read back as an aware instant on either database."""
-    value = (copy.runs.get(week) or {}).get("deadline_at")
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        value = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return as_utc(value)
+    return maybe_instant((copy.runs.get(week) or {}).get("deadline_at"))
 
 
 def _answers(copy: Pub, week: str, now: datetime) -> str:

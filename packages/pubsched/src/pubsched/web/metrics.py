@@ -44,12 +44,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..db.instants import instant
 from ..machine import STATES
 from ..pub import Pub
 from ..schema import has_columns
 from ..tick_status import last
 from ..view import weeks_list
-from ..weeks import instant
 
 log = logging.getLogger("pubsched.metrics")
 MAIL_OUTCOMES = ("delivered", "refused", "unknown")
