@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 import rowstate
 
+from .db.level import SchemaLevel, read_level
 from .db.urls import DEFAULT_URL, configured_url
 from .machine import RUNS
 from .mail.mailer import Mailer, mailer_for
@@ -157,9 +158,12 @@ class Pub:
     """The pub's database and services; thin, so that the CLI and the web share it."""
 
     def __init__(self, store: rowstate.Store, config: Config | None = None, *,
-                 mailer: Mailer | None = None) -> None:
+                 mailer: Mailer | None = None, schema: SchemaLevel | None = None) -> None:
         self.store = store
         self.config = config or Config()
+        # what the schema has, read once here (:mod:`pubsched.db.level`): domain code reads
+        # ``pub.schema.covers``, never the catalogue, and never on every tick
+        self.schema = schema if schema is not None else read_level(store)
         self.runs = rowstate.Lifecycle(store, RUNS)
         # the unit this pub has open in this thread or task (:meth:`query` reads in it)
         self._open: ContextVar[rowstate.Unit | None] = ContextVar(f"pub_unit_{id(self)}",

@@ -34,7 +34,6 @@ from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedu
 from .mail.mailer import Delivery
 from .mail_log import log_mail
 from .pub import BadInput, Pub, Verdict, utc
-from .schema import has_columns
 from .weeks import shifts
 
 IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
@@ -43,7 +42,7 @@ IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
 def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dict[int, Any]]:
     """The email's roster, each tender's own shift ids, and the recipients (active
     tenders with an assignment) by id."""
-    version = ("t.link_version" if has_columns(pub, "pub_tenders", "link_version")
+    version = ("t.link_version" if pub.schema.link_versions
                else "NULL AS link_version")  # the legacy schema has no links (module doc)
     rows = pub.query(f"SELECT a.shift_id, a.tender_id, t.name, t.email, t.active, {version} "
                      "FROM pub_assignments a JOIN pub_tenders t ON t.id = a.tender_id "

@@ -26,7 +26,6 @@ from .engines.choose import engine_for
 from .mail.wording import shift_when
 from .offer import week_offers
 from .pub import BadInput, Pub, Verdict, utc
-from .schema import has_columns
 from .tenders import check_max, get
 from .usual import identity
 from .usual import write as write_usual
@@ -68,7 +67,7 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
                            + (": a shift's skills are the operator's to give"
                               if any(offered[s].missing for s in refused) else "."))
         started = {s for s, offer in offered.items() if offer.started}
-        sourced = has_columns(pub, "pub_availability", "source")  # 0046; not on legacy
+        sourced = pub.schema.usual  # 0046; not on legacy
         if save_usual and not sourced:
             raise BadInput("this database has no usual yet: run `pubsched init`")
         source = (("source, ", "'form', ", ", source = excluded.source") if sourced
@@ -110,7 +109,7 @@ def of_week(pub: Pub, week: str, tender_id: int | None = None) -> list[dict[str,
     """Every submission of the week (or only ``tender_id``'s: a tender's own page reads
     one answer, not the whole pub's): email, shift ids, maximum, and ``source``: ``form``
     (their own answer) or ``usual`` (the close used their usual for them)."""
-    source = ("a.source" if has_columns(pub, "pub_availability", "source")
+    source = ("a.source" if pub.schema.usual
               else "'form' AS source")
     only, params = ("", [week]) if tender_id is None else (" AND tender_id = %s",
                                                            [week, tender_id])

@@ -28,7 +28,6 @@ from . import covers, notices, reminders
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import Pub, Verdict, utc
-from .schema import has_columns
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, notices.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS}
@@ -43,7 +42,7 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
             out = engine.tick(pub, at)
     except FlagChanged as changed:  # a flip landed mid-tick: the next tick runs the new one
         out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
-    if has_columns(pub, "pub_covers", "id"):
+    if pub.schema.covers:
         out += covers.expire_due(pub, at)
         reminders.owe(pub, at)
         out += _told(notices.deliver(pub, COMPOSERS, at))

@@ -23,7 +23,6 @@ from .generate import assignments, missing, pinned
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from .mail.wording import calendar_summary, days, zone_words
 from .pub import BadInput, Pub, utc
-from .schema import has_columns
 from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
@@ -96,7 +95,7 @@ def _week_show(pub: Pub, week: str) -> dict[str, Any]:
     rostered = bool(assigned) or state in (ASSIGNED, APPROVED, SENT)
     names = {t.email: t.name for t in all_tenders(pub)}
     submitted = of_week(pub, key)
-    asked = covers.listed(pub, key) if has_columns(pub, "pub_covers", "id") else []
+    asked = covers.listed(pub, key) if pub.schema.covers else []
     away = away_on(pub, [date.fromisoformat(s.night) for s in week_shifts])
     emails = {t.id: t.email for t in all_tenders(pub)}
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
@@ -244,7 +243,7 @@ def tender_calendar(pub: Pub, tender: Tender) -> bytes:
         [tender.id])
     moved = pub.query("SELECT taken_at FROM pub_covers WHERE state = 'TAKEN' "
                       "AND (asked_by = %s OR taken_by = %s)", [tender.id, tender.id]
-                      ) if has_columns(pub, "pub_covers", "id") else []
+                      ) if pub.schema.covers else []
     changed = [r["sent_at"] for r in rows] + [r["taken_at"] for r in moved]
     stamps = [instant(at) for at in changed if at is not None]
     stamp = max(stamps) if stamps else datetime(2000, 1, 1, tzinfo=UTC)

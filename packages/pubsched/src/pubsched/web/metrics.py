@@ -47,7 +47,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..db.instants import instant
 from ..machine import STATES
 from ..pub import Pub
-from ..schema import has_columns
 from ..tick_status import last
 from ..view import weeks_list
 
@@ -106,7 +105,7 @@ class PubCollector(Collector):
         yield deliveries
 
     def _notices(self) -> Iterator[Metric]:
-        if not has_columns(self.pub, "pub_notices", "kind", "status"):
+        if not self.pub.schema.notices:
             return
         owed = GaugeMetricFamily("pubsched_notices", "cover emails and reminders by kind "
                                  "and status", labels=["kind", "status"])
@@ -117,7 +116,7 @@ class PubCollector(Collector):
         yield owed
 
     def _covers(self) -> Iterator[Metric]:
-        if not has_columns(self.pub, "pub_covers", "state"):
+        if not self.pub.schema.covers:
             return
         covers = GaugeMetricFamily("pubsched_cover_requests", "cover requests by state",
                                    labels=["state"])
