@@ -21,6 +21,8 @@ Both implement every member with the same meaning:
   reads the run row (one of :data:`pubsched.machine.STATES`), and the machine's edges an
   operator may take from here, in the machine's order (what the admin draws buttons for);
 * **its times** (``times``): the week's four moments as this engine judges them;
+* **the open week** (``open_week``): which other week's form is open, by this engine's
+  reading (what a refused open names);
 * **the submission hold** (``hold_form``): inside a tender's unit of work, hold the run
   open for the unit, or say why the form takes no submission now.
 """
@@ -90,6 +92,12 @@ class Engine(Protocol):
     def enabled_edges(self, pub: Pub, week: str) -> list[str]: ...
 
     def times(self, pub: Pub, row: dict[str, Any]) -> Times: ...
+
+    def open_week(self, pub: Pub, besides: str) -> str | None:
+        """The first week (by date), other than ``besides``, that this engine reads as
+        COLLECTING: the one whose open form refuses another (one survey at a time). One
+        query, its filter and limit in SQL."""
+        ...
 
     # -- the submission hold --------------------------------------------------------------
 

@@ -92,6 +92,7 @@ from .legacy_state import (
     STATE_MISMATCH,
     UNSENT,
     applied,
+    collecting_week,
     existing_row,
     inferred_state,
     is_open,
@@ -401,6 +402,9 @@ class LegacyEngine:
         times = times_of(pub, str(row["week_of"]), settings_override(row))
         return {"opens_at": times.opens_at, "deadline_at": times.deadline_at,
                 "generate_at": times.generate_at, "send_window_at": times.send_window_end}
+
+    def open_week(self, pub: Pub, besides: str) -> str | None:
+        return collecting_week(pub, besides)
 
     def hold_form(self, tx: Any, week: str) -> Verdict | None:
         """The row lock, and the legacy "open" rule read from the held row (``opened_at``

@@ -109,12 +109,19 @@ def _open_refused(pub: Pub, key: str, result: Any, *, new: bool) -> Verdict:
     open would have created does not exist after the rollback: no state)."""
     if result.reason != "INVARIANT":
         return verdict(result, f"{key} -> {COLLECTING}")
-    others = pub.query("SELECT week_of FROM pub_schedule_runs WHERE v2_state = %s AND "
-                       "week_of <> %s ORDER BY week_of", [COLLECTING, key])
-    why = (f"week {others[0]['week_of']} is open (one survey at a time)" if others
+    other = open_week(pub, key)
+    why = (f"week {other} is open (one survey at a time)" if other
            else "another week is open (one survey at a time)")
     return Verdict(False, result.reason, message=f"{key} open refused: {why}",
                    detail={"state": None if new else result.state})
+
+
+def open_week(pub: Pub, besides: str) -> str | None:
+    """The first week, other than ``besides``, in COLLECTING (its state column: the legacy
+    status derives no COLLECTING)."""
+    rows = pub.query("SELECT week_of FROM pub_schedule_runs WHERE v2_state = %s AND "
+                     "week_of <> %s ORDER BY week_of LIMIT 1", [COLLECTING, besides])
+    return str(rows[0]["week_of"]) if rows else None
 
 
 def reopen(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
@@ -344,6 +351,9 @@ class V2Engine:
                 "deadline_at": maybe_instant(row.get("deadline_at")),
                 "generate_at": maybe_instant(row.get("generate_at")),
                 "send_window_at": maybe_instant(row.get("send_window_at"))}
+
+    def open_week(self, pub: Pub, besides: str) -> str | None:
+        return open_week(pub, besides)
 
     def hold_form(self, tx: Any, week: str) -> Verdict | None:
         """``tx.hold(week, COLLECTING)``: a submission racing a close commits before the

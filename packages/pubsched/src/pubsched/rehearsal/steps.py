@@ -20,10 +20,10 @@ from typing import Any
 from .. import submissions, tenders, weeks
 from ..db.instants import maybe_instant
 from ..engines import v2
+from ..engines.facts import in_words
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from ..pub import BadInput, Pub, Verdict
 from ..weektime import as_utc
-from ..words import told
 
 
 class StepFailed(Exception):
@@ -58,9 +58,9 @@ def _state(copy: Pub, week: str) -> str | None:
 
 def _expect(copy: Pub, week: str, got: Verdict, state: str, action: str) -> str:
     """The verdict of ``action`` applied and the week in ``state``, or the step fails with
-    the refusal in the operator's words (:func:`pubsched.words.told`)."""
+    the refusal in the operator's words (:func:`pubsched.engines.facts.in_words`)."""
     if not got.applied:
-        said = told(copy, action, week, got)
+        said = in_words(copy, action, week, got)
         raise StepFailed(said.message or got.failed or got.reason or "refused")
     reached = _state(copy, week)
     if reached != state:
