@@ -6,14 +6,16 @@ unknown fate is never re-sent, and a composer's None drops it."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
 import pytest
 
-from pubsched import notices
+from pubsched import notices, tick
 from pubsched.mail.compose import Outgoing, Recipient
+from pubsched.mail.mailer import Delivery
 from pubsched.pub import Pub
 from support.pub_v2 import NOW, OPERATOR
 from support.smtp_server import SmtpTestServer
@@ -126,6 +128,22 @@ def test_two_delivers_that_read_the_same_refused_notice_try_it_once(
     notices.deliver(pub, {KIND: note}, later)  # the other ticker tried it meanwhile
     assert notices._claim(pub, seen, later) is None  # the stale read claims nothing
     assert statuses(pub) == {"a": ("failed", 2)}
+
+
+def test_the_tick_tells_an_unknown_fate_from_a_refusal_by_the_outcome_not_the_text(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    owe(pub, "b")
+    smtp.refuse_recipient(OPERATOR)
+    [refused, _] = notices.deliver(pub, {KIND: note}, NOW)
+    assert "did not go through" in tick.not_delivered(refused)
+    smtp.clear_faults()
+    owe(pub, "c")
+    smtp.drop_after_data()
+    [unknown] = notices.deliver(pub, {KIND: note}, NOW)
+    assert unknown.detail["delivery"] is Delivery.UNKNOWN
+    said = tick.not_delivered(replace(unknown, message="reworded"))
+    assert said.startswith("an email may not have arrived")
 
 
 def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServer) -> None:

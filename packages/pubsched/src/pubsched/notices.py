@@ -209,7 +209,8 @@ def deliver(pub: Pub, composers: Mapping[str, Composer], now: datetime, *,
             else:  # unknown: possibly delivered, so it stays in flight and is not re-sent
                 _finish(pub, notice, token, IN_FLIGHT, now, outcome.detail)
                 out.append(Verdict(False, failed=outcome.detail,
-                                   message=f"{what}: may not have arrived: {outcome.detail}"))
+                                   message=f"{what}: may not have arrived: {outcome.detail}",
+                                   detail={"delivery": outcome.delivery}))
     return out
 
 

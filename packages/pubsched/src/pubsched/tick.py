@@ -27,6 +27,7 @@ from datetime import datetime
 from . import covers, notices, reminders
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
+from .mail.mailer import Delivery
 from .pub import Pub, Verdict, utc
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
@@ -63,8 +64,9 @@ def _told(delivered: list[Verdict]) -> list[Verdict]:
 def not_delivered(verdict: Verdict) -> str:
     """What became of an email :func:`pubsched.notices.deliver` could not deliver, in
     words and with what happens next: refused (tried again by a later tick), or handed
-    over with no answer (it may have arrived, so it is not sent again)."""
-    if "may not have arrived" in verdict.message:  # notices' word for an unknown fate
+    over with no answer (it may have arrived, so it is not sent again). Told apart by the
+    mailer's own outcome the verdict carries (``detail["delivery"]``), never by its text."""
+    if verdict.detail.get("delivery") is Delivery.UNKNOWN:
         return (f"an email may not have arrived ({verdict.failed}); it is not sent again "
                 "on its own")
     return f"an email did not go through ({verdict.failed}); the next tick tries again"
