@@ -22,7 +22,7 @@ def held(pub: Pub, engine: Engine, states: tuple[str, ...]) -> tuple[object, obj
     return (None, None) if got is None else (got.reason, got.detail.get("state"))
 
 
-@pytest.mark.parametrize("engine", [legacy.ENGINE, v2.ENGINE], ids=["legacy", "v2"])
+@pytest.mark.parametrize("engine", [legacy, v2], ids=["legacy", "v2"])
 def test_a_week_is_held_in_its_states_and_refused_elsewhere(pub: Pub, engine: Engine) -> None:
     ensure_week(pub, WEEK)
     assert held(pub, engine, BEFORE_ROSTER) == (None, None)
@@ -34,7 +34,7 @@ def test_a_week_is_held_in_its_states_and_refused_elsewhere(pub: Pub, engine: En
     assert held(pub, engine, ("ASSIGNED",)) == (None, None)
 
 
-@pytest.mark.parametrize("engine", [legacy.ENGINE, v2.ENGINE], ids=["legacy", "v2"])
+@pytest.mark.parametrize("engine", [legacy, v2], ids=["legacy", "v2"])
 def test_an_unknown_week_is_bad_input(pub: Pub, engine: Engine) -> None:
     with pytest.raises(BadInput, match="no week"), pub.atomic() as tx:
         engine.hold_week(tx, WEEK, BEFORE_ROSTER)

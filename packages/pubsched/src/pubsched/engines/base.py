@@ -7,7 +7,11 @@ state machine. Everything outside ``pubsched.engines`` that depends on which one
 choice is made in one place and the two engines can only differ where the protocol lets
 them.
 
-Both implement every member with the same meaning:
+Each engine is a module, :mod:`pubsched.engines.legacy` and :mod:`pubsched.engines.v2`:
+a module satisfies a protocol by its own functions and names (PEP 544; mypy checks both
+where :data:`pubsched.engines.choose.ENGINES` holds them), so no class forwards to them.
+The members below take ``self`` only because a protocol is written as a class. Both
+engines implement every member with the same meaning:
 
 * **the actions** (``create``, ``open_form`` ... ``autopilot``): one per operator action, the same
   names and signatures in both engines; operator actions are not time-gated, ``now`` is
