@@ -23,7 +23,7 @@ import rowstate
 
 from .db.level import SchemaLevel, read_level
 from .db.urls import DEFAULT_URL, configured_url
-from .machine import RUNS
+from .machine import COVERS, RUNS
 from .mail.mailer import Mailer, mailer_for
 from .mail.settings import MailSettings, load_mail_settings
 from .weektime import DEFAULT_SETTINGS, RunSettings, zone_from_env
@@ -168,10 +168,6 @@ class Pub:
         # the unit this pub has open in this thread or task (:meth:`query` reads in it)
         self._open: ContextVar[rowstate.Unit | None] = ContextVar(f"pub_unit_{id(self)}",
                                                                    default=None)
-        # the cover package holds its domain beside its machine, and the domain is built on
-        # this module: its binding is read when a pub is made, not when this module loads
-        from .covers.machine import COVERS
-
         self.covers = rowstate.Lifecycle(store, COVERS)
         self.mailer = mailer if mailer is not None else mailer_for(self.config.mail)
 
