@@ -7,7 +7,8 @@ import pytest
 
 from pubsched.engines import legacy, v2
 from pubsched.engines.base import Engine
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
+from pubsched.verdicts import BadInput
 from pubsched.weeks import ensure_week
 from support.pub_engines import WEEK, moment
 

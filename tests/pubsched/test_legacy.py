@@ -18,8 +18,9 @@ import rowstate
 from pubsched.db.migrate import migrate
 from pubsched.engines import legacy
 from pubsched.engines.flags import set_v2
-from pubsched.pub import BadInput, Pub, Verdict
+from pubsched.pub import Pub
 from pubsched.submissions import submit
+from pubsched.verdicts import BadInput, Verdict
 from pubsched.weeks import ensure_week, shifts
 from pubsched.weektime import shifts_for_week
 from support.pub_db import fresh_url

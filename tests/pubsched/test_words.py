@@ -12,8 +12,9 @@ import pytest
 from pubsched import words
 from pubsched.engines import actions
 from pubsched.engines.flags import set_v2
-from pubsched.pub import Pub, Verdict
+from pubsched.pub import Pub
 from pubsched.submissions import submit
+from pubsched.verdicts import Verdict
 from pubsched.weeks import shifts
 from support.pub_engines import EMAILS, NEXT, WEEK, moment
 from support.smtp_server import SmtpTestServer

@@ -45,9 +45,10 @@ from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .machine import APPROVED, SENT, STATES
 from .mail.wording import days, shift_when
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
 from .tenders import Tender, get
 from .time_off import Span, spans
+from .verdicts import BadInput, Verdict
 
 MAX_DAYS = 366
 

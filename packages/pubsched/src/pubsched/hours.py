@@ -23,7 +23,8 @@ from typing import Any
 from .db.instants import instant
 from .generate import HISTORY_SQL
 from .picker import HISTORY_WEEKS
-from .pub import BadInput, Pub
+from .pub import Pub
+from .verdicts import BadInput
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ from .db.instants import instant
 from .engines.choose import engine_for
 from .mail.wording import shift_when
 from .offer import week_offers
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
 from .tenders import check_max, get
 from .usual import identity
 from .usual import write as write_usual
+from .verdicts import BadInput, Verdict
 from .weeks import shifts, week_key
 
 

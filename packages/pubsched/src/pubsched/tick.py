@@ -28,7 +28,8 @@ from . import covers, notices, reminders
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .mail.mailer import Delivery
-from .pub import Pub, Verdict, utc
+from .pub import Pub, utc
+from .verdicts import Verdict
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, notices.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS}

@@ -16,8 +16,9 @@ import time
 from datetime import datetime
 from typing import Any
 
-from .pub import Pub, Verdict, utc
+from .pub import Pub, utc
 from .tick import tick
+from .verdicts import Verdict
 
 log = logging.getLogger("pubsched.tick")
 NAME = "tick"

@@ -22,13 +22,14 @@ from .engines.choose import engine_for
 from .generate import assignments, missing, pinned
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from .mail.wording import calendar_summary, days, zone_words
-from .pub import BadInput, Pub, utc
+from .pub import Pub, utc
 from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
 from .tender_page import form_shifts, upcoming
 from .tenders import Tender, all_tenders
 from .time_off import away_on
+from .verdicts import BadInput
 from .week_shifts import removed_for
 from .weeks import Shift, shifts, week_key
 

@@ -5,7 +5,7 @@ the unit of work that writes them. A week's shifts are then its own rows: a late
 change does not touch them.
 
 A week is named by its Monday (``week_of``, an ISO date); anything else is
-:class:`~pubsched.pub.BadInput` with nothing written. The run's times (opens-at,
+:class:`~pubsched.verdicts.BadInput` with nothing written. The run's times (opens-at,
 deadline, generate time, send window) are computed from the pub's settings and the week's
 ``settings_override`` and stored in UTC, so the tick compares instants, never local times.
 """
@@ -19,7 +19,8 @@ from typing import Any
 
 from . import template
 from .db.instants import instant as instant  # re-exported: notices, reminders read it here
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
+from .verdicts import BadInput, Verdict
 from .weektime import (
     BadSettings,
     BadWeek,

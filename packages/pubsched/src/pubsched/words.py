@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, tzinfo
 
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
-from .pub import Verdict
+from .verdicts import Verdict
 
 # what a week in each state is, after "the week of 14 Dec ..."
 STATE_WORDS: Mapping[str, str] = {

@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 
 from ..db.instants import instant, maybe_instant
 from ..mail.wording import shift_in_zone, shift_text
-from ..pub import BadInput, Pub
+from ..pub import Pub
+from ..verdicts import BadInput
 from ..weeks import week_key
 
 _SELECT = (

@@ -69,8 +69,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from ..pub import BadInput, Pub, Verdict
+from ..pub import Pub
 from ..send import resend
+from ..verdicts import BadInput, Verdict
 from ..weeks import week_key
 from .base import Engine
 from .choose import chosen, engine_for

@@ -16,8 +16,8 @@ engines implement every member with the same meaning:
 * **the actions** (``create``, ``open_form`` ... ``autopilot``): one per operator action, the same
   names and signatures in both engines; operator actions are not time-gated, ``now`` is
   the instant they act at. A lost race, a wrong state or a held lease is a refused
-  :class:`~pubsched.pub.Verdict`, never an exception; bad input raises
-  :class:`~pubsched.pub.BadInput` with nothing written. ``holder`` names the worker in
+  :class:`~pubsched.verdicts.Verdict`, never an exception; bad input raises
+  :class:`~pubsched.verdicts.BadInput` with nothing written. ``holder`` names the worker in
   the lease a side effect runs under (the legacy close and generate have none and accept
   it for the signature's sake);
 * **the tick** (``tick``): what the every-minute cron does as of ``now``;
@@ -37,7 +37,8 @@ from datetime import datetime
 from typing import Any, Protocol, TypedDict
 
 from ..db.instants import maybe_instant
-from ..pub import Pub, Verdict
+from ..pub import Pub
+from ..verdicts import Verdict
 
 
 class Times(TypedDict):

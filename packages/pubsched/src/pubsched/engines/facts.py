@@ -10,7 +10,8 @@ filter and limit in SQL: :meth:`pubsched.engines.base.Engine.open_week`).
 
 from __future__ import annotations
 
-from ..pub import Pub, Verdict
+from ..pub import Pub
+from ..verdicts import Verdict
 from ..words import WeekFacts, told
 from .choose import engine_for
 

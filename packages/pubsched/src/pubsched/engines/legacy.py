@@ -70,8 +70,9 @@ from typing import Any, Final
 
 from ..generate import generate_body
 from ..machine import RUN, SEND_LEASE_TTL
-from ..pub import BadInput, Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..usual import fill_unanswered
+from ..verdicts import BadInput, Verdict
 from ..weeks import (
     create_week,
     plan_week,

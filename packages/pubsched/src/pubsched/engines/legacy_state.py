@@ -16,7 +16,8 @@ from typing import Any
 import rowstate
 
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SEND_LEASE_TTL, SENT
-from ..pub import BadInput, Pub, Verdict
+from ..pub import Pub
+from ..verdicts import BadInput, Verdict
 
 STATE_MISMATCH = str(rowstate.Reason.STATE_MISMATCH)
 LEASE_HELD = str(rowstate.Reason.LEASE_HELD)

@@ -35,9 +35,10 @@ import rowstate
 from ..db.instants import maybe_instant
 from ..generate import generate_body
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
-from ..pub import BadInput, Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..send import failure_text, send_body
 from ..usual import fill_unanswered
+from ..verdicts import BadInput, Verdict
 from ..weeks import (
     create_week,
     plan_week,

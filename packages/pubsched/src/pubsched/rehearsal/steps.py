@@ -22,7 +22,8 @@ from ..db.instants import maybe_instant
 from ..engines import v2
 from ..engines.facts import in_words
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
-from ..pub import BadInput, Pub, Verdict
+from ..pub import Pub
+from ..verdicts import BadInput, Verdict
 from ..weektime import as_utc
 
 

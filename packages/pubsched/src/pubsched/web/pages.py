@@ -19,10 +19,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from ..config import Config
 from ..db.instants import instant
 from ..machine import RUN
 from ..mail.wording import day
-from ..pub import Config, Verdict
+from ..verdicts import Verdict
 from ..words import STATE_LABELS
 
 # a history row's move as people say it: the machine's own labels, and the week's birth
