@@ -4,7 +4,8 @@
   through others: not at the top, not inside a function, not under ``TYPE_CHECKING``.
   Every ``import``/``from ... import`` statement anywhere in a file counts; ``from . import
   x`` counts as importing the submodule ``x`` (the package itself is not re-entered), and
-  ``from pkg import Name`` as importing ``pkg``.
+  ``from pkg import Name`` as importing ``pkg``; importing ``pkg.sub.mod`` also counts the
+  package ``__init__`` files Python runs first (``pkg.sub``), but the importer's own.
 - **Small files.** No file in ``src/`` is over :data:`MAX_LINES` lines.
 - **No twin kept by hand without its reason.** A module that defines both a class and its
   ``Async`` twin (``X`` and ``AsyncX``) is either generated (its first lines say so) or
@@ -80,6 +81,13 @@ def _tree(tmp: Path, files: dict[str, str]) -> Path:
     # ...but a submodule reaching back for a name the package defines is
     ({"p/__init__.py": "from .a import x\nY = 1\n", "p/a.py": "from . import Y\n"},
      [["p", "p.a"]]),
+    # importing p.q.m runs p.q's __init__ first, and that one imports back
+    ({"p/__init__.py": "", "p/a.py": "from .q.m import x\n",
+      "p/q/__init__.py": "from .n import y\n", "p/q/m.py": "", "p/q/n.py": "from ..a import z\n"},
+     [["p.a", "p.q", "p.q.n"]]),
+    # a module of p.q importing its sibling does not re-enter p.q
+    ({"p/__init__.py": "", "p/q/__init__.py": "from .m import x\n",
+      "p/q/m.py": "from .n import y\n", "p/q/n.py": ""}, []),
 ])
 def test_the_walker_finds_circles_wherever_they_hide(
         tmp_path: Path, files: dict[str, str], expected: list[list[str]]) -> None:

@@ -15,7 +15,8 @@ import pytest
 from pubsched import away, submissions, weeks
 from pubsched.db import open_store
 from pubsched.engines import v2
-from pubsched.pub import Pub, Verdict
+from pubsched.pub import Pub
+from pubsched.verdicts import Verdict
 from support.pub_cli import snapshot
 from support.pub_v2 import NOW, WEEK, crew
 from support.smtp_server import SmtpTestServer

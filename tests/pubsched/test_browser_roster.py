@@ -31,12 +31,12 @@ ALICE, BOB, CAROL = "alice@example.com", "bob@example.com", "carol@example.com"
 def to_assigned(pub: Pub) -> list[int]:
     """The week generated: Alice and Bob offered Thu and Fri, Carol nothing; Thu, Fri, Sat
     with 2 slots each."""
-    assert v2.ENGINE.open_form(pub, WEEK, now=NOW)
+    assert v2.open_form(pub, WEEK, now=NOW)
     ids = [s.id for s in shifts(pub, WEEK)]
     for email in (ALICE, BOB):
         assert submissions.submit(pub, WEEK, email, ids[:2], now=NOW)
-    assert v2.ENGINE.close(pub, WEEK, now=NOW)
-    assert v2.ENGINE.generate(pub, WEEK, now=NOW)
+    assert v2.close(pub, WEEK, now=NOW)
+    assert v2.generate(pub, WEEK, now=NOW)
     return ids
 
 
@@ -131,7 +131,7 @@ def test_take_off_and_pin_in_the_grid_on_a_desktop_and_a_phone(
         finally:
             context.close()
     # approved: the grid offers no edit any more
-    assert v2.ENGINE.approve(pub, WEEK, now=NOW)
+    assert v2.approve(pub, WEEK, now=NOW)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     try:
@@ -194,13 +194,13 @@ def test_a_bad_or_refused_edit_is_a_flash_with_nothing_written(
 def test_an_edit_of_an_approved_week_is_refused_and_a_cross_site_post_never_lands(
         operator: TestClient, pub: Pub) -> None:
     thu, _fri, sat = to_assigned(pub)
-    assert v2.ENGINE.approve(pub, WEEK, now=NOW)
+    assert v2.approve(pub, WEEK, now=NOW)
     before = everything(pub)
     reply = operator.post(f"/admin/weeks/{WEEK}/roster/unassign",
                           data={"shift": str(thu), "email": ALICE}, follow_redirects=False)
     flash = flash_of(operator, reply)
     assert "un-approve it first" in flash and "STATE_MISMATCH" in flash
-    assert v2.ENGINE.unapprove(pub, WEEK, now=NOW)
+    assert v2.unapprove(pub, WEEK, now=NOW)
     before = everything(pub)
     forged = operator.post(f"/admin/weeks/{WEEK}/roster/assign",
                            data={"shift": str(sat), "email": CAROL},
@@ -213,7 +213,7 @@ def test_an_edit_of_an_approved_week_is_refused_and_a_cross_site_post_never_land
 
 @pytest.mark.pub_setup("web")
 def test_the_grid_says_which_skills_a_shift_still_needs(operator: TestClient, pub: Pub) -> None:
-    assert v2.ENGINE.open_form(pub, WEEK, now=NOW)
+    assert v2.open_form(pub, WEEK, now=NOW)
     thu, fri, sat = (s.id for s in shifts(pub, WEEK))
     with pub.atomic() as tx:
         tx.execute("UPDATE pub_shifts SET needs = %s WHERE id = %s", ['["keys"]', thu])
@@ -221,8 +221,8 @@ def test_the_grid_says_which_skills_a_shift_still_needs(operator: TestClient, pu
         tx.execute("UPDATE pub_tenders SET skills = %s WHERE email = %s", ['["keys"]', BOB])
     for email in (ALICE, BOB, CAROL):
         assert submissions.submit(pub, WEEK, email, [thu, fri, sat], now=NOW)
-    assert v2.ENGINE.close(pub, WEEK, now=NOW)
-    assert v2.ENGINE.generate(pub, WEEK, now=NOW)
+    assert v2.close(pub, WEEK, now=NOW)
+    assert v2.generate(pub, WEEK, now=NOW)
     page = operator.get(f"/admin/weeks/{WEEK}").text
     grid = page[page.index('<table class="grid">'):page.index('id="h-subs"')]
     assert grid.count("needs cellar") == 1 and "needs keys" not in grid

@@ -25,7 +25,8 @@ import pytest
 
 from pubsched import cli, links, tenders
 from pubsched import db as pubdb
-from pubsched.pub import Config, Pub
+from pubsched.config import Config
+from pubsched.pub import Pub
 from support.smtp_server import SmtpTestServer
 
 WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York time

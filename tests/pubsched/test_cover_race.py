@@ -58,7 +58,8 @@ from datetime import datetime
 from pubsched import covers
 from pubsched.db import open_store
 from pubsched.mail.settings import load_mail_settings
-from pubsched.pub import Config, Pub
+from pubsched.config import Config
+from pubsched.pub import Pub
 url, cover_id, taker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 pub = Pub(open_store(url), Config(db_url=url, mail=load_mail_settings(dict(os.environ))))
 got = covers.take(pub, cover_id, taker, now=datetime.fromisoformat({later!r}))

@@ -21,9 +21,10 @@ from icalendar import Calendar
 from pubsched import covers, tenders
 from pubsched.deliveries import outbox as notices
 from pubsched.engines.flags import set_v2
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
 from pubsched.shiftcal import shift_uid
 from pubsched.tick import tick
+from pubsched.verdicts import BadInput
 from pubsched.view import tender_calendar, week_show
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
 from support.pub_v2 import NOW, OPERATOR, WEEK

@@ -9,12 +9,14 @@ from __future__ import annotations
 import io
 import json
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
 import pytest
 
+from pubsched import tick
 from pubsched.deliveries import outbox as notices
 from pubsched.deliveries.deliver import deliver
 from pubsched.deliveries.machine import MAILS
@@ -134,6 +136,22 @@ def test_two_delivers_that_read_the_same_refused_notice_try_it_once(
     stale = pub.mail.claim(seen.key, "send", guards={"acting_at": None})
     assert not stale.claimed  # the stale read claims nothing
     assert statuses(pub) == {"a": ("failed", 2)}
+
+
+def test_the_tick_tells_an_unknown_fate_from_a_refusal_by_the_state_not_the_text(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    owe(pub, "a")
+    owe(pub, "b")
+    smtp.refuse_recipient(OPERATOR)
+    [refused, _] = deliver(pub, {KIND: note}, NOW)
+    assert "did not go through" in tick.not_delivered(refused)
+    smtp.clear_faults()
+    owe(pub, "c")
+    smtp.drop_after_data()
+    [unknown] = deliver(pub, {KIND: note}, NOW)
+    assert unknown.reason == "UNKNOWN"
+    said = tick.not_delivered(replace(unknown, message="reworded"))
+    assert said.startswith("an email may not have arrived")
 
 
 def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServer) -> None:

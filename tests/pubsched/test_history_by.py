@@ -20,7 +20,8 @@ import rowstate
 from pubsched import operators, submissions, weeks
 from pubsched.cli.dispatch import run as cli_run
 from pubsched.engines import flags
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
+from pubsched.verdicts import BadInput
 from pubsched.view import week_show
 from pubsched.web.app import create_app
 from support.pub_web import FAST_HASH, NOW, WEEK, login, people, seen, web_settings

@@ -7,7 +7,8 @@ import pytest
 
 from pubsched.engines import legacy, v2
 from pubsched.engines.base import Engine
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
+from pubsched.verdicts import BadInput
 from pubsched.weeks import ensure_week
 from support.pub_engines import WEEK, moment
 
@@ -22,7 +23,7 @@ def held(pub: Pub, engine: Engine, states: tuple[str, ...]) -> tuple[object, obj
     return (None, None) if got is None else (got.reason, got.detail.get("state"))
 
 
-@pytest.mark.parametrize("engine", [legacy.ENGINE, v2.ENGINE], ids=["legacy", "v2"])
+@pytest.mark.parametrize("engine", [legacy, v2], ids=["legacy", "v2"])
 def test_a_week_is_held_in_its_states_and_refused_elsewhere(pub: Pub, engine: Engine) -> None:
     ensure_week(pub, WEEK)
     assert held(pub, engine, BEFORE_ROSTER) == (None, None)
@@ -34,7 +35,7 @@ def test_a_week_is_held_in_its_states_and_refused_elsewhere(pub: Pub, engine: En
     assert held(pub, engine, ("ASSIGNED",)) == (None, None)
 
 
-@pytest.mark.parametrize("engine", [legacy.ENGINE, v2.ENGINE], ids=["legacy", "v2"])
+@pytest.mark.parametrize("engine", [legacy, v2], ids=["legacy", "v2"])
 def test_an_unknown_week_is_bad_input(pub: Pub, engine: Engine) -> None:
     with pytest.raises(BadInput, match="no week"), pub.atomic() as tx:
         engine.hold_week(tx, WEEK, BEFORE_ROSTER)

@@ -14,9 +14,10 @@ import pytest
 
 from pubsched import db as pubdb
 from pubsched import links, tenders
+from pubsched.config import Config
 from pubsched.mail.compose import Recipient, compose_invite
 from pubsched.mail.settings import load_mail_settings
-from pubsched.pub import Config, Pub
+from pubsched.pub import Pub
 from support.pub_cli import OPERATOR, Cli, snapshot, use_env
 from support.smtp_server import SmtpTestServer
 

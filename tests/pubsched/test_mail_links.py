@@ -16,9 +16,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from pubsched import submissions, weeks
+from pubsched.db.instants import maybe_instant
 from pubsched.engines import v2
 from pubsched.engines.actions import perform
-from pubsched.engines.base import parse_instant
 from pubsched.engines.v2_tick import v2_tick
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
@@ -111,6 +111,6 @@ def test_every_link_of_every_email_opens_the_page_it_names(
 
 
 def _instant(raw: object) -> datetime:
-    moment = parse_instant(raw)
+    moment = maybe_instant(raw)
     assert moment is not None
     return moment

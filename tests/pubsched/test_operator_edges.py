@@ -15,7 +15,7 @@ import pytest
 
 from pubsched import cli
 from pubsched import db as pubdb
-from pubsched.pub import BadInput
+from pubsched.verdicts import BadInput
 from pubsched.weeks import week_key
 from pubsched.weektime import BadSettings, BadWeek, WeekTimeError, as_utc, run_times, week_of
 from support.pub_cli import one_line, snapshot

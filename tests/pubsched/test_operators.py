@@ -25,7 +25,8 @@ from argon2 import PasswordHasher
 from pubsched import operators
 from pubsched.cli.dispatch import run as cli_run
 from pubsched.db import open_store
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
+from pubsched.verdicts import BadInput
 
 GOOD = "correct horse battery"
 FAST = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)

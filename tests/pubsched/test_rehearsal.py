@@ -16,7 +16,7 @@ import rowstate
 from pubsched.engines import legacy
 from pubsched.engines.cutover import REHEARSAL_REQUIRED, flip, rehearsal_needed
 from pubsched.engines.flags import v2_enabled
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
 from pubsched.rehearsal import (
     ABANDONED,
     FAILED,
@@ -32,6 +32,7 @@ from pubsched.rehearsal import (
     stop,
 )
 from pubsched.rehearsal import record as records
+from pubsched.verdicts import BadInput
 from pubsched.weeks import ensure_week
 from support.pub_engines import EMAILS, OPERATOR, WEEK, make_pub, moment
 from support.pub_rehearsal import rehearse
@@ -277,7 +278,7 @@ def test_the_copys_mailer_refuses_anyone_but_the_operator(pub: Pub,
 def test_the_scratch_url_keeps_the_real_urls_options_and_adds_the_search_path() -> None:
     from psycopg.conninfo import conninfo_to_dict
 
-    from pubsched.pub import Config
+    from pubsched.config import Config
 
     class Real:  # only what url_of reads: the dialect and the URL
         dialect = "postgresql"

@@ -16,11 +16,14 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from pubsched import covers, links, template, tenders, usual, weeks
+from pubsched.config import Config
+from pubsched.db.instants import instant
 from pubsched.engines import v2
 from pubsched.engines.flags import set_v2
-from pubsched.pub import BadInput, Config, Pub
+from pubsched.pub import Pub
 from pubsched.tick import tick
-from pubsched.weeks import instant, shifts, times_of
+from pubsched.verdicts import BadInput
+from pubsched.weeks import shifts, times_of
 from pubsched.weektime import local_to_utc
 from support.pub_cli import Cli
 from support.pub_reminders import (

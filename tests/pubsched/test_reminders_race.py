@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from pubsched.db.instants import instant
 from pubsched.engines import v2
 from pubsched.pub import Pub
-from pubsched.weeks import instant
 from support.pub_reminders import on_shift, reminders, run_week
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew
 from support.smtp_server import SmtpTestServer

@@ -54,18 +54,18 @@ def _week(pub: Pub) -> int:
     set_v2(pub, True)
     ensure_week(pub, WEEK)
     at = moment(pub, WEEK, "opens_at")
-    assert v2.ENGINE.open_form(pub, WEEK, now=at)
+    assert v2.open_form(pub, WEEK, now=at)
     sat = shifts(pub, WEEK)[-1].id
     assert submissions.submit(pub, WEEK, "tender1@pub.example", [sat], now=at)
-    assert v2.ENGINE.close(pub, WEEK, now=at)
-    assert v2.ENGINE.generate(pub, WEEK, now=at)
+    assert v2.close(pub, WEEK, now=at)
+    assert v2.generate(pub, WEEK, now=at)
     assert tenders.add(pub, "Dee", PINNED)
     return sat
 
 
 def _reset(pub: Pub) -> None:
     if pub.runs.state(WEEK) == "APPROVED":
-        assert v2.ENGINE.unapprove(pub, WEEK)
+        assert v2.unapprove(pub, WEEK)
     with pub.atomic() as tx:
         tx.execute("DELETE FROM pub_roster_edits")
         tx.execute("DELETE FROM pub_assignments WHERE tender_id = "

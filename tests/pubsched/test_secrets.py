@@ -17,7 +17,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from pubsched import links
-from pubsched.pub import Config, Pub
+from pubsched.config import Config
+from pubsched.pub import Pub
 from pubsched.web import serve
 from pubsched.web.app import create_app
 from pubsched.web.settings import WebSettings

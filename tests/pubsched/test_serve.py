@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from pubsched import links, tenders
+from pubsched.config import Config
 from pubsched.db import open_store
-from pubsched.pub import Config, Pub
+from pubsched.pub import Pub
 from pubsched.web import serve
 from pubsched.web.settings import WebSettings
 
@@ -117,7 +118,7 @@ def test_serve_answers_healthz_and_stops_on_sigterm(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
     env = {**os.environ, "PUBSCHED_DB": url, "PUBSCHED_ADMIN_PASSWORD": "pw",
            "PUBSCHED_INSECURE_COOKIES": "1"}
-    code = ("import sys; from pubsched.pub import Config; from pubsched.web.serve import main;"
+    code = ("import sys; from pubsched.config import Config; from pubsched.web.serve import main;"
             f" main('127.0.0.1', {port}, Config.from_env())")
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

@@ -11,7 +11,8 @@ import pytest
 
 from pubsched import db as pubdb
 from pubsched import links, tenders
-from pubsched.pub import Config, Pub
+from pubsched.config import Config
+from pubsched.pub import Pub
 from support.pub_cli import Cli, snapshot, use_env
 from support.smtp_server import SmtpTestServer
 

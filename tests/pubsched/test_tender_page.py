@@ -18,8 +18,9 @@ from starlette.testclient import TestClient
 
 from pubsched import cli, submissions, weeks
 from pubsched.engines import v2
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
 from pubsched.tenders import by_id
+from pubsched.verdicts import BadInput
 from pubsched.view import tender_calendar, tender_form
 from pubsched.web.app import create_app
 from support.pub_web import NOW, WEEK, people, web_settings, write

@@ -31,7 +31,8 @@ import sys
 sys.path[:0] = [{tests!r}]
 from support.pub_v2 import NOW, WEEK
 from pubsched.engines import v2
-from pubsched.pub import Config, Pub
+from pubsched.config import Config
+from pubsched.pub import Pub
 from pubsched.db import open_store
 pub = Pub(open_store(sys.argv[1]), Config(db_url=sys.argv[1]))
 pub.query("SELECT 1 AS ready")

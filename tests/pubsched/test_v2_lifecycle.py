@@ -15,7 +15,8 @@ import pytest
 from pubsched import submissions, tenders, weeks
 from pubsched.engines import v2
 from pubsched.machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
+from pubsched.verdicts import BadInput
 from pubsched.view import week_show
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
 from support.smtp_server import SmtpTestServer

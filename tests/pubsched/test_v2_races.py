@@ -34,7 +34,8 @@ sys.path[:0] = [{tests!r}]
 from datetime import datetime
 from support.pub_v2 import NOW, WEEK
 from pubsched.engines import v2
-from pubsched.pub import Config, Pub
+from pubsched.config import Config
+from pubsched.pub import Pub
 from pubsched.db import open_store
 from pubsched.mail.settings import load_mail_settings
 import os

@@ -12,11 +12,13 @@ from datetime import timedelta
 import pytest
 
 from pubsched import submissions, weeks
+from pubsched.config import Config
 from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
 from pubsched.mail.settings import load_mail_settings
-from pubsched.pub import BadInput, Config, Pub
+from pubsched.pub import Pub
 from pubsched.tick import tick
+from pubsched.verdicts import BadInput
 from pubsched.view import week_show
 from support import pub_engines
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub

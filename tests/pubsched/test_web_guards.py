@@ -15,7 +15,8 @@ import pytest
 from argon2 import PasswordHasher
 from starlette.testclient import TestClient
 
-from pubsched.pub import BadInput, Pub
+from pubsched.pub import Pub
+from pubsched.verdicts import BadInput
 from pubsched.web.app import create_app
 from pubsched.web.auth import AdminPassword, LoginThrottle
 from pubsched.web.logs import loggable_path

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from pubsched.engines import legacy as LEGACY
+from pubsched.engines import v2 as V2
 from pubsched.engines.base import Engine
-from pubsched.engines.legacy import ENGINE as LEGACY
-from pubsched.engines.v2 import ENGINE as V2
 from pubsched.pub import Pub
 from support.pub_engines import WEEK, make_pub
 

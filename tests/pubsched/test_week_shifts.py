@@ -18,7 +18,8 @@ from starlette.testclient import TestClient
 
 from pubsched import tenders, week_shifts, weeks
 from pubsched.engines import v2
-from pubsched.pub import Pub, Verdict
+from pubsched.pub import Pub
+from pubsched.verdicts import Verdict
 from pubsched.view import tender_form, week_show
 from pubsched.web.app import create_app
 from support.pub_cli import Cli, snapshot

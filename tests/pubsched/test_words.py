@@ -4,15 +4,17 @@ both engines and both databases; never a state name, a reason code or UTC in the
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from pubsched import words
 from pubsched.engines import actions
 from pubsched.engines.flags import set_v2
-from pubsched.pub import Pub, Verdict
+from pubsched.pub import Pub
 from pubsched.submissions import submit
+from pubsched.verdicts import Verdict
 from pubsched.weeks import shifts
 from support.pub_engines import EMAILS, NEXT, WEEK, moment
 from support.smtp_server import SmtpTestServer
@@ -72,6 +74,22 @@ def test_the_legacy_engine_asked_for_autopilot_points_to_the_cutover(pub: Pub) -
     assert said(pub, "open")
     got = said(pub, "autopilot", on=True)
     assert got.reason == "NOT_IN_LEGACY" and "cutover page" in got.message
+
+
+def test_the_words_need_no_database() -> None:
+    """Wording is pure: the facts of the week are handed over (what ``perform`` reads)."""
+    facts = words.WeekFacts(ZoneInfo("America/New_York"), state="COLLECTING",
+                            times={"deadline_at": datetime(2026, 12, 10, 1, tzinfo=UTC)},
+                            open_week="2026-12-14")
+    opened = words.told("open", "2026-12-21", Verdict(True), facts)
+    assert opened.message == "The form for the week of 21 Dec is open until Wed 9 Dec, 20:00 EST."
+    refused = words.told("open", "2026-12-21", Verdict(False, "INVARIANT", message="x"), facts)
+    assert refused.message == "Another week's form is open (the week of 14 Dec): close it first."
+    assert refused.detail["engine_message"] == "x"
+    busy = words.told("approve", "2026-12-21", Verdict(False, "LEASE_HELD"),
+                      words.WeekFacts(UTC, state="ASSIGNED", acting_kind="send"))
+    assert busy.message == ("Cannot approve the roster of the week of 21 Dec right now: the "
+                            "schedule is being sent. Wait a minute and look again.")
 
 
 def test_when_names_the_zone_of_the_pub(pub: Pub) -> None:

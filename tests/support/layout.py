@@ -2,7 +2,8 @@
 rules (tests/test_house.py) and the packages' own layout tests: every ``import``/``from ...
 import`` statement anywhere in a file counts (at the top, inside a function, under
 ``TYPE_CHECKING``); ``from . import x`` is the submodule ``x`` (the package itself is not
-re-entered), ``from pkg import Name`` is ``pkg``.
+re-entered), ``from pkg import Name`` is ``pkg``; importing ``a.b.c`` also imports the
+packages ``a`` and ``a.b`` whose ``__init__`` Python runs first (but the importer's own).
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             names_left = [a for a in node.names if f"{target}.{a.name}" not in known]
             if names_left and target in known:
                 out.add(target)
+    # importing a.b.c first runs the packages a and a.b (their __init__): they are imported
+    # too, but for the importer's own packages, which are running already
+    own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    for target in list(out):
+        parts = target.split(".")
+        out |= {p for i in range(1, len(parts))
+                if (p := ".".join(parts[:i])) in known and p not in own}
     out.discard(name)
     return out
 

@@ -40,14 +40,15 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from .db.instants import instant
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .machine import APPROVED, SENT, STATES
 from .mail.wording import days, shift_when
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
 from .tenders import Tender, get
 from .time_off import Span, spans
-from .weeks import instant
+from .verdicts import BadInput, Verdict
 
 MAX_DAYS = 366
 

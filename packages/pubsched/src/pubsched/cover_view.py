@@ -14,7 +14,7 @@ so the pages say "expired (the shift started)" for it too and offer no button.
 
 A database the covers' migration (0045) has not reached yet (the seed's schema, a legacy
 engine's) has no requests: the week page and the tender's page show none, as the tick and
-``week show`` skip them (:func:`pubsched.schema.has_columns`).
+``week show`` skip them (``pub.schema.covers``, :mod:`pubsched.db.level`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from .covers import Cover
 from .covers.machine import CANCELLED, EXPIRED, OPEN, TAKEN
 from .deliveries import outbox
 from .pub import Pub
-from .schema import has_columns
 from .tenders import Tender, all_tenders
 from .weektime import as_utc
 
@@ -47,7 +46,7 @@ SENT_WORDS = {
 
 def kept(pub: Pub) -> bool:
     """Whether this database has the requests' table (migration 0045)."""
-    return has_columns(pub, "pub_covers", "id")
+    return pub.schema.covers
 
 
 def started(cover: Cover, now: datetime) -> bool:

@@ -28,7 +28,6 @@ from typing import Any
 
 from . import picker, skills
 from .pub import Pub
-from .schema import has_columns
 from .time_off import away_on
 from .weeks import shifts
 
@@ -47,7 +46,7 @@ def words(raw: Any) -> tuple[str, ...]:
 def edits(pub: Pub, week: str) -> dict[str, set[tuple[str, str]]]:
     """The week's hand edits: ``{"pin": {(tender id, shift id)}, "exclude": {...}}``, of
     active tenders only, as the picker's string ids."""
-    if not has_columns(pub, "pub_roster_edits", "kind"):  # 0041: the hand edits
+    if not pub.schema.roster_edits:  # 0041: the hand edits
         return {"pin": set(), "exclude": set()}
     rows = pub.query("SELECT e.tender_id, e.shift_id, e.kind FROM pub_roster_edits e "
                      "JOIN pub_tenders t ON t.id = e.tender_id "
@@ -78,7 +77,7 @@ def without_away(availability: Mapping[str, list[str]], nights: Mapping[str, dat
 def roster_for(pub: Pub, week: str) -> picker.Roster:
     """The picker's roster for the week, from what is stored now (reads only)."""
     week_shifts = shifts(pub, week)
-    skilled = has_columns(pub, "pub_shifts", "needs")  # 0038: the skills
+    skilled = pub.schema.skills  # 0038: the skills
     needs = {int(r["id"]): words(r["needs"]) for r in pub.query(
         "SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])} if skilled else {}
     skills = ", skills" if skilled else ", '[]' AS skills"
@@ -136,7 +135,7 @@ def assignments(pub: Pub, week: str) -> dict[int, list[str]]:
 def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
     """shift id -> the emails pinned on it by hand (``week show``'s ``pinned``), or with
     ``kind="exclude"`` taken off it (``excluded``)."""
-    if not has_columns(pub, "pub_roster_edits", "kind"):  # 0041: the hand edits
+    if not pub.schema.roster_edits:  # 0041: the hand edits
         return {}
     rows = pub.query("SELECT e.shift_id, t.email FROM pub_roster_edits e JOIN pub_tenders t "
                      "ON t.id = e.tender_id WHERE e.week_of = %s AND e.kind = %s "
@@ -150,7 +149,7 @@ def pinned(pub: Pub, week: str, kind: str = "pin") -> dict[int, list[str]]:
 def missing(pub: Pub, week: str) -> dict[int, list[str]]:
     """shift id -> the needs the tenders now on it leave unmet (``picker.unmet``, the one
     reading of "missing"), every shift of the week present."""
-    if not has_columns(pub, "pub_shifts", "needs"):
+    if not pub.schema.skills:
         return {int(r["id"]): [] for r in pub.query(
             "SELECT id FROM pub_shifts WHERE week_of = %s", [week])}
     rows = pub.query("SELECT s.id, s.needs, t.id AS tender_id, t.skills FROM pub_shifts s "

@@ -17,13 +17,14 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 
+from .db.instants import instant
 from .generate import HISTORY_SQL
 from .picker import HISTORY_WEEKS
-from .pub import BadInput, Pub
-from .weektime import as_utc
+from .pub import Pub
+from .verdicts import BadInput
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,6 @@ def check_range(start: date, end: date) -> None:
                        f"got --to {end.isoformat()}")
 
 
-def _instant(raw: Any) -> datetime:
-    value = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
-    return as_utc(value)
-
-
 def hours_worked(pub: Pub, start: date, end: date) -> list[Hours]:
     """Each tender's shifts and hours in sent weeks from ``start`` to ``end`` (inclusive),
     busiest first, then by name."""
@@ -66,7 +62,7 @@ def hours_worked(pub: Pub, start: date, end: date) -> list[Hours]:
     for row in worked:
         tid = int(row["tender_id"])
         shifts[tid] = shifts.get(tid, 0) + 1
-        length = _instant(row["ends_at"]) - _instant(row["starts_at"])
+        length = instant(row["ends_at"]) - instant(row["starts_at"])
         seconds[tid] = seconds.get(tid, 0.0) + length.total_seconds()
     people = pub.query("SELECT id, name, email, active FROM pub_tenders")
     lines = [Hours(str(p["name"]), str(p["email"]), shifts.get(int(p["id"]), 0),

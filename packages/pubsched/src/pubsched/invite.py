@@ -24,8 +24,9 @@ from . import links
 from .mail.compose import Outgoing, Recipient, compose_invite
 from .mail.mailer import Delivery, MailSession
 from .mail_log import log_mail
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
 from .tenders import Tender, all_tenders, get
+from .verdicts import BadInput, Verdict
 
 KIND = "invite"
 

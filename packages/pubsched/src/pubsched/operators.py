@@ -37,8 +37,9 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
 from .tenders import check_email, email_key
+from .verdicts import BadInput, Verdict
 
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024

@@ -63,8 +63,9 @@ from typing import Any
 
 from . import covers, links, time_off, usual
 from .covers import Cover
+from .db.instants import instant, maybe_instant
 from .deliveries import outbox
-from .engines.base import Engine, parse_instant
+from .engines.base import Engine
 from .engines.choose import engine_for
 from .engines.v2_tick import TICK
 from .generate import missing
@@ -77,10 +78,10 @@ from .mail.reminder import (
     compose_short,
     compose_unanswered,
 )
-from .pub import BadInput, Pub
+from .pub import Pub
 from .tenders import COLUMNS, Tender, by_id
+from .verdicts import BadInput
 from .view import iso, moved_by
-from .weeks import instant
 from .weektime import wall_clock_before
 
 UNANSWERED = "remind_unanswered"
@@ -267,7 +268,7 @@ def reviews(pub: Pub, engine: Engine, now: datetime, week: str | None = None) ->
     out: list[Due] = []
     for row in _weeks_in(pub, engine, ASSIGNED, week):
         key = str(row["week_of"])
-        made = parse_instant(row.get("generated_at"))
+        made = maybe_instant(row.get("generated_at"))
         try:
             send_by = engine.times(pub, row)["send_window_at"]
         except BadInput:

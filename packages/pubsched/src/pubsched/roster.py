@@ -18,7 +18,7 @@ on a night, by two operators at once.
 
 Regenerate (:mod:`pubsched.generate`) keeps every pin and never puts an excluded tender
 back on that shift. An unknown week, shift or tender, or a shift of another week, is
-:class:`~pubsched.pub.BadInput` with nothing written.
+:class:`~pubsched.verdicts.BadInput` with nothing written.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from typing import Any
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .machine import ASSIGNED
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
 from .tenders import Tender, get
+from .verdicts import BadInput, Verdict
 from .weeks import Shift, shift_of, week_key
 
 # what to do next, per state the week is in instead of ASSIGNED

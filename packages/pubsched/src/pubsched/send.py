@@ -26,15 +26,16 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from . import links, machine
+from .db.instants import instant
 from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from .mail.mailer import Delivery
 from .mail_log import log_mail
-from .pub import BadInput, Pub, Verdict, utc
-from .schema import has_columns
+from .pub import Pub, utc
+from .verdicts import BadInput, Verdict
 from .weeks import shifts
 
 IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
@@ -43,7 +44,7 @@ IN_FLIGHT, SENT, FAILED = "in_flight", "sent", "failed"
 def roster_lines(pub: Pub, week: str) -> tuple[Roster, dict[int, list[int]], dict[int, Any]]:
     """The email's roster, each tender's own shift ids, and the recipients (active
     tenders with an assignment) by id."""
-    version = ("t.link_version" if has_columns(pub, "pub_tenders", "link_version")
+    version = ("t.link_version" if pub.schema.link_versions
                else "NULL AS link_version")  # the legacy schema has no links (module doc)
     rows = pub.query(f"SELECT a.shift_id, a.tender_id, t.name, t.email, t.active, {version} "
                      "FROM pub_assignments a JOIN pub_tenders t ON t.id = a.tender_id "
@@ -191,7 +192,7 @@ def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any
                        f"send of week {week}: nothing is uncertain or failed")
     if seen["status"] == SENT:
         return Verdict(False, "ALREADY_SENT", message=f"{email} was already sent week {week}")
-    if seen["error"] == RESENDING and at - _instant(seen["attempted_at"]) < _claim_ttl(pub):
+    if seen["error"] == RESENDING and at - instant(seen["attempted_at"]) < _claim_ttl(pub):
         return Verdict(False, "RESEND_CLAIMED", message=f"a resend of week {week} to {email} "
                        "is under way")
     person = people[tid]
@@ -227,8 +228,3 @@ def _claim_ttl(pub: Pub) -> timedelta:
     """How long a resend's claim stands: longer than one handover can take (a connect and
     five replies, each up to the SMTP timeout), with room to spare."""
     return timedelta(seconds=max(60.0, 10 * pub.config.mail.smtp_timeout))
-
-
-def _instant(raw: Any) -> datetime:
-    moment = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
-    return utc(moment if moment.tzinfo else moment.replace(tzinfo=UTC))

@@ -21,14 +21,15 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from .db.instants import instant
 from .engines.choose import engine_for
 from .mail.wording import shift_when
 from .offer import week_offers
-from .pub import BadInput, Pub, Verdict, utc
-from .schema import has_columns
+from .pub import Pub, utc
 from .tenders import check_max, get
 from .usual import identity
 from .usual import write as write_usual
+from .verdicts import BadInput, Verdict
 from .weeks import shifts, week_key
 
 
@@ -67,7 +68,7 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
                            + (": a shift's skills are the operator's to give"
                               if any(offered[s].missing for s in refused) else "."))
         started = {s for s, offer in offered.items() if offer.started}
-        sourced = has_columns(pub, "pub_availability", "source")  # 0046; not on legacy
+        sourced = pub.schema.usual  # 0046; not on legacy
         if save_usual and not sourced:
             raise BadInput("this database has no usual yet: run `pubsched init`")
         source = (("source, ", "'form', ", ", source = excluded.source") if sourced
@@ -97,7 +98,7 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
                             for s, offer in offered.items() if not offer.tickable})
         run = pub.runs.get(key)
     deadline = run.get("deadline_at") if run else None
-    late = deadline is not None and at >= _aware(deadline)
+    late = deadline is not None and at >= instant(deadline)
     note = " (the deadline has passed; the form is still open)" if late else ""
     usual = "; saved as their usual" if save_usual else ""
     return Verdict(True, message=f"saved {len(wanted)} shift(s) for {tender.email}{usual}"
@@ -105,19 +106,11 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
                                       "usual": save_usual})
 
 
-def _aware(value: Any) -> datetime:
-    from .weektime import as_utc
-
-    if isinstance(value, datetime):
-        return as_utc(value)
-    return as_utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
-
-
 def of_week(pub: Pub, week: str, tender_id: int | None = None) -> list[dict[str, Any]]:
     """Every submission of the week (or only ``tender_id``'s: a tender's own page reads
     one answer, not the whole pub's): email, shift ids, maximum, and ``source``: ``form``
     (their own answer) or ``usual`` (the close used their usual for them)."""
-    source = ("a.source" if has_columns(pub, "pub_availability", "source")
+    source = ("a.source" if pub.schema.usual
               else "'form' AS source")
     only, params = ("", [week]) if tender_id is None else (" AND tender_id = %s",
                                                            [week, tender_id])

@@ -11,7 +11,7 @@ that have it).
 The checks (:func:`check_label`, :func:`check_day`, :func:`check_time`,
 :func:`check_slots`, :func:`check_needs`) live here once, for the template and for a
 week's one-off shifts (:mod:`pubsched.week_shifts`), for the CLI and for the web: bad input
-is :class:`~pubsched.pub.BadInput` before anything is written.
+is :class:`~pubsched.verdicts.BadInput` before anything is written.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import Any
 
 from . import skills
 from .db.migrate import TABLE as MIGRATIONS
-from .pub import BadInput, Pub, Verdict
+from .pub import Pub
+from .verdicts import BadInput, Verdict
 from .weektime import (
     DEFAULT_TEMPLATE,
     WEEKDAY_BY_NAME,

@@ -22,7 +22,8 @@ import rowstate
 
 from . import skills as skill_words
 from .mail.addresses import address_problem, name_problem
-from .pub import BadInput, Pub, Verdict, utc
+from .pub import Pub, utc
+from .verdicts import BadInput, Verdict
 
 COLUMNS = "id, name, email, active, max_shifts, link_version, skills, shift_reminders"
 MAX_SKILLS = 20

@@ -30,8 +30,8 @@ from .deliveries.deliver import deliver
 from .deliveries.machine import REFUSED
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
-from .pub import Pub, Verdict, utc
-from .schema import has_columns
+from .pub import Pub, utc
+from .verdicts import Verdict
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS}
@@ -46,7 +46,7 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
             out = engine.tick(pub, at)
     except FlagChanged as changed:  # a flip landed mid-tick: the next tick runs the new one
         out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
-    if has_columns(pub, "pub_covers", "id"):
+    if pub.schema.mail:  # cover requests (0045) and the mail machine (0049)
         out += covers.expire_due(pub, at)
         reminders.owe(pub, at)
         out += _told(deliver(pub, COMPOSERS, at))
@@ -67,7 +67,8 @@ def _told(delivered: list[Verdict]) -> list[Verdict]:
 def not_delivered(verdict: Verdict) -> str:
     """What became of an email :func:`pubsched.deliveries.deliver.deliver` could not
     deliver, in words and with what happens next: refused (tried again by a later tick),
-    or of unknown fate (it may have arrived, so it is not sent again)."""
+    or of unknown fate (it may have arrived, so it is not sent again). Told apart by the
+    state the email ended in (the verdict's ``reason``), never by its text."""
     if verdict.reason != REFUSED:
         return (f"an email may not have arrived ({verdict.failed}); it is not sent again "
                 "on its own")

@@ -16,9 +16,9 @@ import time
 from datetime import datetime
 from typing import Any
 
-from .pub import Pub, Verdict, utc
-from .schema import has_columns
+from .pub import Pub, utc
 from .tick import tick
+from .verdicts import Verdict
 
 log = logging.getLogger("pubsched.tick")
 NAME = "tick"
@@ -43,7 +43,7 @@ def run_tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
 
 
 def _record(pub: Pub, at: datetime, seconds: float, *, error: str | None) -> None:
-    if not has_columns(pub, "pub_tick_status", "name"):  # a database before 0047
+    if not pub.schema.tick_status:  # a database before 0047
         return
     ended = "last_success_at" if error is None else "last_failure_at"
     with pub.atomic() as tx:
@@ -57,7 +57,7 @@ def _record(pub: Pub, at: datetime, seconds: float, *, error: str | None) -> Non
 
 def last(pub: Pub) -> dict[str, Any] | None:
     """The record, or None before the first tick (or before migration 0047)."""
-    if not has_columns(pub, "pub_tick_status", "name"):
+    if not pub.schema.tick_status:
         return None
     rows = pub.query("SELECT * FROM pub_tick_status WHERE name = %s", [NAME])
     return rows[0] if rows else None

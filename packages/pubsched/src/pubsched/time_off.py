@@ -19,7 +19,6 @@ from datetime import date
 from typing import Any
 
 from .pub import Pub
-from .schema import has_columns
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ def spans(pub: Pub, tender_id: int | None = None, *, until: date | None = None,
     """The spans of one tender (or of everyone), in date order; ``since``/``until`` keep
     those that reach into that window (one ending on ``since`` is kept). None on a
     database at the legacy schema (before 0043), which the legacy engine still runs on."""
-    if not has_columns(pub, "pub_time_off", "tender_id"):
+    if not pub.schema.time_off:
         return []
     where: list[str] = []
     params: list[Any] = []

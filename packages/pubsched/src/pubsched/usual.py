@@ -37,11 +37,10 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from .db.instants import instant
 from .pub import Pub
-from .schema import has_columns
 from .template import migrated
 from .time_off import away_clause
-from .weeks import instant
 
 Identity = tuple[int, str]  # (local weekday, 0 = Monday; local start "HH:MM")
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -72,7 +71,7 @@ class Usual:
 
 def of(pub: Pub, tender_id: int) -> Usual | None:
     """The tender's usual, or None (never saved; or a database at the legacy schema)."""
-    if not has_columns(pub, "pub_usual", "tender_id"):
+    if not pub.schema.usual:
         return None
     rows = pub.query("SELECT max_shifts, saved_at FROM pub_usual WHERE tender_id = %s",
                      [tender_id])

@@ -16,21 +16,22 @@ from typing import Any
 from . import covers, usual
 from .away import as_json as away_json
 from .away import upcoming as away_upcoming
+from .db.instants import instant
 from .engines.base import Engine
 from .engines.choose import engine_for
 from .generate import assignments, missing, pinned
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from .mail.wording import calendar_summary, days, zone_words
-from .pub import BadInput, Pub, utc
-from .schema import has_columns
+from .pub import Pub, utc
 from .send import deliveries
 from .shiftcal import feed_calendar
 from .submissions import of_week
 from .tender_page import form_shifts, upcoming
 from .tenders import Tender, all_tenders
 from .time_off import away_on
+from .verdicts import BadInput
 from .week_shifts import removed_for
-from .weeks import Shift, instant, shifts, week_key
+from .weeks import Shift, shifts, week_key
 
 
 def iso(value: Any) -> str | None:
@@ -39,14 +40,10 @@ def iso(value: Any) -> str | None:
     instant has a fraction, so that ``--json`` output is the same whichever stores it."""
     if value is None:
         return None
-    if isinstance(value, datetime):
-        moment = value
-    else:
-        try:
-            moment = datetime.fromisoformat(str(value))
-        except ValueError:
-            return str(value)
-    moment = (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+    try:
+        moment = instant(value)
+    except ValueError:
+        return str(value)
     spec = "seconds" if moment.microsecond == 0 else "milliseconds"
     return moment.isoformat(timespec=spec).replace("+00:00", "Z")
 
@@ -99,7 +96,7 @@ def _week_show(pub: Pub, week: str) -> dict[str, Any]:
     rostered = bool(assigned) or state in (ASSIGNED, APPROVED, SENT)
     names = {t.email: t.name for t in all_tenders(pub)}
     submitted = of_week(pub, key)
-    asked = covers.listed(pub, key) if has_columns(pub, "pub_covers", "id") else []
+    asked = covers.listed(pub, key) if pub.schema.covers else []
     away = away_on(pub, [date.fromisoformat(s.night) for s in week_shifts])
     emails = {t.id: t.email for t in all_tenders(pub)}
     history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
@@ -247,7 +244,7 @@ def tender_calendar(pub: Pub, tender: Tender) -> bytes:
         [tender.id])
     moved = pub.query("SELECT taken_at FROM pub_covers WHERE state = 'TAKEN' "
                       "AND (asked_by = %s OR taken_by = %s)", [tender.id, tender.id]
-                      ) if has_columns(pub, "pub_covers", "id") else []
+                      ) if pub.schema.covers else []
     changed = [r["sent_at"] for r in rows] + [r["taken_at"] for r in moved]
     stamps = [instant(at) for at in changed if at is not None]
     stamp = max(stamps) if stamps else datetime(2000, 1, 1, tzinfo=UTC)

@@ -5,7 +5,7 @@ the unit of work that writes them. A week's shifts are then its own rows: a late
 change does not touch them.
 
 A week is named by its Monday (``week_of``, an ISO date); anything else is
-:class:`~pubsched.pub.BadInput` with nothing written. The run's times (opens-at,
+:class:`~pubsched.verdicts.BadInput` with nothing written. The run's times (opens-at,
 deadline, generate time, send window) are computed from the pub's settings and the week's
 ``settings_override`` and stored in UTC, so the tick compares instants, never local times.
 """
@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from . import template
-from .pub import BadInput, Pub, Verdict, utc
+from .db.instants import instant
+from .pub import Pub, utc
+from .verdicts import BadInput, Verdict
 from .weektime import (
     BadSettings,
     BadWeek,
@@ -55,12 +57,6 @@ class Shift:
         return cls(int(row["id"]), str(row["week_of"]), str(row["night"]), str(row["label"]),
                    row["starts_at"], row["ends_at"], int(row["slots"]),
                    template.needs_of(row.get("needs")))
-
-
-def instant(raw: Any) -> datetime:
-    """A stored instant (PostgreSQL: a datetime; SQLite: its canonical UTC text), aware."""
-    value = raw if isinstance(raw, datetime) else datetime.fromisoformat(str(raw))
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _first_start(pub: Pub, week: str, override: Any) -> datetime | None:

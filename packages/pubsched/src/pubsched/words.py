@@ -9,18 +9,22 @@ into the other; :func:`pubsched.engines.actions.perform` applies it, so the CLI 
 say the same sentence. The reason code stays on the verdict (the CLI prints it beside the
 words, scripts test it), and the engine's own text stays in ``detail["engine_message"]``.
 
+Wording does no I/O: what a sentence needs of the week (its state and moments as the
+engine in charge reads them, the other week whose form is open) is read by the caller and
+handed over as :class:`WeekFacts` (:func:`pubsched.engines.facts.week_facts`), so the words
+can be tested, and changed, without a database.
+
 The states as people say them (:data:`STATE_WORDS`) are also what the pages show.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, tzinfo
-from typing import Any
 
 from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
-from .pub import Pub, Verdict
+from .verdicts import Verdict
 
 # what a week in each state is, after "the week of 14 Dec ..."
 STATE_WORDS: Mapping[str, str] = {
@@ -110,17 +114,31 @@ def week_words(week: str) -> str:
     return f"the week of {monday.day} {monday:%b}"
 
 
-def told(pub: Pub, name: str, week: str, verdict: Verdict) -> Verdict:
+@dataclass(frozen=True)
+class WeekFacts:
+    """What the words of a verdict on a week may need, read by the caller: the pub's zone;
+    the week's state and its four moments (``opens_at``, ``deadline_at``, ``generate_at``,
+    ``send_window_at``) as the engine in charge reads them, and the kind of side effect
+    running on it (``acting_kind``), all empty for a week that does not exist; and, for a
+    refusal by the one-open-form invariant, the other week whose form is open."""
+
+    tz: tzinfo
+    state: str | None = None
+    times: Mapping[str, datetime | None] = field(default_factory=dict)
+    acting_kind: str | None = None
+    open_week: str | None = None
+
+
+def told(name: str, week: str, verdict: Verdict, facts: WeekFacts) -> Verdict:
     """The verdict of action ``name`` on ``week`` with its message in the operator's words
     (the engine's text kept in ``detail["engine_message"]``)."""
-    row = pub.runs.get(week)
     say = _APPLIED.get(name) if verdict.applied else None
     if say is not None:
-        text = say(_Facts(pub, week, row, verdict))
+        text = say(_Facts(week, verdict, facts))
     elif verdict.applied:
         return verdict
     else:
-        refused = _refusal(_Facts(pub, week, row, verdict), name)
+        refused = _refusal(_Facts(week, verdict, facts), name)
         if refused is None:
             return verdict
         text = refused
@@ -129,28 +147,19 @@ def told(pub: Pub, name: str, week: str, verdict: Verdict) -> Verdict:
 
 
 class _Facts:
-    """What a sentence may need: the week's row and moments, its name, the verdict."""
+    """What a sentence may say: the week's name, the verdict, the facts read for it."""
 
-    def __init__(self, pub: Pub, week: str, row: Mapping[str, Any] | None,
-                 verdict: Verdict) -> None:
-        from .engines.choose import engine_for
-
-        self.pub = pub
+    def __init__(self, week: str, verdict: Verdict, facts: WeekFacts) -> None:
         self.key = week
         self.week = week_words(week)
         self.Week = self.week[0].upper() + self.week[1:]  # a sentence's first words
-        self.row = dict(row or {})
         self.verdict = verdict
         self.detail = verdict.detail
-        engine = engine_for(pub)
-        times = engine.times(pub, self.row) if row is not None else None
-        self.times: dict[str, datetime | None] = {} if times is None else {
-            "opens_at": times["opens_at"], "deadline_at": times["deadline_at"],
-            "generate_at": times["generate_at"], "send_window_at": times["send_window_at"]}
-        self.state = engine.state_of(pub, self.row) if row is not None else None
+        self.facts = facts
+        self.state = facts.state
 
     def at(self, moment: str) -> str:
-        return when(self.times.get(moment), self.pub.config.tz)
+        return when(self.facts.times.get(moment), self.facts.tz)
 
 
 def _filled(f: _Facts) -> str:
@@ -199,13 +208,13 @@ def _refusal(f: _Facts, name: str) -> str | None:
     if f.verdict.failed:
         return _failure(f, name)
     if reason == "INVARIANT":
-        other = _open_week(f.pub, f.key)
+        other = f.facts.open_week
         named = f" ({week_words(other)})" if other else ""
         return f"Another week's form is open{named}: close it first."
     if reason == "STATE_MISMATCH" and f.state is not None:
         return f"Cannot {doing} {f.week}: it {STATE_WORDS.get(f.state, f.state)}."
     if reason == "LEASE_HELD":
-        kind = BUSY.get(str(f.row.get("acting_kind") or ""), "something is running on it")
+        kind = BUSY.get(f.facts.acting_kind or "", "something is running on it")
         return f"Cannot {doing} {f.week} right now: {kind}. Wait a minute and look again."
     if reason == "FLAG_CHANGED":
         return (f"Nothing was done to {f.week}: the scheduler switched engines while this "
@@ -234,18 +243,8 @@ def _failure(f: _Facts, name: str) -> str:
             "keeps failing, the reason is on the week's page.")
 
 
-def _open_week(pub: Pub, besides: object) -> str | None:
-    """The other week whose form is open, by the engine in charge (read here, not through
-    the view, which the covers' words sit below)."""
-    from .engines.choose import engine_for
-
-    engine = engine_for(pub)
-    return next((str(r["week_of"]) for r in pub.runs.find(order_by="week_of", limit=10_000)
-                 if engine.state_of(pub, r) == COLLECTING and r["week_of"] != besides), None)
-
-
 __all__ = ["ALREADY_ASKED", "AT_MOST", "AWAY", "BUSY", "CANNOT_TAKE", "COVER_CANCELLED",
            "COVER_EXPIRED", "COVER_REFUSALS", "COVER_STATE_LABELS", "COVER_TAKEN", "DOING",
            "LACKS_SKILL", "NOT_ACTIVE", "NOT_ON_SHIFT", "OWN_REQUEST", "SAME_NIGHT",
-           "SHIFT_STARTED", "STATE_LABELS", "STATE_WORDS", "WEEK_NOT_SENT", "cover_refusal",
-           "told", "week_words", "when"]
+           "SHIFT_STARTED", "STATE_LABELS", "STATE_WORDS", "WEEK_NOT_SENT", "WeekFacts",
+           "cover_refusal", "told", "week_words", "when"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from datetime import date, datetime
 
-from ..pub import BadInput
+from ..verdicts import BadInput
 from ..weektime import OutOfRange, in_range
 
 

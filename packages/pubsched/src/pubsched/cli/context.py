@@ -27,7 +27,9 @@ from datetime import datetime
 from typing import IO, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from ..pub import Config, Pub, Verdict
+from ..config import Config
+from ..pub import Pub
+from ..verdicts import Verdict
 
 EXIT_APPLIED, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 

@@ -16,9 +16,10 @@ from typing import IO, NoReturn
 
 import rowstate
 
+from ..context import acting_as
 from ..db.urls import configured_url, sqlite_path
 from ..mail.settings import MailConfigError
-from ..pub import BadInput, acting_as
+from ..verdicts import BadInput
 from .context import EXIT_FAILED, EXIT_USAGE, Context, Usage, cli_actor
 from .parser import Handler, build_parser
 

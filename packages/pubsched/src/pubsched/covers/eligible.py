@@ -31,10 +31,10 @@ from datetime import datetime
 from typing import Any
 
 from .. import skills, words
+from ..db.instants import instant
 from ..picker.needs import matched
 from ..tenders import COLUMNS, Tender
 from ..time_off import away_clause
-from ..weeks import instant
 
 _COLUMNS = ", ".join(f"t.{c.strip()}" for c in COLUMNS.split(","))
 _JUDGED = (

@@ -31,8 +31,9 @@ from ..deliveries.deliver import deliver as deliver_owed
 from ..links import offer_url, tender_links
 from ..mail import cover as words
 from ..mail.compose import CoverFacts, CoverNote, Outgoing, Recipient, ShiftLine, compose_cover
-from ..pub import Pub, Verdict
+from ..pub import Pub
 from ..tenders import Tender, by_id
+from ..verdicts import Verdict
 from .eligible import why_not
 from .machine import OPEN
 from .read import Cover, get

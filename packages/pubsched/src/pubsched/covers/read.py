@@ -8,9 +8,11 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from ..db.instants import instant, maybe_instant
 from ..mail.wording import shift_in_zone, shift_text
-from ..pub import BadInput, Pub
-from ..weeks import instant, week_key
+from ..pub import Pub
+from ..verdicts import BadInput
+from ..weeks import week_key
 
 _SELECT = (
     "SELECT c.id, c.week_of, c.shift_id, c.asked_by, c.note, c.state, c.taken_by, "
@@ -48,9 +50,6 @@ class Cover:
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Cover:
-        def maybe(value: Any) -> datetime | None:
-            return None if value is None else instant(value)
-
         return cls(
             int(row["id"]), str(row["week_of"]), int(row["shift_id"]), str(row["label"]),
             instant(row["starts_at"]), instant(row["ends_at"]), int(row["asked_by"]),
@@ -59,7 +58,8 @@ class Cover:
             None if row["taken_by"] is None else int(row["taken_by"]),
             None if row["taker_name"] is None else str(row["taker_name"]),
             None if row["taker_email"] is None else str(row["taker_email"]),
-            instant(row["asked_at"]), maybe(row["taken_at"]), maybe(row["closed_at"]))
+            instant(row["asked_at"]), maybe_instant(row["taken_at"]),
+            maybe_instant(row["closed_at"]))
 
     def shift_text(self, tz: ZoneInfo | str) -> str:
         """``Thu 10 Dec, 18:00 - 02:00 (Friday night)``: the shift as emails say it."""

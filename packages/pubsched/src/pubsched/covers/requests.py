@@ -25,7 +25,7 @@ sends none twice.
 * :func:`expire_due`: the tick's timed edge (``expire`` when ``starts_at`` passes), the
   asker and the operator told, in the same unit.
 
-Bad input (no such week, shift, tender or request) is :class:`~pubsched.pub.BadInput`
+Bad input (no such week, shift, tender or request) is :class:`~pubsched.verdicts.BadInput`
 with nothing written; a refusal is a Verdict whose reason is one of
 :data:`pubsched.words.COVER_REFUSALS`, said in the operator's words.
 """
@@ -36,15 +36,17 @@ from datetime import datetime
 from typing import Any
 
 from .. import words
+from ..db.instants import instant
 from ..deliveries import outbox
 from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..machine import SENT
 from ..mail.wording import shift_in_zone
-from ..pub import BadInput, Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..tenders import Tender
 from ..tenders import get as tender_named
-from ..weeks import Shift, instant, shift_of, week_key
+from ..verdicts import BadInput, Verdict
+from ..weeks import Shift, shift_of, week_key
 from .eligible import judged, why_not
 from .machine import CANCELLED, EXPIRED, OPEN, TAKEN
 from .notes import ASKED, OFFER, notice_about

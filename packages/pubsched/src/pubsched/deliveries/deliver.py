@@ -29,7 +29,8 @@ from rowstate import LeaseClaim
 from ..mail.compose import Outgoing
 from ..mail.mailer import Delivery, MailSession
 from ..mail_log import log_mail
-from ..pub import Pub, Verdict, utc
+from ..pub import Pub, utc
+from ..verdicts import Verdict
 from .machine import DROPPED, LEASE_KIND, OWED, REFUSED, UNKNOWN
 from .outbox import MAX_ATTEMPTS, Composer, Mail, NotSentYet, retry_wait
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..db.instants import instant
 from ..mail.compose import Outgoing
 from ..pub import Pub
-from ..weeks import instant
 from .machine import DROPPED, OWED, REFUSED, SENT, UNKNOWN
 
 MAX_ATTEMPTS = 5  # a refused email is tried this often in all, then left refused, shown

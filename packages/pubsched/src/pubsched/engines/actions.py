@@ -69,12 +69,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from ..pub import BadInput, Pub, Verdict
+from ..pub import Pub
 from ..send import resend
+from ..verdicts import BadInput, Verdict
 from ..weeks import week_key
-from ..words import told
 from .base import Engine
 from .choose import chosen, engine_for
+from .facts import in_words
 from .flags import FLAG_CHANGED, FlagChanged
 
 INSTANT: Final = "instant"
@@ -181,7 +182,7 @@ def buttons() -> dict[str, tuple[str, str]]:
 def perform(pub: Pub, name: str, week: str, *, now: datetime | None = None,
             **options: Any) -> Verdict:
     """Run the action ``name`` on ``week`` with the engine the flag selects; the verdict's
-    message is said in the operator's words (:func:`pubsched.words.told`).
+    message is said in the operator's words (:func:`pubsched.engines.facts.in_words`).
 
     An unknown name is :class:`BadInput`; an option the action does not take, or a
     required one left out, is a ``TypeError`` (a caller's mistake, as a wrong call is)."""
@@ -204,4 +205,4 @@ def perform(pub: Pub, name: str, week: str, *, now: datetime | None = None,
         except FlagChanged as changed:
             verdict = Verdict(False, FLAG_CHANGED,
                               message=f"{name} week {week} refused: {changed}")
-    return told(pub, name, week_key(week), verdict)
+    return in_words(pub, name, week_key(week), verdict)

@@ -7,13 +7,17 @@ state machine. Everything outside ``pubsched.engines`` that depends on which one
 choice is made in one place and the two engines can only differ where the protocol lets
 them.
 
-Both implement every member with the same meaning:
+Each engine is a module, :mod:`pubsched.engines.legacy` and :mod:`pubsched.engines.v2`:
+a module satisfies a protocol by its own functions and names (PEP 544; mypy checks both
+where :data:`pubsched.engines.choose.ENGINES` holds them), so no class forwards to them.
+The members below take ``self`` only because a protocol is written as a class. Both
+engines implement every member with the same meaning:
 
 * **the actions** (``create``, ``open_form`` ... ``autopilot``): one per operator action, the same
   names and signatures in both engines; operator actions are not time-gated, ``now`` is
   the instant they act at. A lost race, a wrong state or a held lease is a refused
-  :class:`~pubsched.pub.Verdict`, never an exception; bad input raises
-  :class:`~pubsched.pub.BadInput` with nothing written. ``holder`` names the worker in
+  :class:`~pubsched.verdicts.Verdict`, never an exception; bad input raises
+  :class:`~pubsched.verdicts.BadInput` with nothing written. ``holder`` names the worker in
   the lease a side effect runs under (the legacy close and generate have none and accept
   it for the signature's sake);
 * **the tick** (``tick``): what the every-minute cron does as of ``now``;
@@ -21,16 +25,19 @@ Both implement every member with the same meaning:
   reads the run row (one of :data:`pubsched.machine.STATES`), and the machine's edges an
   operator may take from here, in the machine's order (what the admin draws buttons for);
 * **its times** (``times``): the week's four moments as this engine judges them;
+* **the open week** (``open_week``): which other week's form is open, by this engine's
+  reading (what a refused open names);
 * **the submission hold** (``hold_form``): inside a tender's unit of work, hold the run
   open for the unit, or say why the form takes no submission now.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, TypedDict
 
-from ..pub import Pub, Verdict
+from ..pub import Pub
+from ..verdicts import Verdict
 
 
 class Times(TypedDict):
@@ -90,6 +97,12 @@ class Engine(Protocol):
 
     def times(self, pub: Pub, row: dict[str, Any]) -> Times: ...
 
+    def open_week(self, pub: Pub, besides: str) -> str | None:
+        """The first week (by date), other than ``besides``, that this engine reads as
+        COLLECTING: the one whose open form refuses another (one survey at a time). One
+        query, its filter and limit in SQL."""
+        ...
+
     # -- the submission hold --------------------------------------------------------------
 
     def hold_form(self, tx: Any, week: str) -> Verdict | None:
@@ -109,12 +122,3 @@ class Engine(Protocol):
         an approve or another edit of the week.
         """
         ...
-
-
-def parse_instant(raw: Any) -> datetime | None:
-    """A stored instant as the database hands it back (PostgreSQL: a datetime; SQLite: its
-    canonical text), aware; None for NULL. The engine's own reading of its columns."""
-    if raw is None or isinstance(raw, datetime):
-        return raw
-    parsed = datetime.fromisoformat(str(raw))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -50,8 +50,9 @@ from datetime import datetime
 from typing import Any
 
 from ..machine import DRAFT, SEND_LEASE_TTL, SENT
-from ..pub import BadInput, Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..rehearsal.record import has_passed
+from ..verdicts import BadInput, Verdict
 from ..weeks import settings_override, times_of
 from .choose import ENGINES
 from .flags import lock_flag, set_v2, v2_enabled

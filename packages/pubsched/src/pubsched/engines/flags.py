@@ -28,7 +28,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ..pub import Fence, Pub, PubError, utc
+from ..context import Fence
+from ..pub import Pub, utc
+from ..verdicts import PubError
 
 V2_FLAG = "PUB_SCHEDULER_V2"
 FLAG_CHANGED = "FLAG_CHANGED"

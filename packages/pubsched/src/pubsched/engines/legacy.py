@@ -8,7 +8,7 @@ in the absence of data"), the same reading as
 =============  ==========================================================================
 not opened     ``opened_at`` NULL (status 'pending')
 open           ``opened_at`` set, ``closed_at`` NULL: submissions are accepted (the rule
-               :meth:`LegacyEngine.hold_form` applies to the held row)
+               :func:`hold_form` applies to the held row)
 closed         ``closed_at`` set, ``generated_at`` NULL
 generated      ``generated_at`` set, status 'pending'
 approved       status 'approved' (``approved_at``)
@@ -55,8 +55,10 @@ what the timestamps record and what the crons compare the week's times with.
 
 With the flag on, :func:`crons` stands down (returns no verdicts): the v2 tick owns time.
 
-:data:`ENGINE` is this engine behind :class:`pubsched.engines.base.Engine`; the module's
-functions stay callable on their own (the tests and the crons call them by name).
+The module itself is the engine: it has every member of :class:`pubsched.engines.base.Engine`
+(the actions above, ``tick`` = :func:`crons`, the readings of a week at its end), and
+:data:`pubsched.engines.choose.ENGINES` holds it as one, which mypy checks. No class
+forwards to these functions; the tests and the crons call them by name.
 """
 
 from __future__ import annotations
@@ -64,12 +66,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from ..generate import generate_body
 from ..machine import RUN, SEND_LEASE_TTL
-from ..pub import BadInput, Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..usual import fill_unanswered
+from ..verdicts import BadInput, Verdict
 from ..weeks import (
     create_week,
     plan_week,
@@ -92,6 +95,7 @@ from .legacy_state import (
     STATE_MISMATCH,
     UNSENT,
     applied,
+    collecting_week,
     existing_row,
     inferred_state,
     is_open,
@@ -105,9 +109,10 @@ from .legacy_state import (
 )
 
 __all__ = [  # the engine's surface, the send lease's included (the tests drive it directly)
-    "ENGINE", "OPEN", "SEND_LEASE_TTL", "LegacyEngine", "SendClaim", "approve", "autopilot",
-    "claim_send", "close", "crons", "extend", "fenced_by", "generate", "open_form",
-    "reopen", "run_row", "send", "unapprove",
+    "OPEN", "SEND_LEASE_TTL", "SendClaim", "approve", "autopilot", "claim_send", "close",
+    "create", "crons", "enabled_edges", "extend", "fenced_by", "generate", "hold_form",
+    "hold_week", "name", "open_form", "open_week", "reopen", "run_row", "send", "state_of",
+    "tick", "times", "unapprove",
 ]
 
 # -- the operator's actions (v2's names and signatures) -------------------------------------
@@ -333,100 +338,69 @@ def crons(pub: Pub, now: datetime | None = None) -> list[Verdict]:
                 break
     return out
 
-# -- the engine behind the protocol ----------------------------------------------------------
+# -- the rest of the engine: the module is the Engine -------------------------------------------
+
+name: Final = "legacy"
+# the tick of this engine (:meth:`pubsched.engines.base.Engine.tick`): the crons
+tick = crons
 
 
-class LegacyEngine:
-    """The legacy engine as an :class:`~pubsched.engines.base.Engine`: the functions of this
-    module, and its readings of a week (its states and times from the timestamps and the
-    settings; the form open by its own rule)."""
-
-    @property
-    def name(self) -> str:
-        return "legacy"
-
-    def create(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return create_week(pub, week, now=now, door=False)
-
-    def open_form(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return open_form(pub, week, now=now)
-
-    def close(self, pub: Pub, week: str, *, now: datetime | None = None,
-              holder: str | None = None) -> Verdict:
-        return close(pub, week, now=now, holder=holder)
-
-    def reopen(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return reopen(pub, week, now=now)
-
-    def extend(self, pub: Pub, week: str, deadline: datetime, *,
-               now: datetime | None = None) -> Verdict:
-        return extend(pub, week, deadline, now=now)
-
-    def generate(self, pub: Pub, week: str, *, now: datetime | None = None,
-                 holder: str | None = None) -> Verdict:
-        return generate(pub, week, now=now, holder=holder)
-
-    def approve(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return approve(pub, week, now=now)
-
-    def unapprove(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return unapprove(pub, week, now=now)
-
-    def send(self, pub: Pub, week: str, *, now: datetime | None = None,
-             holder: str | None = None) -> Verdict:
-        return send(pub, week, now=now, holder=holder)
-
-    def autopilot(self, pub: Pub, week: str, on: bool = True, *,
-                  now: datetime | None = None) -> Verdict:
-        return autopilot(pub, week, on, now=now)
-
-    def tick(self, pub: Pub, now: datetime) -> list[Verdict]:
-        return crons(pub, now)
-
-    def state_of(self, pub: Pub, row: dict[str, Any]) -> str:
-        return inferred_state(row)
-
-    def enabled_edges(self, pub: Pub, week: str) -> list[str]:
-        """The machine's edges out of the inferred state: the legacy engine has no dry run
-        (the action itself still refuses what its rules refuse)."""
-        row = pub.runs.get(week_key(week))
-        if row is None:
-            return []
-        state = inferred_state(row)
-        return [e.name for e in RUN.edges if e.src == state]
-
-    def times(self, pub: Pub, row: dict[str, Any]) -> Times:
-        """Computed from the settings and the week's ``settings_override`` (where the
-        legacy extensions are written): the fixed cron clock."""
-        times = times_of(pub, str(row["week_of"]), settings_override(row))
-        return {"opens_at": times.opens_at, "deadline_at": times.deadline_at,
-                "generate_at": times.generate_at, "send_window_at": times.send_window_end}
-
-    def hold_form(self, tx: Any, week: str) -> Verdict | None:
-        """The row lock, and the legacy "open" rule read from the held row (``opened_at``
-        set, ``closed_at`` not)."""
-        held = tx.hold(week, RUN.states)
-        if not held:
-            if held.reason == "RECORD_NOT_FOUND":
-                raise BadInput(f"no week {week}")
-            return Verdict(False, held.reason, message=f"week {week} is busy")
-        if not is_open(held.row or {}):
-            return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
-        return None
-
-    def hold_week(self, tx: Any, week: str, states: tuple[str, ...], *,
-                  exclusive: bool = False) -> Verdict | None:
-        """The row lock, and the legacy state inferred from the held row."""
-        held = tx.hold(week, RUN.states, exclusive=exclusive)
-        if not held:
-            if held.reason == "RECORD_NOT_FOUND":
-                raise BadInput(f"no week {week}")
-            return Verdict(False, held.reason, message=f"week {week} is busy")
-        state = inferred_state(held.row or {})
-        if state not in states:
-            return Verdict(False, "STATE_MISMATCH", message=f"week {week} is {state}",
-                           detail={"state": state})
-        return None
+def create(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+    """The week created as a draft by a plain insert: this engine writes no event."""
+    return create_week(pub, week, now=now, door=False)
 
 
-ENGINE = LegacyEngine()
+def state_of(pub: Pub, row: dict[str, Any]) -> str:
+    """The state inferred from the week's timestamps."""
+    return inferred_state(row)
+
+
+def enabled_edges(pub: Pub, week: str) -> list[str]:
+    """The machine's edges out of the inferred state: the legacy engine has no dry run
+    (the action itself still refuses what its rules refuse)."""
+    row = pub.runs.get(week_key(week))
+    if row is None:
+        return []
+    state = inferred_state(row)
+    return [e.name for e in RUN.edges if e.src == state]
+
+
+def times(pub: Pub, row: dict[str, Any]) -> Times:
+    """Computed from the settings and the week's ``settings_override`` (where the legacy
+    extensions are written): the fixed cron clock."""
+    moments = times_of(pub, str(row["week_of"]), settings_override(row))
+    return {"opens_at": moments.opens_at, "deadline_at": moments.deadline_at,
+            "generate_at": moments.generate_at, "send_window_at": moments.send_window_end}
+
+
+def open_week(pub: Pub, besides: str) -> str | None:
+    """The first other week whose inferred state is COLLECTING."""
+    return collecting_week(pub, besides)
+
+
+def hold_form(tx: Any, week: str) -> Verdict | None:
+    """The row lock, and the legacy "open" rule read from the held row (``opened_at`` set,
+    ``closed_at`` not)."""
+    held = tx.hold(week, RUN.states)
+    if not held:
+        if held.reason == "RECORD_NOT_FOUND":
+            raise BadInput(f"no week {week}")
+        return Verdict(False, held.reason, message=f"week {week} is busy")
+    if not is_open(held.row or {}):
+        return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
+    return None
+
+
+def hold_week(tx: Any, week: str, states: tuple[str, ...], *,
+              exclusive: bool = False) -> Verdict | None:
+    """The row lock, and the legacy state inferred from the held row."""
+    held = tx.hold(week, RUN.states, exclusive=exclusive)
+    if not held:
+        if held.reason == "RECORD_NOT_FOUND":
+            raise BadInput(f"no week {week}")
+        return Verdict(False, held.reason, message=f"week {week} is busy")
+    state = inferred_state(held.row or {})
+    if state not in states:
+        return Verdict(False, "STATE_MISMATCH", message=f"week {week} is {state}",
+                       detail={"state": state})
+    return None

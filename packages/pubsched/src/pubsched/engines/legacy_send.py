@@ -23,8 +23,9 @@ from typing import Any
 import rowstate
 
 from ..machine import SEND_LEASE_TTL
-from ..pub import Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..send import failure_text, send_body
+from ..verdicts import Verdict
 from ..weeks import week_key
 from .legacy_state import (
     ACT_FAILED,

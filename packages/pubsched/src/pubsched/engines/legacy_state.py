@@ -16,7 +16,8 @@ from typing import Any
 import rowstate
 
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SEND_LEASE_TTL, SENT
-from ..pub import BadInput, Pub, Verdict
+from ..pub import Pub
+from ..verdicts import BadInput, Verdict
 
 STATE_MISMATCH = str(rowstate.Reason.STATE_MISMATCH)
 LEASE_HELD = str(rowstate.Reason.LEASE_HELD)
@@ -33,6 +34,9 @@ UNSENT = "status <> 'sent' AND sent_at IS NULL"
 OPEN = "opened_at IS NOT NULL AND closed_at IS NULL"  # submissions.py's "open" rule
 NOT_OPENED = f"opened_at IS NULL AND status = 'pending' AND {UNSENT}"
 CLOSED_PENDING = f"closed_at IS NOT NULL AND status = 'pending' AND {UNSENT}"
+# :func:`inferred_state` is COLLECTING, in SQL: opened, and none of the later stamps
+COLLECTING_NOW = ("opened_at IS NOT NULL AND closed_at IS NULL AND generated_at IS NULL "
+                  "AND sent_at IS NULL AND COALESCE(status, '') NOT IN ('sent', 'approved')")
 NO_OTHER_OPEN = ("NOT EXISTS (SELECT 1 FROM pub_schedule_runs o "
                  "WHERE o.week_of <> %s AND o.opened_at IS NOT NULL AND o.closed_at IS NULL)")
 
@@ -100,6 +104,13 @@ def lock_survey(pub: Pub, tx: Any) -> None:
 def other_open(pub: Pub, week: str) -> str | None:
     rows = pub.query(f"SELECT week_of FROM pub_schedule_runs WHERE week_of <> %s AND {OPEN} "
                      "ORDER BY week_of", [week])
+    return str(rows[0]["week_of"]) if rows else None
+
+
+def collecting_week(pub: Pub, besides: str) -> str | None:
+    """The first week, other than ``besides``, whose inferred state is COLLECTING."""
+    rows = pub.query(f"SELECT week_of FROM pub_schedule_runs WHERE week_of <> %s AND "
+                     f"{COLLECTING_NOW} ORDER BY week_of LIMIT 1", [besides])
     return str(rows[0]["week_of"]) if rows else None
 
 

@@ -16,22 +16,29 @@ send                                    the send body, under lease ACT.SEND
 Operator actions are not time-gated: they act when the operator says; the times drive
 only the tick (:mod:`pubsched.engines.v2_tick`). Every side effect that writes the app's
 tables (assignments, deliveries) does so through a unit fenced by its lease: a zombie
-writes nothing. :data:`ENGINE` is this engine behind :class:`pubsched.engines.base.Engine`.
+writes nothing.
+
+The module itself is the engine: it has every member of :class:`pubsched.engines.base.Engine`
+(the actions above, ``tick`` = :func:`pubsched.engines.v2_tick.v2_tick`, the readings of a
+week at its end), and :data:`pubsched.engines.choose.ENGINES` holds it as one, which mypy
+checks. No class forwards to these functions.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import rowstate
 
+from ..db.instants import maybe_instant
 from ..generate import generate_body
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
-from ..pub import BadInput, Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..send import failure_text, send_body
 from ..usual import fill_unanswered
+from ..verdicts import BadInput, Verdict
 from ..weeks import (
     create_week,
     plan_week,
@@ -41,7 +48,7 @@ from ..weeks import (
     week_key,
     write_week,
 )
-from .base import Times, parse_instant
+from .base import Times
 from .v2_tick import v2_tick
 
 
@@ -108,12 +115,19 @@ def _open_refused(pub: Pub, key: str, result: Any, *, new: bool) -> Verdict:
     open would have created does not exist after the rollback: no state)."""
     if result.reason != "INVARIANT":
         return verdict(result, f"{key} -> {COLLECTING}")
-    others = pub.query("SELECT week_of FROM pub_schedule_runs WHERE v2_state = %s AND "
-                       "week_of <> %s ORDER BY week_of", [COLLECTING, key])
-    why = (f"week {others[0]['week_of']} is open (one survey at a time)" if others
+    other = open_week(pub, key)
+    why = (f"week {other} is open (one survey at a time)" if other
            else "another week is open (one survey at a time)")
     return Verdict(False, result.reason, message=f"{key} open refused: {why}",
                    detail={"state": None if new else result.state})
+
+
+def open_week(pub: Pub, besides: str) -> str | None:
+    """The first week, other than ``besides``, in COLLECTING (its state column: the legacy
+    status derives no COLLECTING)."""
+    rows = pub.query("SELECT week_of FROM pub_schedule_runs WHERE v2_state = %s AND "
+                     "week_of <> %s ORDER BY week_of LIMIT 1", [COLLECTING, besides])
+    return str(rows[0]["week_of"]) if rows else None
 
 
 def reopen(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
@@ -279,94 +293,57 @@ def autopilot(pub: Pub, week: str, on: bool = True, *,
 
 
 
-# -- the engine behind the protocol ----------------------------------------------------------
+# -- the rest of the engine: the module is the Engine -------------------------------------------
+
+name: Final = "v2"
+# the tick of this engine (:meth:`pubsched.engines.base.Engine.tick`): nudges and autopilot
+tick = v2_tick
 
 
-class V2Engine:
-    """The v2 engine as an :class:`~pubsched.engines.base.Engine`: the functions of this
-    module, the tick of :mod:`pubsched.engines.v2_tick`, and the machine's readings of a week
-    (its state column, its due columns, its enabled edges, its hold)."""
-
-    @property
-    def name(self) -> str:
-        return "v2"
-
-    def create(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return create_week(pub, week, now=now, door=True)
-
-    def open_form(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return open_form(pub, week, now=now)
-
-    def close(self, pub: Pub, week: str, *, now: datetime | None = None,
-              holder: str | None = None) -> Verdict:
-        return close(pub, week, now=now, holder=holder)
-
-    def reopen(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return reopen(pub, week, now=now)
-
-    def extend(self, pub: Pub, week: str, deadline: datetime, *,
-               now: datetime | None = None) -> Verdict:
-        return extend(pub, week, deadline, now=now)
-
-    def generate(self, pub: Pub, week: str, *, now: datetime | None = None,
-                 holder: str | None = None) -> Verdict:
-        return generate(pub, week, now=now, holder=holder)
-
-    def approve(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return approve(pub, week, now=now)
-
-    def unapprove(self, pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
-        return unapprove(pub, week, now=now)
-
-    def send(self, pub: Pub, week: str, *, now: datetime | None = None,
-             holder: str | None = None) -> Verdict:
-        return send(pub, week, now=now, holder=holder)
-
-    def autopilot(self, pub: Pub, week: str, on: bool = True, *,
-                  now: datetime | None = None) -> Verdict:
-        return autopilot(pub, week, on, now=now)
-
-    def tick(self, pub: Pub, now: datetime) -> list[Verdict]:
-        return v2_tick(pub, now)
-
-    def state_of(self, pub: Pub, row: dict[str, Any]) -> str:
-        """``v2_state``, or the state derived from the legacy status while it is NULL."""
-        return pub.runs.state_of(row) or DRAFT
-
-    def enabled_edges(self, pub: Pub, week: str) -> list[str]:
-        """The engine's enabled edges (state, lease, invariants: one read)."""
-        return [e.edge for e in pub.runs.enabled_edges(week_key(week)) if e.allowed]
-
-    def times(self, pub: Pub, row: dict[str, Any]) -> Times:
-        """The run's own columns (an extension moves ``deadline_at``)."""
-        return {"opens_at": parse_instant(row.get("opens_at")),
-                "deadline_at": parse_instant(row.get("deadline_at")),
-                "generate_at": parse_instant(row.get("generate_at")),
-                "send_window_at": parse_instant(row.get("send_window_at"))}
-
-    def hold_form(self, tx: Any, week: str) -> Verdict | None:
-        """``tx.hold(week, COLLECTING)``: a submission racing a close commits before the
-        close applies (the close waits for it) or is refused."""
-        held = tx.hold(week, COLLECTING)
-        if held:
-            return None
-        if held.reason == "RECORD_NOT_FOUND":
-            raise BadInput(f"no week {week}")
-        if held.reason == "LEASE_HELD":  # a close (or another act) is in flight
-            return Verdict(False, held.reason, message=f"the form for week {week} is "
-                           "being closed right now; nothing was saved")
-        return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
-
-    def hold_week(self, tx: Any, week: str, states: tuple[str, ...], *,
-                  exclusive: bool = False) -> Verdict | None:
-        """``tx.hold(week, states)``: a move out of them waits for the unit or wins."""
-        held = tx.hold(week, states, exclusive=exclusive)
-        if held:
-            return None
-        if held.reason == "RECORD_NOT_FOUND":
-            raise BadInput(f"no week {week}")
-        return Verdict(False, held.reason, message=f"week {week} is {held.state}",
-                       detail={"state": held.state})
+def create(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+    """The week created as a draft through the door (its first event written with it)."""
+    return create_week(pub, week, now=now, door=True)
 
 
-ENGINE = V2Engine()
+def state_of(pub: Pub, row: dict[str, Any]) -> str:
+    """``v2_state``, or the state derived from the legacy status while it is NULL."""
+    return pub.runs.state_of(row) or DRAFT
+
+
+def enabled_edges(pub: Pub, week: str) -> list[str]:
+    """The engine's enabled edges (state, lease, invariants: one read)."""
+    return [e.edge for e in pub.runs.enabled_edges(week_key(week)) if e.allowed]
+
+
+def times(pub: Pub, row: dict[str, Any]) -> Times:
+    """The run's own columns (an extension moves ``deadline_at``)."""
+    return {"opens_at": maybe_instant(row.get("opens_at")),
+            "deadline_at": maybe_instant(row.get("deadline_at")),
+            "generate_at": maybe_instant(row.get("generate_at")),
+            "send_window_at": maybe_instant(row.get("send_window_at"))}
+
+
+def hold_form(tx: Any, week: str) -> Verdict | None:
+    """``tx.hold(week, COLLECTING)``: a submission racing a close commits before the close
+    applies (the close waits for it) or is refused."""
+    held = tx.hold(week, COLLECTING)
+    if held:
+        return None
+    if held.reason == "RECORD_NOT_FOUND":
+        raise BadInput(f"no week {week}")
+    if held.reason == "LEASE_HELD":  # a close (or another act) is in flight
+        return Verdict(False, held.reason, message=f"the form for week {week} is "
+                       "being closed right now; nothing was saved")
+    return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
+
+
+def hold_week(tx: Any, week: str, states: tuple[str, ...], *,
+              exclusive: bool = False) -> Verdict | None:
+    """``tx.hold(week, states)``: a move out of them waits for the unit or wins."""
+    held = tx.hold(week, states, exclusive=exclusive)
+    if held:
+        return None
+    if held.reason == "RECORD_NOT_FOUND":
+        raise BadInput(f"no week {week}")
+    return Verdict(False, held.reason, message=f"week {week} is {held.state}",
+                   detail={"state": held.state})

@@ -36,15 +36,16 @@ from typing import Any
 
 import rowstate
 
+from ..db.instants import maybe_instant
 from ..generate import generate_body
 from ..machine import COLLECTING, DRAFT
 from ..mail.compose import Nudge, Outgoing, compose_late_open, compose_nudge
 from ..mail.mailer import Delivery, Outcome
 from ..mail_log import log_mail
-from ..pub import Pub, Verdict, utc
+from ..pub import Pub, utc
 from ..usual import fill_unanswered
+from ..verdicts import Verdict
 from ..weeks import settings_override
-from .base import parse_instant
 
 log = logging.getLogger("pubsched.tick")
 
@@ -122,11 +123,11 @@ def _autopilot_opens(pub: Pub, now: datetime) -> list[Verdict]:
                      "ORDER BY week_of")
     out = []
     for row in rows:
-        opens = parse_instant(row.get("opens_at"))
+        opens = maybe_instant(row.get("opens_at"))
         if opens is None or opens > now:
             continue
         week = str(row["week_of"])
-        times = {k: parse_instant(row.get(k))
+        times = {k: maybe_instant(row.get(k))
                  for k in ("deadline_at", "generate_at", "send_window_at")}
         payload: dict[str, Any] = {"opened_at": now}
         old_deadline = times["deadline_at"]
@@ -219,7 +220,7 @@ def _nudge(pub: Pub, kind: Nudge, row: Any, due_column: str, now: datetime) -> N
     """Compose and send one nudge (already claimed: two ticks never both send it);
     :class:`NudgeNotDelivered` when it did not arrive."""
     week = str(row["week_of"])
-    due_at = parse_instant(row.get(due_column)) or now
+    due_at = maybe_instant(row.get(due_column)) or now
     settings = pub.config.mail
     if settings.operator_email is None:
         raise NudgeNotDelivered(f"the {kind.value!r} reminder for the week of {week} has "

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..db.instants import maybe_instant
 from ..pub import Pub
 from ..weektime import as_utc
 
@@ -51,21 +52,13 @@ class Rehearsal:
         return self.acting_since is not None and as_utc(now) - self.acting_since < STEP_TTL
 
 
-def _time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return as_utc(value)
-    return as_utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
-
-
 def _read(row: dict[str, Any]) -> Rehearsal:
-    started = _time(row["started_at"])
+    started = maybe_instant(row["started_at"])
     assert started is not None  # NOT NULL
     return Rehearsal(id=int(row["id"]), started_at=started, week_of=str(row["week_of"]),
                      scratch=str(row["scratch"]), step_reached=int(row["step_reached"]),
-                     outcome=row["outcome"], finished_at=_time(row["finished_at"]),
-                     acting_since=_time(row["acting_since"]), failure=row["failure"],
+                     outcome=row["outcome"], finished_at=maybe_instant(row["finished_at"]),
+                     acting_since=maybe_instant(row["acting_since"]), failure=row["failure"],
                      started_by=row["started_by"], steps=json.loads(row["steps"] or "[]"))
 
 

@@ -40,7 +40,8 @@ from ..db.store import open_store
 from ..engines.flags import set_v2
 from ..mail.compose import Outgoing
 from ..mail.mailer import Delivery, Mailer, MailSession, Outcome
-from ..pub import BadInput, Pub
+from ..pub import Pub
+from ..verdicts import BadInput
 
 SCHEMA_PREFIX = "pubsched_rehearsal_"
 DIR_PREFIX = "pubsched-rehearsal-"

@@ -18,11 +18,13 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from .. import submissions, tenders, weeks
+from ..db.instants import maybe_instant
 from ..engines import v2
+from ..engines.facts import in_words
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
-from ..pub import BadInput, Pub, Verdict
+from ..pub import Pub
+from ..verdicts import BadInput, Verdict
 from ..weektime import as_utc
-from ..words import told
 
 
 class StepFailed(Exception):
@@ -57,9 +59,9 @@ def _state(copy: Pub, week: str) -> str | None:
 
 def _expect(copy: Pub, week: str, got: Verdict, state: str, action: str) -> str:
     """The verdict of ``action`` applied and the week in ``state``, or the step fails with
-    the refusal in the operator's words (:func:`pubsched.words.told`)."""
+    the refusal in the operator's words (:func:`pubsched.engines.facts.in_words`)."""
     if not got.applied:
-        said = told(copy, action, week, got)
+        said = in_words(copy, action, week, got)
         raise StepFailed(said.message or got.failed or got.reason or "refused")
     reached = _state(copy, week)
     if reached != state:
@@ -91,12 +93,7 @@ def _extend(copy: Pub, week: str, now: datetime) -> str:
 
 def _deadline(copy: Pub, week: str) -> datetime | None:
     """The week's deadline column, read back as an aware instant on either database."""
-    value = (copy.runs.get(week) or {}).get("deadline_at")
-    if value is None:
-        return None
-    if not isinstance(value, datetime):
-        value = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return as_utc(value)
+    return maybe_instant((copy.runs.get(week) or {}).get("deadline_at"))
 
 
 def _answers(copy: Pub, week: str, now: datetime) -> str:

@@ -16,7 +16,8 @@ from datetime import datetime
 
 import rowstate
 
-from ..pub import Pub, PubError, utc
+from ..pub import Pub, utc
+from ..verdicts import PubError
 from . import record, scratch
 from .record import ABANDONED, FAILED, PASSED, Rehearsal
 from .steps import STEPS, StepFailed, next_week
@@ -47,7 +48,7 @@ class StepResult:
 
 def start(pub: Pub, *, now: datetime | None = None, by: str | None = None) -> Rehearsal:
     """A new rehearsal with its copy made; refused while another one's step is running.
-    No operator address: :class:`~pubsched.pub.BadInput`, nothing written."""
+    No operator address: :class:`~pubsched.verdicts.BadInput`, nothing written."""
     scratch.operator_of(pub)
     at = utc(now)
     current = record.unfinished(pub)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import cover_view, tenders, view
-from ..pub import BadInput
+from ..verdicts import BadInput
 from ..week_shifts import BEFORE_ROSTER
 from ..week_status import week_status
 from .buttons import Buttons, diagram, drawn, fingerprint

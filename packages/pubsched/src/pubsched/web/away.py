@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import away, links, tenders
-from ..pub import BadInput, Verdict
+from ..verdicts import BadInput, Verdict
 from .away_words import dates, in_words, tender_refusal
 from .pages import ADMIN_PATH
 from .site import Site

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..pub import Verdict
+from ..verdicts import Verdict
 from .forms import text
 
 NOTICES = {"away": "Your time off is saved.", "back": "Your time off is cancelled."}

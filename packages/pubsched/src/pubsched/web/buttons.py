@@ -23,7 +23,7 @@ from starlette.datastructures import FormData
 
 from ..engines.actions import ACTIONS, BY_NAME, INSTANT, ON_OFF, buttons, perform
 from ..machine import RUN
-from ..pub import BadInput, Verdict
+from ..verdicts import BadInput, Verdict
 from .forms import local_input, text
 from .site import Site
 

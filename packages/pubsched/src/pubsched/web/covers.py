@@ -21,7 +21,7 @@ from starlette.responses import RedirectResponse, Response
 from .. import cover_view, covers
 from ..covers.machine import COVER
 from ..mail.wording import zone_words
-from ..pub import BadInput
+from ..verdicts import BadInput
 from .cover_mail import deliver_after
 from .forms import text, week_of
 from .pages import ADMIN_PATH

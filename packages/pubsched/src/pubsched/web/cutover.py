@@ -22,9 +22,9 @@ from starlette.responses import RedirectResponse, Response
 from .. import rehearsal
 from ..engines import cutover
 from ..engines.flags import v2_enabled
-from ..pub import BadInput, Verdict
 from ..rehearsal import record
 from ..rehearsal.steps import day, next_week
+from ..verdicts import BadInput, Verdict
 from .forms import text
 from .pages import ADMIN_PATH
 from .site import Site

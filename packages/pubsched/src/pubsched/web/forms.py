@@ -1,5 +1,5 @@
 """Reading what a browser posted: a text field, a week's Monday, a ``datetime-local``
-field in the pub's wall clock. Bad input is :class:`pubsched.pub.BadInput`, which each page
+field in the pub's wall clock. Bad input is :class:`pubsched.verdicts.BadInput`, which each page
 turns into its own answer."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, tzinfo
 
 from starlette.datastructures import FormData
 
-from ..pub import BadInput
+from ..verdicts import BadInput
 
 
 def text(form: FormData, name: str) -> str | None:

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import hours
-from ..pub import BadInput
+from ..verdicts import BadInput
 from .site import Site
 
 

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 
 from .. import covers, links
-from ..pub import Config
+from ..config import Config
 
 Namer = Callable[[Config, str], str | None]
 

@@ -44,13 +44,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..db.instants import instant
 from ..deliveries.outbox import STATUS
 from ..machine import STATES
 from ..pub import Pub
-from ..schema import has_columns
 from ..tick_status import last
 from ..view import weeks_list
-from ..weeks import instant
 
 log = logging.getLogger("pubsched.metrics")
 MAIL_OUTCOMES = ("delivered", "refused", "unknown")
@@ -107,7 +106,7 @@ class PubCollector(Collector):
         yield deliveries
 
     def _notices(self) -> Iterator[Metric]:
-        if not has_columns(self.pub, "pub_mail", "kind", "state"):
+        if not self.pub.schema.mail:
             return
         owed = GaugeMetricFamily("pubsched_notices", "cover emails and reminders by kind "
                                  "and status", labels=["kind", "status"])
@@ -118,7 +117,7 @@ class PubCollector(Collector):
         yield owed
 
     def _covers(self) -> Iterator[Metric]:
-        if not has_columns(self.pub, "pub_covers", "state"):
+        if not self.pub.schema.covers:
             return
         covers = GaugeMetricFamily("pubsched_cover_requests", "cover requests by state",
                                    labels=["state"])

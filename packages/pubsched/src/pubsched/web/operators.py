@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import operators
-from ..pub import BadInput, Verdict
+from ..verdicts import BadInput, Verdict
 from .auth import ADMIN
 from .forms import text
 from .login import signed_in

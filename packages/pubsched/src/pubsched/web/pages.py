@@ -19,9 +19,11 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from ..config import Config
+from ..db.instants import instant
 from ..machine import RUN
 from ..mail.wording import day
-from ..pub import Config, Verdict
+from ..verdicts import Verdict
 from ..words import STATE_LABELS
 
 # a history row's move as people say it: the machine's own labels, and the week's birth
@@ -34,15 +36,12 @@ FLASH_MAX_AGE = 120
 
 
 def as_time(value: Any) -> datetime | None:
-    """A stored instant (a datetime, or the ISO text SQLite hands back), else None."""
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    return None
+    """A stored instant (:func:`pubsched.db.instants.instant`), else None: a page shows
+    what is not an instant as it is."""
+    try:
+        return instant(value)
+    except ValueError:
+        return None
 
 
 def monday(week: str) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..pub import BadInput
+from ..verdicts import BadInput
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import roster
-from ..pub import BadInput, Verdict
+from ..verdicts import BadInput, Verdict
 from .forms import text, week_of
 from .pages import ADMIN_PATH
 from .site import Site

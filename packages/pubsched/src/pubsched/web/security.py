@@ -22,7 +22,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..pub import Config, acting_as
+from ..config import Config
+from ..context import acting_as
 from .auth import SESSION_COOKIE, Session, Sessions, cross_origin_refusal
 from .logs import loggable_path
 from .pages import ADMIN_PATH
@@ -79,7 +80,7 @@ class OperatorGate:
     """Everything under /admin needs a valid operator session, except the login page; the
     session's id is left in ``scope["state"]["operator_sid"]`` (the logout ends it), who
     it is in ``scope["state"]["operator"]``, and every move the request makes records
-    ``operator:WHO`` (:func:`pubsched.pub.acting_as`). ``alive``: whether the session's
+    ``operator:WHO`` (:func:`pubsched.context.acting_as`). ``alive``: whether the session's
     account still exists (asked at every request, in the thread pool: it reads the
     database), so a removed operator is out at their next click."""
 

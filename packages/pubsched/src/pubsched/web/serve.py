@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from ..pub import Config, Pub
+from ..config import Config
+from ..pub import Pub
 from .app import create_app
 from .log_format import configure as configure_logging
 from .log_format import log_format

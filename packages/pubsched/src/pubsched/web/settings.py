@@ -1,5 +1,5 @@
 """What only the web front end reads from the environment (the pub's own settings are
-:class:`pubsched.pub.Config`, shared with the CLI)."""
+:class:`pubsched.config.Config`, shared with the CLI)."""
 
 from __future__ import annotations
 

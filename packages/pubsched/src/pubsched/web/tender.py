@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .. import links, tenders, view
-from ..pub import BadInput, Verdict
+from ..verdicts import BadInput, Verdict
 from .away_words import notice as away_notice
 from .forms import text
 from .site import Site

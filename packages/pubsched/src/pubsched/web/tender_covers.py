@@ -27,8 +27,9 @@ from starlette.responses import HTMLResponse, Response
 from .. import cover_view, covers, links, view
 from ..covers import Cover
 from ..covers.machine import CANCELLED, TAKEN
-from ..pub import BadInput, Pub, Verdict
+from ..pub import Pub
 from ..tenders import Tender, by_id
+from ..verdicts import BadInput, Verdict
 from .cover_mail import deliver_after
 from .forms import text, week_of
 from .site import Site

@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import invite, links, tenders, view
-from ..pub import BadInput, Verdict
 from ..tenders import Tender
+from ..verdicts import BadInput, Verdict
 from .forms import text
 from .pages import ADMIN_PATH
 from .site import Site

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from ...pub import Pub, Verdict, utc
+from ...pub import Pub, utc
+from ...verdicts import Verdict
 from ..context import EXIT_APPLIED, Context, report
 from ..output import listing
 

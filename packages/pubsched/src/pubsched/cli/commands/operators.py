@@ -22,7 +22,7 @@ import getpass
 import sys
 from datetime import datetime
 
-from ...pub import BadInput
+from ...verdicts import BadInput
 from ..context import EXIT_APPLIED, Context, report
 from ..output import listing
 

@@ -11,7 +11,7 @@ import argparse
 from collections.abc import Callable
 from typing import TypeAlias
 
-from ...pub import BadInput
+from ...verdicts import BadInput
 from ..context import Context, report
 from ..output import listing
 

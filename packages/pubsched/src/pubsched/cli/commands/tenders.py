@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from ...pub import BadInput
+from ...verdicts import BadInput
 from ..context import EXIT_APPLIED, Context, report
 from ..output import listing
 
