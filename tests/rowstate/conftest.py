@@ -6,11 +6,12 @@
                                 CREATE DATABASE per test costs ~0.4 s, and the engine tests
                                 run ~150 PostgreSQL cases
   backend             function  support.engine.Backend, parametrized over
-                                {sqlite, postgres} x {sync, async}, and the contrib stores
-                                (SQLAlchemy sync/async, Django; marked ``contrib``) for the
-                                modules in CONTRIB_MODULES (elsewhere they are marked
-                                ``slow``: ``-m slow`` runs them); every store it opened is
-                                closed at teardown
+                                {sqlite, postgres} x {sync, async} and the contrib stores
+                                (SQLAlchemy sync/async, Django; marked ``contrib``); a
+                                contrib store runs a test by default only when it is marked
+                                ``conformance`` (else it is marked ``slow``: ``-m contrib``,
+                                i.e. ``make contrib``, runs them all); every store it
+                                opened is closed at teardown
   url                 function  the races' and crashes' database: a SQLite file (WAL) or a
                                 fresh PostgreSQL one
   children            function  worker processes of a test, killed (by pid) at teardown
@@ -26,19 +27,22 @@ import pytest
 from support import races
 from support.engine import Backend, backend_params
 
-# The modules whose ``backend`` tests also run on the contrib stores by default: the
-# behaviour of moves, leases, units, events, finalization and timers, i.e. everything a
-# store takes part in. Elsewhere (bulk, races, lanes, statement counts) they are ``slow``.
-CONTRIB_MODULES = {"test_transitions.py", "test_leases.py", "test_units.py",
-                   "test_events.py", "test_finalization.py", "test_timers.py"}
-
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Contrib backends outside CONTRIB_MODULES are ``slow`` (before ``-m`` deselects)."""
+    """A contrib store runs the ``conformance`` tests by default; its other items are
+    ``slow`` (marked before ``-m`` deselects them). A conformance test's module docstring
+    says why it is one (support/engine.py): a test marked without a word there is refused."""
     for item in items:
-        if item.get_closest_marker("contrib") and item.path.name not in CONTRIB_MODULES:
+        if not item.get_closest_marker("contrib"):
+            continue
+        if not item.get_closest_marker("conformance"):
             item.add_marker(pytest.mark.slow)
+            continue
+        assert isinstance(item, pytest.Function)
+        if item.originalname not in (item.module.__doc__ or ""):
+            raise pytest.UsageError(f"{item.path.name}::{item.originalname} is marked "
+                                    "conformance but its module's docstring does not say why")
 
 
 @pytest.fixture(scope="session")

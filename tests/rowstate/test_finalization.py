@@ -1,6 +1,11 @@
 """Finalization claims (the dataset lifecycle's ``finalizingJobId``/``finalizingScope``):
 keyed by (holder, scope), re-claimable by the same holder, stealable after the TTL, released
-by their owner only, cleared in the same write by a move into a state that is not active."""
+by their owner only, cleared in the same write by a move into a state that is not active.
+
+None of these is a conformance test: a finalization claim is the core's SQL, run the way
+every move runs (the transitions' and leases' conformance tests cover the store's part),
+so the contrib stores run them under ``-m contrib`` only.
+"""
 
 from __future__ import annotations
 

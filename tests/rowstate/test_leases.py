@@ -1,6 +1,21 @@
 """Leases of side-effecting edges: claim -> act -> finalize, release with ``last_error`` on
 failure, a live lease blocking every other edge, stale leases reclaimed by the same kind only,
-and fencing: a holder whose lease was taken over can no longer write."""
+and fencing: a holder whose lease was taken over can no longer write.
+
+The contrib stores run these by default (``@conformance``), because the store takes part:
+
+* test_run_claims_acts_and_finalizes: the claim and the finalize, two of the store's
+  transactions around the act, and the claimed row as the store hands it back;
+* test_a_raising_act_propagates_after_the_lease_is_released: the release still runs on
+  the store while the act's exception is on its way out;
+* test_a_cancelled_async_act_releases_its_lease: an async store serves the release of a
+  task that was cancelled mid-act;
+* test_without_a_token_column_the_database_clock_fences: the fence is the claim's time as
+  the store read it back (the database's clock, SQLite's stamped by the store), compared
+  in SQL with what the store binds.
+
+The rest is the core's SQL: ``-m contrib`` runs it on them too.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +26,18 @@ from typing import Any
 import pytest
 
 from rowstate import ActFailed, ActiveLease, Lease, ValidationError
-from support.engine import JOBS, RUNS, Backend, Clock, as_dict, on
+from support.engine import (
+    JOBS,
+    RUNS,
+    Backend,
+    Clock,
+    as_dict,
+    conformance,
+    on,
+)
 
 
+@conformance
 def test_run_claims_acts_and_finalizes(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="READY", last_error="old failure")
@@ -86,6 +110,7 @@ def test_a_falsy_return_is_a_success(backend: Backend, value: object) -> None:
     assert (res.applied, res.state, res.value) == (True, "RUNNING", value)
 
 
+@conformance
 def test_a_raising_act_propagates_after_the_lease_is_released(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="READY")
@@ -283,6 +308,7 @@ def test_without_a_token_column_the_claim_time_fences(backend: Backend) -> None:
     assert jobs.state("j1") == "RUNNING"
 
 
+@conformance
 def test_without_a_token_column_the_database_clock_fences(backend: Backend) -> None:
     jobs = backend.make(JOBS_NO_TOKEN)
     backend.seed(JOBS, id="j1", state="READY")
@@ -293,6 +319,7 @@ def test_without_a_token_column_the_database_clock_fences(backend: Backend) -> N
     assert jobs.run("j1", "start", lambda lease: lease.token is None).applied
 
 
+@conformance
 @on("async")
 def test_a_cancelled_async_act_releases_its_lease(backend: Backend) -> None:
     jobs = backend.make(JOBS)

@@ -3,6 +3,21 @@
 An applied move reports the previous state, the new row and its event; a refused one says
 why (never an exception), writes nothing and leaves no event; the dry run evaluates the same
 checks and agrees with the write.
+
+The contrib stores run these by default (``@conformance``), because the store takes part:
+
+* test_an_applied_move_reports_previous_state_row_and_event: the store runs the write and
+  its event in one transaction and hands back the rows (aware times, decoded JSON);
+* test_the_result_of_a_refusal_is_falsy_and_writes_nothing: the read that explains a
+  refusal runs inside the write's transaction (the batch's ``otherwise``);
+* test_invariant_one_row_in_a_state: error translation: the driver's UNIQUE violation
+  becomes reason INVARIANT, and the event's insert rolls back with the write;
+* test_now_is_the_database_clock_by_default: on SQLite the store stamps the one instant
+  of a batch (there is no server clock);
+* test_text_that_is_not_utf8_is_refused_as_bad_input: error translation: a text the
+  driver cannot encode is a ValidationError.
+
+The rest is the core's SQL and verdicts: ``-m contrib`` runs it on them too.
 """
 
 from __future__ import annotations
@@ -14,11 +29,22 @@ from typing import Any
 import pytest
 
 from rowstate import Guard, Reason, ValidationError
-from support.engine import JOBS, RUNS, SEATS, SLOTS, Backend, Clock, as_dict, events_of
+from support.engine import (
+    JOBS,
+    RUNS,
+    SEATS,
+    SLOTS,
+    Backend,
+    Clock,
+    as_dict,
+    conformance,
+    events_of,
+)
 
 # -- applied -------------------------------------------------------------------------------
 
 
+@conformance
 def test_an_applied_move_reports_previous_state_row_and_event(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="NEW", owner="ann")
@@ -42,6 +68,7 @@ def test_an_applied_move_reports_previous_state_row_and_event(backend: Backend) 
     assert as_dict(jobs.get("j1"))["version"] == 1
 
 
+@conformance
 def test_the_result_of_a_refusal_is_falsy_and_writes_nothing(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="READY", owner="ann")
@@ -114,6 +141,7 @@ def test_lease_held(backend: Backend) -> None:
     assert jobs.state("j1") == "READY"
 
 
+@conformance
 def test_invariant_one_row_in_a_state(backend: Backend) -> None:
     runs = backend.make(RUNS)
     for week in ("w1", "w2"):
@@ -245,6 +273,7 @@ def test_entry_writes_stamp_now_and_set_json_paths(backend: Backend) -> None:
     assert jobs.transition("j1", "FAILED", from_="RUNNING").reason == "STATE_MISMATCH"
 
 
+@conformance
 def test_now_is_the_database_clock_by_default(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="RUNNING")
@@ -574,6 +603,7 @@ def test_plain_moves_and_the_general_path_agree(backend: Backend) -> None:
     assert {**a, "id": None} == {**b, "id": None}  # written alike
 
 
+@conformance
 def test_text_that_is_not_utf8_is_refused_as_bad_input(backend: Backend) -> None:
     """A lone surrogate cannot be encoded for either database: the driver refuses it before
     sending, and the caller gets a ValidationError, not a UnicodeEncodeError."""

@@ -4,6 +4,10 @@ A value that either database would refuse (or store differently) is refused as a
 :class:`~rowstate.ValidationError` before any statement runs: above all before run()'s
 claim, so that an act is never performed for a move whose finalize could not land. Every
 value the rules accept is stored on both databases, and reads back the same.
+
+The contrib stores run one test by default (``@conformance``):
+test_every_accepted_kind_is_stored_on_both_databases, every kind of value bound and read
+back by the store's driver.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from uuid import UUID
 import pytest
 
 from rowstate import ActiveLease, Binding, Edge, Lease, Machine, ValidationError
-from support.engine import Backend, as_dict
+from support.engine import Backend, as_dict, conformance
 
 VAL = Machine("vals", states=["READY", "SHIPPED", "DONE"], initial="READY",
               edges=[Edge("ship", "READY", "SHIPPED", lease="ship"),
@@ -173,6 +177,7 @@ ACCEPTED: dict[str, Any] = {
 }
 
 
+@conformance
 def test_every_accepted_kind_is_stored_on_both_databases(backend: Backend) -> None:
     vals = _seeded(backend)
     data = {"depth": nested(63), "n": -(2**63), "s": "\u2603"}

@@ -7,6 +7,13 @@ lifecycle whose methods block whichever twin it wraps, so a test body reads the 
 four combinations; the async twin's coroutines really run, on the test's own event loop, and
 ``.aio`` reaches the twin itself (to ``gather`` its coroutines).
 
+Where a test runs: on every backend by default; :func:`on` narrows it, and
+``@conformance`` names one narrowing: the test also runs on the contrib stores by default,
+because the store itself takes part in what it checks (units, holds and fences, commit
+hooks, error translation, races). The contrib stores run every other backend test under
+``-m contrib`` (``make contrib``); the module's docstring says why each of its conformance
+tests is one.
+
 The machines below are small on purpose: each feature of the engine has a field to test.
 """
 
@@ -96,8 +103,8 @@ RUNS = Binding(
 BACKENDS = [("sqlite", "sync"), ("sqlite", "async"), ("postgres", "sync"), ("postgres", "async")]
 
 # The contrib stores (rowstate.contrib) as more backends: (door, db, mode). They carry the
-# ``contrib`` marker; tests/rowstate/conftest.py runs them for the modules it names
-# (CONTRIB_MODULES) and marks them ``slow`` everywhere else.
+# ``contrib`` marker; tests/rowstate/conftest.py runs them by default for the tests marked
+# ``conformance`` and marks them ``slow`` for every other test (``-m contrib`` runs them all).
 CONTRIB_BACKENDS = [("sqlalchemy", "sqlite", "sync"), ("sqlalchemy", "sqlite", "async"),
                     ("sqlalchemy", "postgres", "sync"), ("sqlalchemy", "postgres", "async"),
                     ("django", "sqlite", "sync"), ("django", "postgres", "sync")]
@@ -122,6 +129,10 @@ def backend_params(*only: str) -> list[Any]:
 def on(*only: str) -> pytest.MarkDecorator:
     """Run a test on some backends only: ``@on("postgres")``, ``@on("async")``."""
     return pytest.mark.parametrize("backend", backend_params(*only), indirect=True)
+
+
+# A test the contrib stores run by default (see the module docstring).
+conformance = pytest.mark.conformance
 
 # -- machines ------------------------------------------------------------------------------
 
