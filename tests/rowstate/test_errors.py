@@ -48,6 +48,7 @@ from support.engine import (
     conformance,
     events_of,
     on,
+    refused_before_io,
 )
 
 # -- 7. typed errors -----------------------------------------------------------------------
@@ -129,11 +130,11 @@ def test_configuration_mistakes_are_rowstate_errors(make: Any) -> None:
         make()
 
 
-@on("sync")
+@refused_before_io
 def test_a_naive_injected_clock_is_a_validation_error(backend: Backend) -> None:
     jobs = backend.make(JOBS, clock=lambda: datetime(2026, 1, 1, 12, 0))  # no tzinfo
     backend.seed(JOBS, id="j1", state="NEW")
-    with pytest.raises(ValidationError):
+    with backend.no_io(), pytest.raises(ValidationError):
         jobs.transition("j1", "READY")
     assert backend.execute("SELECT state FROM jobs WHERE id = ?", "j1") == [("NEW",)]
 

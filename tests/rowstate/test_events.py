@@ -15,6 +15,7 @@ The contrib stores run these by default (``@conformance``), because the store ta
   reads it back (a Django cursor loads jsonb as text unless the store says otherwise).
 
 The rest is the core's SQL and the relay's logic: ``-m contrib`` runs it on them too.
+The bad calls are ``@refused_before_io``: one backend, no statement sent.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from support.engine import (
     conformance,
     events_of,
     on,
+    refused_before_io,
 )
 
 JOBS_NO_OUTBOX = dataclasses.replace(JOBS, events=None)
@@ -112,9 +114,10 @@ def test_the_event_is_part_of_the_atomic_write(backend: Backend) -> None:
     assert backend.count("rowstate_events") == 1
 
 
+@refused_before_io
 def test_history_needs_an_events_table(backend: Backend) -> None:
     jobs = backend.make(JOBS_NO_OUTBOX)
-    with pytest.raises(ValidationError, match="no events table"):
+    with backend.no_io(), pytest.raises(ValidationError, match="no events table"):
         jobs.history("j1")
 
 
@@ -243,14 +246,16 @@ def test_nats_jetstream_receives_each_event_once(backend: Backend, nats_url: str
 INJECTION = 'rowstate_events" ; DROP TABLE jobs; --'
 
 
+@refused_before_io
 def test_the_relay_checks_its_table_name_as_the_binding_does(backend: Backend) -> None:
     """The name is pasted into SQL text: a name that is not plain never reaches it."""
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="NEW")
     assert jobs.transition("j1", "READY").applied
-    for bad in (INJECTION, 'ev"; DROP TABLE jobs; --', "a.b.c", "", "x.", "1ev", "ev ev"):
-        with pytest.raises(DefinitionError, match="relay table"):
-            backend.relay([], table=bad).deliver()
+    with backend.no_io():
+        for bad in (INJECTION, 'ev"; DROP TABLE jobs; --', "a.b.c", "", "x.", "1ev", "ev ev"):
+            with pytest.raises(DefinitionError, match="relay table"):
+                backend.relay([], table=bad).deliver()
     assert backend.count("jobs") == 1 and backend.count("rowstate_events") == 1
     assert backend.relay([], table="rowstate_events").drain() == 1
 
