@@ -1,10 +1,11 @@
 """The engine tests' fixtures (helpers in tests/support/engine.py and races.py).
 
   engine_pg_database  session   str: DSN of one database for this session's engine tests
+                                (synchronous_commit off: see the fixture)
   engine_pg_schema    function  str: conninfo of a FRESH SCHEMA in it (search_path set),
-                                dropped after the test: a schema costs milliseconds where a
-                                CREATE DATABASE per test costs ~0.4 s, and the engine tests
-                                run ~150 PostgreSQL cases
+                                dropped after the test (in the background: Schemas): a
+                                schema costs milliseconds where a CREATE DATABASE per test
+                                costs ~0.4 s, and the engine tests run ~500 PostgreSQL cases
   backend             function  support.engine.Backend, parametrized over
                                 {sqlite, postgres} x {sync, async} and the contrib stores
                                 (SQLAlchemy sync/async, Django; marked ``contrib``); a
@@ -19,6 +20,8 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -47,27 +50,88 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def engine_pg_database(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
-    from support.databases import cloned_database
+    from psycopg import sql as pg_sql
+    from psycopg.conninfo import conninfo_to_dict
+
+    from support.databases import admin_connect, cloned_database
 
     with cloned_database(pg_admin_dsn, pg_template, prefix="rs_engine_") as dsn:
+        # no engine test crashes this server: a commit need not wait for its WAL flush
+        # (the tests' many small commits and DDL scripts waited on fsync, more so when
+        # other suites share the disk); what a commit makes visible is the same
+        with admin_connect(pg_admin_dsn) as conn:
+            conn.execute(pg_sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
+                pg_sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))))
         yield dsn
 
 
+class Schemas:
+    """Fresh schemas in one database: made on a connection kept for the session, dropped
+    by a thread of their own on another, so that a test's teardown does not wait for a
+    ``DROP SCHEMA ... CASCADE`` (each test's tables are its own: nothing else waits on
+    them). ``close()`` waits until every schema handed back is gone and raises the first
+    error a drop met, so nothing is left behind silently."""
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self.dsn = dsn
+        self._maker = psycopg.connect(dsn, autocommit=True)
+        self._gone: queue.Queue[str | None] = queue.Queue()
+        self._errors: list[BaseException] = []
+        self._dropper = threading.Thread(target=self._drop_all, name="schema-dropper",
+                                         daemon=True)
+        self._dropper.start()
+
+    def make(self) -> str:
+        """A new schema's name (plain lowercase: no quoting in search_path)."""
+        from psycopg import sql as pg_sql
+
+        name = f"t_{uuid.uuid4().hex[:20]}"
+        self._maker.execute(pg_sql.SQL("CREATE SCHEMA {}").format(pg_sql.Identifier(name)))
+        return name
+
+    def drop(self, name: str) -> None:
+        self._gone.put(name)
+
+    def _drop_all(self) -> None:
+        import psycopg
+        from psycopg import sql as pg_sql
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while (name := self._gone.get()) is not None:
+                try:
+                    conn.execute(pg_sql.SQL("DROP SCHEMA {} CASCADE").format(
+                        pg_sql.Identifier(name)))
+                except BaseException as exc:  # reported by close()
+                    self._errors.append(exc)
+
+    def close(self) -> None:
+        self._gone.put(None)
+        self._dropper.join()
+        self._maker.close()
+        if self._errors:
+            raise self._errors[0]
+
+
+@pytest.fixture(scope="session")
+def engine_pg_schemas(engine_pg_database: str) -> Iterator[Schemas]:
+    schemas = Schemas(engine_pg_database)
+    try:
+        yield schemas
+    finally:
+        schemas.close()
+
+
 @pytest.fixture
-def engine_pg_schema(engine_pg_database: str) -> Iterator[str]:
-    import psycopg
-    from psycopg import sql as pg_sql
+def engine_pg_schema(engine_pg_database: str, engine_pg_schemas: Schemas) -> Iterator[str]:
     from psycopg.conninfo import make_conninfo
 
-    name = f"t_{uuid.uuid4().hex[:20]}"  # plain lowercase: no quoting in search_path
-    schema = pg_sql.Identifier(name)
-    with psycopg.connect(engine_pg_database, autocommit=True) as conn:
-        conn.execute(pg_sql.SQL("CREATE SCHEMA {}").format(schema))
+    name = engine_pg_schemas.make()
     try:
         yield make_conninfo(engine_pg_database, options=f"-c search_path={name}")
     finally:
-        with psycopg.connect(engine_pg_database, autocommit=True) as conn:
-            conn.execute(pg_sql.SQL("DROP SCHEMA {} CASCADE").format(schema))
+        engine_pg_schemas.drop(name)
 
 
 @pytest.fixture(params=backend_params())
