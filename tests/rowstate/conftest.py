@@ -14,7 +14,8 @@
                                 i.e. ``make contrib``, runs them all); every store it
                                 opened is closed at teardown
   url                 function  the races' and crashes' database: a SQLite file (WAL) or a
-                                fresh PostgreSQL one
+                                fresh PostgreSQL one (cloned ahead, dropped in the
+                                background: engine_pg_clones, engine_pg_dropper)
   children            function  worker processes of a test, killed (by pid) at teardown
 """
 
@@ -24,11 +25,15 @@ import queue
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from support import races
 from support.engine import Backend, backend_params
+
+if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them
+    from support.databases import Clones, Dropper
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -148,12 +153,48 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         made.close()
 
 
+@pytest.fixture(scope="session")
+def engine_pg_clones(pg_admin_dsn: str, pg_template: str) -> Iterator[Clones]:
+    from support.databases import Clones
+
+    clones = Clones(pg_admin_dsn, pg_template, prefix="rs_")
+    try:
+        yield clones
+    finally:
+        clones.close()
+
+
+@pytest.fixture(scope="session")
+def engine_pg_dropper(pg_admin_dsn: str) -> Iterator[Dropper]:
+    from support.databases import Dropper
+
+    dropper = Dropper(pg_admin_dsn)
+    try:
+        yield dropper
+    finally:
+        dropper.close()
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: object) -> str:
-    """The races' and crashes' database: a SQLite file (WAL) or a fresh PostgreSQL one."""
+def url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]:
+    """The races' and crashes' database: a SQLite file (WAL) or a fresh PostgreSQL one,
+    cloned ahead and dropped after the test on worker threads (support.databases), so the
+    test waits for neither; the test's ``pg_dsn`` when it asks for that one too."""
     if request.param == "sqlite":
-        return races.sqlite_url(f"{tmp_path}/race.db")
-    return str(request.getfixturevalue("pg_dsn"))
+        yield races.sqlite_url(f"{tmp_path}/race.db")
+        return
+    if "pg_dsn" in request.fixturenames:
+        yield str(request.getfixturevalue("pg_dsn"))
+        return
+    from support.databases import database_dsn
+
+    admin = str(request.getfixturevalue("pg_admin_dsn"))
+    dropper: Dropper = request.getfixturevalue("engine_pg_dropper")
+    name = request.getfixturevalue("engine_pg_clones").take()
+    try:
+        yield database_dsn(admin, name)
+    finally:
+        dropper.drop(name)
 
 
 @pytest.fixture
