@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint twins unasync typecheck unit bench chaos clean
+.PHONY: demo test lint twins unasync typecheck unit contrib bench chaos clean
 
 # the three distributions, editable, with every extra of the engine, and the dev group of the
 # workspace's pyproject (pip 25.1+: --group)
@@ -43,6 +43,11 @@ unit: $(STAMP)
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
 test: lint twins typecheck unit
+
+# the engine's whole suite on the contrib stores (SQLAlchemy, Django): `make test` runs only
+# their conformance tests (tests/rowstate/conftest.py); CI runs this too (.ci/run)
+contrib: $(STAMP)
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m contrib tests/rowstate
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q --group bench

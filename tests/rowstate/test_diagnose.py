@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from rowstate import ValidationError
-from support.engine import JOBS, TICKETS, Backend, Clock
+from support.engine import JOBS, TICKETS, Backend, Clock, refused_before_io
 
 
 def test_stuck_and_inspect_read_what_the_writes_left(backend: Backend) -> None:
@@ -75,18 +75,18 @@ def test_stuck_and_inspect_read_what_the_writes_left(backend: Backend) -> None:
     assert tickets.do(tickets.core.stuck()).group("overdue_timers").total == 0
 
 
+@refused_before_io
 def test_bad_arguments_raise_before_any_io(backend: Backend) -> None:
     lc = backend.make(JOBS)
-    before = backend.statements
-    for bad in ({"older": -1}, {"older": "60"}, {"limit": 0}, {"limit": True},
-                {"undelivered": "yes"}):
-        with pytest.raises(ValidationError):
-            lc.do(lc.core.stuck(**bad))
     no_events = backend.make(replace(JOBS, events=None))
-    with pytest.raises(ValidationError, match="no events table"):
-        no_events.do(no_events.core.stuck(undelivered=True))
-    with pytest.raises(ValidationError):
-        lc.do(lc.core.inspect("k", events=-1))
-    with pytest.raises(ValidationError):
-        lc.do(lc.core.inspect(None))
-    assert backend.statements == before
+    with backend.no_io():
+        for bad in ({"older": -1}, {"older": "60"}, {"limit": 0}, {"limit": True},
+                    {"undelivered": "yes"}):
+            with pytest.raises(ValidationError):
+                lc.do(lc.core.stuck(**bad))
+        with pytest.raises(ValidationError, match="no events table"):
+            no_events.do(no_events.core.stuck(undelivered=True))
+        with pytest.raises(ValidationError):
+            lc.do(lc.core.inspect("k", events=-1))
+        with pytest.raises(ValidationError):
+            lc.do(lc.core.inspect(None))

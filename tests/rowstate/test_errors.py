@@ -7,6 +7,12 @@
   :class:`~rowstate.StatementCancelled`, not a :class:`~rowstate.ConnectionLostError`, so
   run() releases the lease at once instead of leaving it for its TTL.
 * A key is canonicalised to its column's type, so one row has one identity in its events.
+
+The contrib stores run two of these by default (``@conformance``), both error translation
+by the store: test_a_too_deep_jsonb_value_read_is_a_store_error (the driver's
+RecursionError, read through the wrapper's error) and
+test_a_cancelled_transition_is_statement_cancelled (the server's cancel). The rest runs on
+them under ``-m contrib``.
 """
 
 from __future__ import annotations
@@ -33,7 +39,17 @@ from rowstate import (
 )
 from rowstate.ext import Batch
 from rowstate.stores import SQLiteStore
-from support.engine import JOBS, SEATS, TICKETS, Backend, as_dict, events_of, on
+from support.engine import (
+    JOBS,
+    SEATS,
+    TICKETS,
+    Backend,
+    as_dict,
+    conformance,
+    events_of,
+    on,
+    refused_before_io,
+)
 
 # -- 7. typed errors -----------------------------------------------------------------------
 
@@ -114,11 +130,11 @@ def test_configuration_mistakes_are_rowstate_errors(make: Any) -> None:
         make()
 
 
-@on("sync")
+@refused_before_io
 def test_a_naive_injected_clock_is_a_validation_error(backend: Backend) -> None:
     jobs = backend.make(JOBS, clock=lambda: datetime(2026, 1, 1, 12, 0))  # no tzinfo
     backend.seed(JOBS, id="j1", state="NEW")
-    with pytest.raises(ValidationError):
+    with backend.no_io(), pytest.raises(ValidationError):
         jobs.transition("j1", "READY")
     assert backend.execute("SELECT state FROM jobs WHERE id = ?", "j1") == [("NEW",)]
 
@@ -159,7 +175,8 @@ def test_a_finalize_cancelled_by_statement_timeout_releases_the_lease(
     the finalize waits until statement_timeout cancels it. Nothing landed: run() releases
     the lease (the release touches only the row) and says why; the row is retryable now,
     not after the lease's TTL."""
-    timed = Backend(backend.db, backend.mode, _with_statement_timeout(backend.where, 300))
+    timed = Backend(backend.db, backend.mode, _with_statement_timeout(backend.where, 300),
+                    backend.door)
     blocker = psycopg.connect(backend.where)  # a transaction, not autocommit
     try:
         jobs = timed.make(JOBS)
@@ -184,9 +201,11 @@ def test_a_finalize_cancelled_by_statement_timeout_releases_the_lease(
         timed.close()
 
 
+@conformance
 @on("postgres")
 def test_a_cancelled_transition_is_statement_cancelled(backend: Backend) -> None:
-    timed = Backend(backend.db, backend.mode, _with_statement_timeout(backend.where, 200))
+    timed = Backend(backend.db, backend.mode, _with_statement_timeout(backend.where, 200),
+                    backend.door)
     blocker = psycopg.connect(backend.where)
     try:
         jobs = timed.make(JOBS)
@@ -233,6 +252,7 @@ def test_a_text_key_for_an_integer_column_is_recorded_as_an_int(backend: Backend
     assert backend.statements == sent
 
 
+@conformance
 @on("postgres")
 def test_a_too_deep_jsonb_value_read_is_a_store_error(backend: Backend) -> None:
     """Another writer of the row stored JSON nested deeper than Python decodes: reading the

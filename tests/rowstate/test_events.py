@@ -1,6 +1,22 @@
 """Events: one per applied move, written in the same atomic write (the audit history and a
 transactional outbox), read back by ``history``, delivered by the relay at least once, in
-order, with a stable id; published after commit when the binding has no events table."""
+order, with a stable id; published after commit when the binding has no events table.
+
+The contrib stores run these by default (``@conformance``), because the store takes part:
+
+* test_the_event_is_part_of_the_atomic_write: the move and its event in one of the
+  store's transactions, rolled back together on a UNIQUE violation (error translation);
+* test_the_relay_delivers_each_event_once_in_order: the relay's reads and marks, on the
+  store;
+* test_without_an_events_table_events_are_published_after_commit and
+  test_async_publishers_after_commit: the commit hooks (published once the store's
+  transaction committed);
+* test_event_data_round_trips_whatever_json_it_is: the event's JSON as the store's driver
+  reads it back (a Django cursor loads jsonb as text unless the store says otherwise).
+
+The rest is the core's SQL and the relay's logic: ``-m contrib`` runs it on them too.
+The bad calls are ``@refused_before_io``: one backend, no statement sent.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +30,16 @@ import pytest
 
 from rowstate import DefinitionError, Event, ValidationError
 from rowstate.contrib.nats import NatsPublisher
-from support.engine import JOBS, RUNS, Backend, Clock, events_of, on
+from support.engine import (
+    JOBS,
+    RUNS,
+    Backend,
+    Clock,
+    conformance,
+    events_of,
+    on,
+    refused_before_io,
+)
 
 JOBS_NO_OUTBOX = dataclasses.replace(JOBS, events=None)
 # a second tenant's jobs: the same machine, its own events table (its ids start at 1 too)
@@ -76,6 +101,7 @@ def _seconds(n: float) -> Any:
     return timedelta(seconds=n)
 
 
+@conformance
 def test_the_event_is_part_of_the_atomic_write(backend: Backend) -> None:
     runs = backend.make(RUNS)
     backend.seed(RUNS, week_of="w1")
@@ -88,15 +114,17 @@ def test_the_event_is_part_of_the_atomic_write(backend: Backend) -> None:
     assert backend.count("rowstate_events") == 1
 
 
+@refused_before_io
 def test_history_needs_an_events_table(backend: Backend) -> None:
     jobs = backend.make(JOBS_NO_OUTBOX)
-    with pytest.raises(ValidationError, match="no events table"):
+    with backend.no_io(), pytest.raises(ValidationError, match="no events table"):
         jobs.history("j1")
 
 
 # -- the relay -----------------------------------------------------------------------------
 
 
+@conformance
 def test_the_relay_delivers_each_event_once_in_order(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="a", state="NEW", owner="ann")
@@ -218,14 +246,16 @@ def test_nats_jetstream_receives_each_event_once(backend: Backend, nats_url: str
 INJECTION = 'rowstate_events" ; DROP TABLE jobs; --'
 
 
+@refused_before_io
 def test_the_relay_checks_its_table_name_as_the_binding_does(backend: Backend) -> None:
     """The name is pasted into SQL text: a name that is not plain never reaches it."""
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="NEW")
     assert jobs.transition("j1", "READY").applied
-    for bad in (INJECTION, 'ev"; DROP TABLE jobs; --', "a.b.c", "", "x.", "1ev", "ev ev"):
-        with pytest.raises(DefinitionError, match="relay table"):
-            backend.relay([], table=bad).deliver()
+    with backend.no_io():
+        for bad in (INJECTION, 'ev"; DROP TABLE jobs; --', "a.b.c", "", "x.", "1ev", "ev ev"):
+            with pytest.raises(DefinitionError, match="relay table"):
+                backend.relay([], table=bad).deliver()
     assert backend.count("jobs") == 1 and backend.count("rowstate_events") == 1
     assert backend.relay([], table="rowstate_events").drain() == 1
 
@@ -310,6 +340,7 @@ def test_two_events_tables_into_one_jetstream_stream(backend: Backend, nats_url:
 # -- no outbox: published after commit -----------------------------------------------------
 
 
+@conformance
 def test_without_an_events_table_events_are_published_after_commit(
     backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -349,6 +380,7 @@ def test_with_an_events_table_the_lifecycle_leaves_publishing_to_the_relay(
     assert [e.edge for e in got] == ["prepare"]
 
 
+@conformance
 @on("async")
 def test_async_publishers_after_commit(backend: Backend) -> None:
     got: list[Event] = []
@@ -365,6 +397,7 @@ def test_async_publishers_after_commit(backend: Backend) -> None:
 DATA: list[Any] = ["hello", "123", '{"a": 1}', "", 7, 2.5, True, None, [], {"nested": ["x"]}]
 
 
+@conformance
 def test_event_data_round_trips_whatever_json_it_is(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     for i, data in enumerate(DATA):

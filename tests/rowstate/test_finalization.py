@@ -1,13 +1,19 @@
 """Finalization claims (the dataset lifecycle's ``finalizingJobId``/``finalizingScope``):
 keyed by (holder, scope), re-claimable by the same holder, stealable after the TTL, released
-by their owner only, cleared in the same write by a move into a state that is not active."""
+by their owner only, cleared in the same write by a move into a state that is not active.
+
+None of these is a conformance test: a finalization claim is the core's SQL, run the way
+every move runs (the transitions' and leases' conformance tests cover the store's part),
+so the contrib stores run them under ``-m contrib`` only. The bad calls are
+``@refused_before_io``: one backend, no statement sent.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from rowstate import ValidationError
-from support.engine import JOBS, RUNS, Backend, Clock, as_dict
+from support.engine import JOBS, RUNS, Backend, Clock, as_dict, refused_before_io
 
 FIN = ("fin_holder", "fin_scope", "fin_at")
 
@@ -119,21 +125,24 @@ BAD_CLAIMANTS: list[tuple[object, object]] = [("", "s"), (7, "s"), ("h", 7), ("x
                                               ("h\x00", "s"), (None, "s")]
 
 
+@refused_before_io
 def test_bad_holders_and_scopes_are_refused(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="RUNNING")
-    before, statements = backend.rows(JOBS), backend.statements
-    for holder, scope in BAD_CLAIMANTS:
-        with pytest.raises(ValidationError):
-            jobs.claim_finalization("j1", holder, scope)
-    assert backend.statements == statements
+    before = backend.rows(JOBS)
+    with backend.no_io():
+        for holder, scope in BAD_CLAIMANTS:
+            with pytest.raises(ValidationError):
+                jobs.claim_finalization("j1", holder, scope)
     assert backend.rows(JOBS) == before
 
 
+@refused_before_io
 def test_a_binding_without_finalization_columns_refuses(backend: Backend) -> None:
     runs = backend.make(RUNS)
     backend.seed(RUNS, week_of="w1")
-    with pytest.raises(ValidationError, match="no finalization claim"):
-        runs.claim_finalization("w1", "job-7", "publish")
-    with pytest.raises(ValidationError, match="no finalization claim"):
-        runs.release_finalization("w1", "job-7", "publish")
+    with backend.no_io():
+        with pytest.raises(ValidationError, match="no finalization claim"):
+            runs.claim_finalization("w1", "job-7", "publish")
+        with pytest.raises(ValidationError, match="no finalization claim"):
+            runs.release_finalization("w1", "job-7", "publish")

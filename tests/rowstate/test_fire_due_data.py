@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from rowstate import ActiveLease, ValidationError
-from support.engine import TICKETS, Backend, Clock
+from support.engine import TICKETS, Backend, Clock, refused_before_io
 
 
 def test_every_move_of_a_tick_carries_its_data(backend: Backend) -> None:
@@ -38,11 +38,12 @@ def test_without_data_the_events_carry_none(backend: Backend) -> None:
     assert [e.data for e in tickets.history("a")] == [None]
 
 
+@refused_before_io
 def test_bad_data_is_refused_before_any_row_moves(backend: Backend) -> None:
     clock = Clock()
     tickets = backend.make(TICKETS, clock=clock)
     backend.seed(TICKETS, id="a", state="OPEN", expires_at=clock.now)
-    with pytest.raises(ValidationError):
+    with backend.no_io(), pytest.raises(ValidationError):
         tickets.fire_due(data={"by": object()})
     assert tickets.state("a") == "OPEN" and tickets.history("a") == []
 

@@ -1,6 +1,12 @@
 """Durable timers: deadlines stored on the row, fired through the normal door by
 ``fire_due``, exactly once even with several tickers; once-per-row notices sent at most once;
-one failing row reported while the others proceed."""
+one failing row reported while the others proceed.
+
+The contrib stores run one of these by default (``@conformance``):
+test_four_tickers_at_once_move_each_due_row_exactly_once, a race: four tickers at once on
+the store's connections (threads, or tasks on one loop). The rest is the core's SQL and
+the tick's logic: ``-m contrib`` runs it on them too.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from typing import Any
 
 from rowstate import ActiveLease, TimedEdge
 from rowstate.ext import Batch
-from support.engine import RUNS, TICKETS, Backend, Clock, as_dict, on
+from support.engine import RUNS, TICKETS, Backend, Clock, as_dict, conformance, on
 
 
 class Recorder:
@@ -244,6 +250,7 @@ def test_a_timer_rechecks_its_deadline_and_guards_in_the_write(backend: Backend)
         "extended": "OPEN", "manual": "OPEN", "due": "EXPIRED"}
 
 
+@conformance
 @on("postgres")
 def test_four_tickers_at_once_move_each_due_row_exactly_once(backend: Backend) -> None:
     clock = Clock()

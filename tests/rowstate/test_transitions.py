@@ -3,6 +3,22 @@
 An applied move reports the previous state, the new row and its event; a refused one says
 why (never an exception), writes nothing and leaves no event; the dry run evaluates the same
 checks and agrees with the write.
+
+The contrib stores run these by default (``@conformance``), because the store takes part:
+
+* test_an_applied_move_reports_previous_state_row_and_event: the store runs the write and
+  its event in one transaction and hands back the rows (aware times, decoded JSON);
+* test_the_result_of_a_refusal_is_falsy_and_writes_nothing: the read that explains a
+  refusal runs inside the write's transaction (the batch's ``otherwise``);
+* test_invariant_one_row_in_a_state: error translation: the driver's UNIQUE violation
+  becomes reason INVARIANT, and the event's insert rolls back with the write;
+* test_now_is_the_database_clock_by_default: on SQLite the store stamps the one instant
+  of a batch (there is no server clock);
+* test_text_that_is_not_utf8_is_refused_as_bad_input: error translation: a text the
+  driver cannot encode is a ValidationError.
+
+The rest is the core's SQL and verdicts: ``-m contrib`` runs it on them too. The tests of
+bad calls are ``@refused_before_io``: one backend, no statement sent.
 """
 
 from __future__ import annotations
@@ -14,11 +30,23 @@ from typing import Any
 import pytest
 
 from rowstate import Guard, Reason, ValidationError
-from support.engine import JOBS, RUNS, SEATS, SLOTS, Backend, Clock, as_dict, events_of
+from support.engine import (
+    JOBS,
+    RUNS,
+    SEATS,
+    SLOTS,
+    Backend,
+    Clock,
+    as_dict,
+    conformance,
+    events_of,
+    refused_before_io,
+)
 
 # -- applied -------------------------------------------------------------------------------
 
 
+@conformance
 def test_an_applied_move_reports_previous_state_row_and_event(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="NEW", owner="ann")
@@ -42,6 +70,7 @@ def test_an_applied_move_reports_previous_state_row_and_event(backend: Backend) 
     assert as_dict(jobs.get("j1"))["version"] == 1
 
 
+@conformance
 def test_the_result_of_a_refusal_is_falsy_and_writes_nothing(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="READY", owner="ann")
@@ -114,6 +143,7 @@ def test_lease_held(backend: Backend) -> None:
     assert jobs.state("j1") == "READY"
 
 
+@conformance
 def test_invariant_one_row_in_a_state(backend: Backend) -> None:
     runs = backend.make(RUNS)
     for week in ("w1", "w2"):
@@ -245,6 +275,7 @@ def test_entry_writes_stamp_now_and_set_json_paths(backend: Backend) -> None:
     assert jobs.transition("j1", "FAILED", from_="RUNNING").reason == "STATE_MISMATCH"
 
 
+@conformance
 def test_now_is_the_database_clock_by_default(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="RUNNING")
@@ -287,30 +318,32 @@ BAD_PAYLOADS: list[dict[str, Any]] = [
 ]
 
 
+@refused_before_io
 def test_an_unknown_payload_column_is_refused_and_nothing_is_written(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="RUNNING")
-    before, statements = backend.rows(JOBS), backend.statements
-    for payload in BAD_PAYLOADS:
-        with pytest.raises(ValidationError, match="not a payload column"):
-            jobs.transition("j1", "DONE", payload=payload)
-    assert backend.statements == statements
+    before = backend.rows(JOBS)
+    with backend.no_io():
+        for payload in BAD_PAYLOADS:
+            with pytest.raises(ValidationError, match="not a payload column"):
+                jobs.transition("j1", "DONE", payload=payload)
     assert backend.rows(JOBS) == before
 
 
 BAD_FIELDS = ["nope", "priority; DROP TABLE jobs", "meta.a-b", "status.x", "", "meta..x", 3]
 
 
+@refused_before_io
 def test_an_unknown_guard_field_is_refused_before_any_io(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     backend.seed(JOBS, id="j1", state="READY")
-    before, statements = backend.rows(JOBS), backend.statements
-    for field in BAD_FIELDS:
-        with pytest.raises(ValidationError):
-            jobs.transition("j1", "FAILED", guards={field: 1})
-        with pytest.raises(ValidationError):
-            jobs.can_transition("j1", "FAILED", guards={field: 1})
-    assert backend.statements == statements
+    before = backend.rows(JOBS)
+    with backend.no_io():
+        for field in BAD_FIELDS:
+            with pytest.raises(ValidationError):
+                jobs.transition("j1", "FAILED", guards={field: 1})
+            with pytest.raises(ValidationError):
+                jobs.can_transition("j1", "FAILED", guards={field: 1})
     assert backend.rows(JOBS) == before
 
 
@@ -486,39 +519,42 @@ BAD_KEYS: list[Any] = [None, True, 1.5, ("hall",), ("hall", 1, 2), {"venue": "ha
                        ("x" * 5000, 1), ("hall", 2**70), ("hall\x00", 1)]
 
 
+@refused_before_io
 def test_a_bad_key_is_refused_before_any_io(backend: Backend) -> None:
     seats = backend.make(SEATS)
     backend.seed(SEATS, venue="hall", seat=1, zone="A", state="FREE")
-    before, statements = backend.rows(SEATS), backend.statements
-    for key in BAD_KEYS:
-        with pytest.raises(ValidationError):
-            seats.transition(key, "HELD")
-        with pytest.raises(ValidationError):
-            seats.can_transition(key, "HELD")
-    assert backend.statements == statements and backend.rows(SEATS) == before
+    before = backend.rows(SEATS)
+    with backend.no_io():
+        for key in BAD_KEYS:
+            with pytest.raises(ValidationError):
+                seats.transition(key, "HELD")
+            with pytest.raises(ValidationError):
+                seats.can_transition(key, "HELD")
+    assert backend.rows(SEATS) == before
 
 
+@refused_before_io
 def test_bad_call_arguments_are_refused_before_any_io(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     runs = backend.make(RUNS)
     backend.seed(JOBS, id="j1", state="NEW")
     backend.seed(RUNS, week_of="w1")
-    before, statements = backend.rows(JOBS) + backend.rows(RUNS), backend.statements
-    with pytest.raises(ValidationError, match="JSON"):
-        jobs.transition("j1", "READY", data={"when": object()})
-    with pytest.raises(ValidationError, match="no owner column"):
-        runs.transition("w1", "COLLECTING", owner="ann")
-    with pytest.raises(ValidationError, match="owner"):
-        jobs.transition("j1", "READY", owner=["ann"])
-    with pytest.raises(ValidationError):
-        jobs.transition("j1", "READY", guards={"priority": [object()]})
-    with pytest.raises(ValidationError):
-        jobs.transition("j1", "READY", guards={"priority": []})
-    with pytest.raises(ValidationError):
-        jobs.transition("j1", "READY", guards=["priority"])  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="side-effecting"):
-        jobs.transition("j1", "READY", from_=["FAILED", "READY"])  # READY -> READY: ping
-    assert backend.statements == statements
+    before = backend.rows(JOBS) + backend.rows(RUNS)
+    with backend.no_io():
+        with pytest.raises(ValidationError, match="JSON"):
+            jobs.transition("j1", "READY", data={"when": object()})
+        with pytest.raises(ValidationError, match="no owner column"):
+            runs.transition("w1", "COLLECTING", owner="ann")
+        with pytest.raises(ValidationError, match="owner"):
+            jobs.transition("j1", "READY", owner=["ann"])
+        with pytest.raises(ValidationError):
+            jobs.transition("j1", "READY", guards={"priority": [object()]})
+        with pytest.raises(ValidationError):
+            jobs.transition("j1", "READY", guards={"priority": []})
+        with pytest.raises(ValidationError):
+            jobs.transition("j1", "READY", guards=["priority"])  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="side-effecting"):
+            jobs.transition("j1", "READY", from_=["FAILED", "READY"])  # READY -> READY: ping
     assert backend.rows(JOBS) + backend.rows(RUNS) == before
     assert jobs.get("nobody") is None and jobs.state("nobody") is None
 
@@ -574,6 +610,7 @@ def test_plain_moves_and_the_general_path_agree(backend: Backend) -> None:
     assert {**a, "id": None} == {**b, "id": None}  # written alike
 
 
+@conformance
 def test_text_that_is_not_utf8_is_refused_as_bad_input(backend: Backend) -> None:
     """A lone surrogate cannot be encoded for either database: the driver refuses it before
     sending, and the caller gets a ValidationError, not a UnicodeEncodeError."""

@@ -1,6 +1,31 @@
 """The application door: rows created through the door, units of work, held and fenced
 writes, enabled edges, set-based moves, queries by state and business time, on every
-backend ({SQLite, PostgreSQL} x {sync, async})."""
+backend ({SQLite, PostgreSQL} x {sync, async}).
+
+The contrib stores run these by default (``@conformance``), because the store takes part:
+
+* units of work, on the store's own transactions:
+  test_a_unit_commits_app_sql_and_moves_together_or_not_at_all (the app's SQL and the
+  moves commit or roll back together),
+  test_nesting_is_a_savepoint_and_an_invariant_refusal_does_not_poison_the_unit
+  (savepoints; a UNIQUE violation inside a unit, translated, leaves the unit usable),
+  test_units_on_the_async_twin, test_several_bindings_share_a_unit_opened_on_the_store
+  (``store.atomic()`` itself), test_a_read_only_unit_reads_and_refuses_to_write and
+  test_a_read_only_unit_does_not_wait_for_a_writer (the store's read-only transaction,
+  and a race with a writer);
+* holds and fences: test_a_refused_hold_makes_the_unit_unable_to_commit,
+  test_a_fenced_write_lands_only_while_the_lease_is_held and
+  test_the_lease_run_hands_an_act_opens_a_fenced_unit (a unit opened from inside an act);
+* error translation: test_app_sql_bad_input_is_a_typed_error (the unit's own SQL and
+  values, through the store's placeholders) and
+  test_transition_many_falls_back_to_one_by_one_on_an_invariant (a set-based write's
+  UNIQUE violation, translated, sends it one row at a time);
+* the store's batches and its ``statements`` counter:
+  test_transition_many_moves_matching_rows_in_one_write.
+
+The rest is the core's SQL: ``-m contrib`` runs it on them too. The bad calls are
+``@refused_before_io``: one backend, no statement sent.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +41,16 @@ from rowstate import (
     UnitRefusedError,
     ValidationError,
 )
-from support.engine import JOBS, RUNS, Backend, Clock, as_dict, on
+from support.engine import (
+    JOBS,
+    RUNS,
+    Backend,
+    Clock,
+    as_dict,
+    conformance,
+    on,
+    refused_before_io,
+)
 
 APP_TABLE = "CREATE TABLE IF NOT EXISTS submissions (week_of TEXT, who TEXT, at {time})"
 
@@ -55,18 +89,18 @@ def test_create_writes_the_row_and_its_birth_event(backend: Backend) -> None:
     assert len(runs.history("2026-01-05")) == 2  # no second birth event
 
 
+@refused_before_io
 def test_create_refuses_bad_columns_and_states_before_any_write(backend: Backend) -> None:
     runs = backend.make(RUNS)
-    statements = backend.statements
-    with pytest.raises(ValidationError, match="acting_token"):
-        runs.create("2026-01-05", acting_token=5)  # the engine's own column
-    with pytest.raises(ValidationError, match="nope"):
-        runs.create("2026-01-05", nope=1)
-    with pytest.raises(ValidationError, match="start"):
-        runs.create("2026-01-05", state="SENT")
-    with pytest.raises(ValidationError):
-        runs.create("2026-01-05", autopilot=object())
-    assert backend.statements == statements
+    with backend.no_io():
+        with pytest.raises(ValidationError, match="acting_token"):
+            runs.create("2026-01-05", acting_token=5)  # the engine's own column
+        with pytest.raises(ValidationError, match="nope"):
+            runs.create("2026-01-05", nope=1)
+        with pytest.raises(ValidationError, match="start"):
+            runs.create("2026-01-05", state="SENT")
+        with pytest.raises(ValidationError):
+            runs.create("2026-01-05", autopilot=object())
     assert runs.get("2026-01-05") is None
 
 
@@ -82,6 +116,7 @@ def test_ensure_is_idempotent_and_a_unique_invariant_is_reported(backend: Backen
 # -- units of work -----------------------------------------------------------------------
 
 
+@conformance
 @on("sync")
 def test_a_unit_commits_app_sql_and_moves_together_or_not_at_all(backend: Backend) -> None:
     runs = lifecycle(backend)
@@ -109,6 +144,7 @@ def test_a_unit_commits_app_sql_and_moves_together_or_not_at_all(backend: Backen
     assert len(runs.history("2026-01-05")) == 2  # the extend's event too
 
 
+@conformance
 @on("sync")
 def test_nesting_is_a_savepoint_and_an_invariant_refusal_does_not_poison_the_unit(
         backend: Backend) -> None:
@@ -128,6 +164,7 @@ def test_nesting_is_a_savepoint_and_an_invariant_refusal_does_not_poison_the_uni
     assert runs.state("2026-01-05") == "COLLECTING"
 
 
+@conformance
 @on("sync")
 def test_a_refused_hold_makes_the_unit_unable_to_commit(backend: Backend) -> None:
     runs = lifecycle(backend)
@@ -163,6 +200,7 @@ def test_a_hold_is_refused_while_a_lease_is_live(backend: Backend) -> None:
         assert tx.hold("2026-01-05", "COLLECTING").reason == "LEASE_HELD"
 
 
+@conformance
 @on("sync")
 def test_a_fenced_write_lands_only_while_the_lease_is_held(backend: Backend) -> None:
     clock = Clock()
@@ -188,6 +226,7 @@ def test_a_fenced_write_lands_only_while_the_lease_is_held(backend: Backend) -> 
     assert runs.finalize("2026-01-05", second).applied
 
 
+@conformance
 @on("sync")
 def test_the_lease_run_hands_an_act_opens_a_fenced_unit(backend: Backend) -> None:
     runs = lifecycle(backend)
@@ -208,6 +247,7 @@ def test_the_lease_run_hands_an_act_opens_a_fenced_unit(backend: Backend) -> Non
     assert as_dict(runs.get("2026-01-05"))["last_error"] == "picker down"
 
 
+@conformance
 @on("async")
 def test_units_on_the_async_twin(backend: Backend) -> None:
     runs: AsyncLifecycle = lifecycle(backend)
@@ -246,6 +286,7 @@ def test_units_on_the_async_twin(backend: Backend) -> None:
     assert [r[1] for r in submissions(backend)] == ["a", "b", "e"]
 
 
+@conformance
 @on("sync")
 def test_app_sql_bad_input_is_a_typed_error(backend: Backend) -> None:
     runs = lifecycle(backend)
@@ -292,6 +333,7 @@ def test_can_transition_dry_runs_a_leased_edge(backend: Backend) -> None:
 # -- set-based moves and queries ---------------------------------------------------------
 
 
+@conformance
 def test_transition_many_moves_matching_rows_in_one_write(backend: Backend) -> None:
     jobs = backend.make(JOBS)
     for i in range(6):
@@ -327,6 +369,7 @@ def test_transition_many_moves_matching_rows_in_one_write(backend: Backend) -> N
         jobs.find(where={"no_such": 1})
 
 
+@conformance
 def test_transition_many_falls_back_to_one_by_one_on_an_invariant(backend: Backend) -> None:
     runs = backend.make(RUNS)
     for week in ("2026-01-05", "2026-01-12", "2026-01-19"):
@@ -356,6 +399,7 @@ def test_fire_due_judges_deadlines_by_the_given_instant(backend: Backend) -> Non
         runs.fire_due(now=datetime(2026, 1, 7))  # naive
 
 
+@conformance
 @on("sync")
 def test_several_bindings_share_a_unit_opened_on_the_store(backend: Backend) -> None:
     runs = lifecycle(backend)
@@ -401,6 +445,7 @@ def test_transition_many_names_odd_keys_as_history_does(backend: Backend) -> Non
 # -- read-only units ------------------------------------------------------------------------
 
 
+@conformance
 def test_a_read_only_unit_reads_and_refuses_to_write(backend: Backend) -> None:
     """``store.atomic(read_only=True)``: a snapshot for reads; a write in it fails (SQLite's
     query_only, PostgreSQL's read-only transaction) and leaves nothing behind."""
@@ -437,6 +482,7 @@ def test_a_read_only_unit_reads_and_refuses_to_write(backend: Backend) -> None:
     assert runs.state("2026-01-05") == "COLLECTING"
 
 
+@conformance
 @on("sync")
 def test_a_read_only_unit_does_not_wait_for_a_writer(backend: Backend) -> None:
     """On SQLite a unit that writes holds the write lock until it ends; a read-only one

@@ -7,17 +7,31 @@ lifecycle whose methods block whichever twin it wraps, so a test body reads the 
 four combinations; the async twin's coroutines really run, on the test's own event loop, and
 ``.aio`` reaches the twin itself (to ``gather`` its coroutines).
 
+Where a test runs: on every backend by default; :func:`on` narrows it. Two narrowings have
+names of their own:
+
+* ``@conformance``: the test also runs on the contrib stores by default, because the store
+  itself takes part in what it checks (units, holds and fences, commit hooks, error
+  translation, races). The contrib stores run every other backend test under ``-m contrib``
+  (``make contrib``); the module's docstring says why each of its conformance tests is one.
+* ``@refused_before_io``: every call it checks is refused before any statement exists (the
+  value rules of :mod:`rowstate.values`, the binding's and the machine's checks, made by the
+  core both twins drive), so no store and no twin can change the verdict. It runs on one
+  backend, inside :meth:`Backend.no_io`, which proves "before any I/O" where running it on
+  four backends only repeated it.
+
 The machines below are small on purpose: each feature of the engine has a field to test.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -96,8 +110,8 @@ RUNS = Binding(
 BACKENDS = [("sqlite", "sync"), ("sqlite", "async"), ("postgres", "sync"), ("postgres", "async")]
 
 # The contrib stores (rowstate.contrib) as more backends: (door, db, mode). They carry the
-# ``contrib`` marker; tests/rowstate/conftest.py runs them for the modules it names
-# (CONTRIB_MODULES) and marks them ``slow`` everywhere else.
+# ``contrib`` marker; tests/rowstate/conftest.py runs them by default for the tests marked
+# ``conformance`` and marks them ``slow`` for every other test (``-m contrib`` runs them all).
 CONTRIB_BACKENDS = [("sqlalchemy", "sqlite", "sync"), ("sqlalchemy", "sqlite", "async"),
                     ("sqlalchemy", "postgres", "sync"), ("sqlalchemy", "postgres", "async"),
                     ("django", "sqlite", "sync"), ("django", "postgres", "sync")]
@@ -122,6 +136,13 @@ def backend_params(*only: str) -> list[Any]:
 def on(*only: str) -> pytest.MarkDecorator:
     """Run a test on some backends only: ``@on("postgres")``, ``@on("async")``."""
     return pytest.mark.parametrize("backend", backend_params(*only), indirect=True)
+
+
+# See the module docstring: a test the contrib stores run by default...
+conformance = pytest.mark.conformance
+# ...and a test of refusals made before any I/O, on one backend (the cheapest: a SQLite file
+# and no event loop), its calls inside ``backend.no_io()``.
+refused_before_io = on("sqlite-sync")
 
 # -- machines ------------------------------------------------------------------------------
 
@@ -282,6 +303,31 @@ class Backend:
     @property
     def statements(self) -> int:
         return int(self.store.statements)
+
+    @contextlib.contextmanager
+    def no_io(self) -> Iterator[None]:
+        """Fail the test if a call in the block reaches the database: each of the store's
+        doors (a batch, a unit of work, a script) is replaced meanwhile by one that records
+        the call and raises. A statement counts when it is handed to the store, before its
+        driver could refuse it (the store's own ``statements`` counts those that ran)."""
+        reached: list[str] = []
+
+        def refuse(door: str) -> Callable[..., Any]:
+            def refused(*args: Any, **kwargs: Any) -> Any:
+                reached.append(door)
+                raise AssertionError(f"store.{door}() was called inside no_io()")
+
+            return refused
+
+        doors = ("run", "atomic", "execute_script")
+        for door in doors:
+            setattr(self.store, door, refuse(door))
+        try:
+            yield
+        finally:
+            for door in doors:
+                delattr(self.store, door)
+        assert reached == [], f"the database was reached: {reached}"
 
     # -- running -------------------------------------------------------------------------
 
