@@ -104,6 +104,9 @@ class Schemas:
         from psycopg import sql as pg_sql
 
         with psycopg.connect(self.dsn, autocommit=True) as conn:
+            # a connection a test leaked, holding a lock on its tables, fails the drop (and
+            # the session, at close()) instead of hanging the session's end
+            conn.execute("SET lock_timeout = '60s'")
             while (name := self._gone.get()) is not None:
                 try:
                     conn.execute(pg_sql.SQL("DROP SCHEMA {} CASCADE").format(
