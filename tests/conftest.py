@@ -16,6 +16,7 @@ from support import services
 os.environ.setdefault("PGGSSENCMODE", "disable")
 
 if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, not here
+    from support.databases import Clones, Dropper
     from support.nats_server import NatsServer
     from support.pg_server import PostgresServer
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, no
 #   pg_template      session   str: NAME of this session's (empty) template database
 #   pg_dsn           function  str: DSN of a fresh database rs_<uuidhex> cloned from
 #                              pg_template, dropped (WITH (FORCE)) after the test
+#   pg_empty_clones  session   support.databases.Clones of pg_template, one made ahead
+#   pg_dropper       session   support.databases.Dropper: drops the tests' databases off
+#                              the tests' path (all gone at session end)
 #   nats_server      session   support.nats_server.NatsServer
 #   nats_url         session   str: nats://... with JetStream enabled
 #
@@ -108,6 +112,28 @@ def pg_dsn(pg_admin_dsn: str, pg_template: str) -> Iterator[str]:
 
     with cloned_database(pg_admin_dsn, pg_template) as dsn:
         yield dsn
+
+
+@pytest.fixture(scope="session")
+def pg_empty_clones(pg_admin_dsn: str, pg_template: str) -> Iterator[Clones]:
+    from support.databases import Clones
+
+    clones = Clones(pg_admin_dsn, pg_template, prefix="rs_")
+    try:
+        yield clones
+    finally:
+        clones.close()
+
+
+@pytest.fixture(scope="session")
+def pg_dropper(pg_admin_dsn: str) -> Iterator[Dropper]:
+    from support.databases import Dropper
+
+    dropper = Dropper(pg_admin_dsn)
+    try:
+        yield dropper
+    finally:
+        dropper.close()
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,6 @@ and a ``Pub`` wired to both (helpers in tests/support/pub_*.py).
   pub_pg_template      session   str: NAME of a PostgreSQL database with every migration
                                  applied and no connection open, cloned per test
   pub_pg_clones        session   support.databases.Clones of pub_pg_template, one made ahead
-  pub_pg_empty_clones  session   the same of the root's empty pg_template (``empty_db``)
-  pub_pg_dropper       session   support.databases.Dropper: drops the tests' PostgreSQL
-                                 databases off the tests' path (all gone at session end)
   db_url               function  a migrated database, parametrized over {sqlite, postgres}:
                                  a copy of the session's template of that kind. A test (or
                                  module) marked ``empty_db`` gets a fresh, empty one instead:
@@ -38,7 +35,7 @@ from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
 from support import pub_engines, pub_v2, pub_web
 from support.browser import launched
-from support.databases import Clones, Dropper
+from support.databases import Clones
 from support.pub_db import cloned_url, fresh_url, migrated_pg_template, migrated_sqlite_template
 from support.smtp_server import SmtpTestServer
 
@@ -61,24 +58,6 @@ def pub_pg_clones(pg_admin_dsn: str, pub_pg_template: str) -> Iterator[Clones]:
         yield clones
     finally:
         clones.close()
-
-
-@pytest.fixture(scope="session")
-def pub_pg_empty_clones(pg_admin_dsn: str, pg_template: str) -> Iterator[Clones]:
-    clones = Clones(pg_admin_dsn, pg_template, prefix="rs_")
-    try:
-        yield clones
-    finally:
-        clones.close()
-
-
-@pytest.fixture(scope="session")
-def pub_pg_dropper(pg_admin_dsn: str) -> Iterator[Dropper]:
-    dropper = Dropper(pg_admin_dsn)
-    try:
-        yield dropper
-    finally:
-        dropper.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -81,7 +81,7 @@ def restored(url: str, backup_path: Path, tmp_path: Path, request: pytest.Fixtur
     else:
         admin: str = request.getfixturevalue("pg_admin_dsn")
         name = make_database(admin, prefix="rs_restored_")
-        request.addfinalizer(lambda: request.getfixturevalue("pub_pg_dropper").drop(name))
+        request.addfinalizer(lambda: request.getfixturevalue("pg_dropper").drop(name))
         new_url = database_dsn(admin, name)
         done = subprocess.run(["pg_restore", "--no-owner", f"--dbname={new_url}",
                                str(backup_path)], capture_output=True, text=True, timeout=120)

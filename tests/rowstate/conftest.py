@@ -15,7 +15,7 @@
                                 opened is closed at teardown
   url                 function  the races' and crashes' database: a SQLite file (WAL) or a
                                 fresh PostgreSQL one (cloned ahead, dropped in the
-                                background: engine_pg_clones, engine_pg_dropper)
+                                background: pg_empty_clones, pg_dropper)
   children            function  worker processes of a test, killed (by pid) at teardown
 """
 
@@ -33,7 +33,7 @@ from support import races
 from support.engine import Backend, backend_params
 
 if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them
-    from support.databases import Clones, Dropper
+    from support.databases import Dropper
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -156,28 +156,6 @@ def backend(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Backen
         made.close()
 
 
-@pytest.fixture(scope="session")
-def engine_pg_clones(pg_admin_dsn: str, pg_template: str) -> Iterator[Clones]:
-    from support.databases import Clones
-
-    clones = Clones(pg_admin_dsn, pg_template, prefix="rs_")
-    try:
-        yield clones
-    finally:
-        clones.close()
-
-
-@pytest.fixture(scope="session")
-def engine_pg_dropper(pg_admin_dsn: str) -> Iterator[Dropper]:
-    from support.databases import Dropper
-
-    dropper = Dropper(pg_admin_dsn)
-    try:
-        yield dropper
-    finally:
-        dropper.close()
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]:
     """The races' and crashes' database: a SQLite file (WAL) or a fresh PostgreSQL one,
@@ -192,8 +170,8 @@ def url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]:
     from support.databases import database_dsn
 
     admin = str(request.getfixturevalue("pg_admin_dsn"))
-    dropper: Dropper = request.getfixturevalue("engine_pg_dropper")
-    name = request.getfixturevalue("engine_pg_clones").take()
+    dropper: Dropper = request.getfixturevalue("pg_dropper")
+    name = request.getfixturevalue("pg_empty_clones").take()
     try:
         yield database_dsn(admin, name)
     finally:

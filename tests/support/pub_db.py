@@ -33,10 +33,10 @@ def fresh_url(request: pytest.FixtureRequest, kind: str, tmp_path: Path,
               name: str = "pub") -> str:
     """A fresh, empty database: a SQLite file ``name`` in ``tmp_path``, or a PostgreSQL
     database of its own (cloned from the session's empty template, dropped after the test;
-    fixture ``pub_pg_empty_clones``)."""
+    fixture ``pg_empty_clones``)."""
     if kind == "sqlite":
         return sqlite_url(tmp_path / f"{name}.db")
-    return _pg_clone(request, "pub_pg_empty_clones")
+    return _pg_clone(request, "pg_empty_clones")
 
 
 def cloned_url(request: pytest.FixtureRequest, kind: str, tmp_path: Path,
@@ -57,7 +57,7 @@ def _pg_clone(request: pytest.FixtureRequest, clones_fixture: str) -> str:
     from support.databases import Clones, Dropper, database_dsn
 
     clones: Clones = request.getfixturevalue(clones_fixture)
-    dropper: Dropper = request.getfixturevalue("pub_pg_dropper")
+    dropper: Dropper = request.getfixturevalue("pg_dropper")
     name = clones.take()
     request.addfinalizer(lambda: dropper.drop(name))
     return database_dsn(clones.admin_dsn, name)
