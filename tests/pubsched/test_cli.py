@@ -33,7 +33,7 @@ WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York ti
 NEXT = "2026-12-14"
 T_OPEN = "2026-11-30T15:00:00Z"
 TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
-          "pub_availability_shifts", "pub_assignments", "pub_deliveries", "pub_flags",
+          "pub_availability_shifts", "pub_assignments", "pub_mail", "pub_flags",
           "pub_mail_log", "rowstate_events")
 OPERATOR = "ops@pub.example"
 TENDERS = (("Ana", "ana@pub.example"), ("Ben", "ben@pub.example"),

@@ -16,9 +16,11 @@ import pytest
 
 import rowstate
 from pubsched.db.migrate import migrate
+from pubsched.deliveries.outbox import owe, to_tender
 from pubsched.engines import legacy
 from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
+from pubsched.send import deliveries
 from pubsched.submissions import submit
 from pubsched.verdicts import BadInput, Verdict
 from pubsched.weeks import ensure_week, shifts
@@ -319,10 +321,11 @@ def test_a_send_that_died_midway_is_taken_over_after_the_ttl_and_mails_no_one_tw
     t = approved_week(pub)
     dead = legacy.claim_send(pub, WEEK, holder="dead")
     assert isinstance(dead, legacy.SendClaim)
-    with legacy.fenced_by(pub, dead) as tx:
-        tx.execute("INSERT INTO pub_deliveries (week_of, tender_id, email, status, "
-                   "attempted_at) SELECT %s, id, email, 'in_flight', %s FROM pub_tenders "
-                   "WHERE email = %s", [WEEK, t, EMAILS[0]])
+    (first,) = pub.query("SELECT id FROM pub_tenders WHERE email = %s", [EMAILS[0]])
+    key = ("schedule", WEEK, to_tender(first["id"]))
+    with legacy.fenced_by(pub, dead):  # owed and claimed: the handover under way
+        owe(pub, *key, week_of=WEEK, now=t)
+        assert pub.mail.claim(key, "send").claimed
     assert legacy.send(pub, WEEK, now=t).reason == "LEASE_HELD"  # not before the TTL
     backdate_send_lease(pub, WEEK, legacy.SEND_LEASE_TTL + 1)
     got = legacy.send(pub, WEEK, now=t)
@@ -419,8 +422,9 @@ def legacy_script(pub: Pub) -> list[Any]:
     trace.append(pub.query(f"SELECT {LEGACY_COLUMNS} FROM pub_schedule_runs ORDER BY week_of"))
     trace.append(pub.query("SELECT week_of, shift_id, tender_id, assigned_at, approved_at "
                            "FROM pub_assignments ORDER BY week_of, shift_id, tender_id"))
-    trace.append(pub.query("SELECT week_of, tender_id, email, status, error "
-                           "FROM pub_deliveries ORDER BY week_of, tender_id"))
+    trace.append([{"week_of": w, "tender_id": tid, **record}  # the schedule's deliveries
+                  for w in ("2026-11-30", "2026-12-07", WEEK, NEXT)
+                  for tid, record in sorted(deliveries(pub, w).items())])
     return trace
 
 

@@ -30,7 +30,7 @@ from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedE
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
        "0041", "0042", "0043", "0044", "0045", "0046",
-       "0047", "0048", "0049"]
+       "0047", "0048", "0049", "0050"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -217,11 +217,6 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
         "tender_id": ("INTEGER", True), "kind": ("TEXT", True), "at": ("TIME", True),
     },
-    "pub_deliveries": {
-        "week_of": ("TEXT", True), "tender_id": ("INTEGER", True), "email": ("TEXT", True),
-        "status": ("TEXT", True), "lease_token": ("BIGINT", False),
-        "attempted_at": ("TIME", True), "sent_at": ("TIME", False), "error": ("TEXT", False),
-    },
     "pub_rehearsals": {  # 0039
         "id": ("ID64", True), "started_at": ("TIME", True), "finished_at": ("TIME", False),
         "outcome": ("TEXT", False), "week_of": ("TEXT", True),
@@ -388,7 +383,7 @@ def test_the_legacy_status_check_refuses_bogus(db_url: str, stores: list[pubdb.S
 
 
 def test_the_other_constraints(db_url: str, stores: list[pubdb.Store]) -> None:
-    mig.migrate(db_url)
+    mig.migrate(db_url, to="0049")  # pub_deliveries' own, below: 0050 moves it to pub_mail
     tender = ("INSERT INTO pub_tenders (name, email, email_key, created_at) "
               "VALUES (%s, %s, %s, %s) RETURNING id, active, link_version")
     (row,) = sql(db_url, stores, tender, ["Ann", "Ann@X.org", "ann@x.org", T0])
@@ -498,7 +493,7 @@ def test_0049_moves_the_notices_outbox_onto_the_mail_machine(
             "'operator', '2026-03-02', %s, %s, %s, %s, %s)",
             [f"cover:{9 - i}", status, attempts, T0, T0 if attempts else None, error])
     stores.pop().close()
-    assert mig.migrate(db_url) == ["0049"]
+    assert mig.migrate(db_url, to="0049") == ["0049"]
     got = sql(db_url, stores, "SELECT about, state, attempts, retry_at, error FROM pub_mail "
               "ORDER BY id")
     assert [(r["about"], r["state"], r["attempts"], r["error"]) for r in got] == [
@@ -511,6 +506,37 @@ def test_0049_moves_the_notices_outbox_onto_the_mail_machine(
         "SELECT name FROM sqlite_master WHERE type = 'table'" if db_url.startswith("sqlite:")
         else "SELECT table_name AS name FROM information_schema.tables "
              "WHERE table_schema = current_schema()"))}
+
+
+def test_0050_moves_the_schedule_deliveries_onto_the_mail_machine(
+        db_url: str, stores: list[pubdb.Store]) -> None:
+    """Each recipient's record of a send becomes the schedule's mail for that tender, in
+    the state its status meant (sent SENT, failed REFUSED with no timer: the send's retry
+    tries it, in flight UNKNOWN: never re-sent on its own), with its address and error,
+    and pub_deliveries is gone."""
+    mig.migrate(db_url, to="0049")
+    tender = ("INSERT INTO pub_tenders (name, email, email_key, created_at) "
+              "VALUES (%s, %s, %s, %s) RETURNING id")
+    ids = [sql(db_url, stores, tender, [n, f"{n}@x.org", f"{n}@x.org", T0])[0]["id"]
+           for n in ("ann", "bob", "cy")]
+    insert_run(db_url, stores, "2026-03-02")
+    for tid, (status, error) in zip(ids, [("sent", None), ("failed", "550 no"),
+                                          ("in_flight", "lost")], strict=True):
+        sql(db_url, stores, "INSERT INTO pub_deliveries (week_of, tender_id, email, status, "
+            "attempted_at, sent_at, error) VALUES ('2026-03-02', %s, %s, %s, %s, %s, %s)",
+            [tid, f"t{tid}@x.org", status, T0, T0 if status == "sent" else None, error])
+    stores.pop().close()
+    assert mig.migrate(db_url) == ["0050"]
+    got = sql(db_url, stores, "SELECT kind, about, recipient, week_of, state, attempts, "
+              "retry_at, error, address FROM pub_mail ORDER BY recipient")
+    assert [tuple(r.values()) for r in got] == [
+        ("schedule", "2026-03-02", f"tender:{ids[0]}", "2026-03-02", "SENT", 1, None, None,
+         f"t{ids[0]}@x.org"),
+        ("schedule", "2026-03-02", f"tender:{ids[1]}", "2026-03-02", "REFUSED", 1, None,
+         "550 no", f"t{ids[1]}@x.org"),
+        ("schedule", "2026-03-02", f"tender:{ids[2]}", "2026-03-02", "UNKNOWN", 1, None,
+         "lost", f"t{ids[2]}@x.org")]
+    assert "pub_deliveries" not in tables(db_url, stores)
 
 
 def test_a_changed_applied_migration_is_refused(db_url: str) -> None:

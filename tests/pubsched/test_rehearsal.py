@@ -41,7 +41,7 @@ from support.smtp_server import SmtpTestServer
 pytestmark = pytest.mark.pub_setup("engines")
 
 REAL_TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
-               "pub_availability_shifts", "pub_assignments", "pub_deliveries", "pub_flags",
+               "pub_availability_shifts", "pub_assignments", "pub_mail", "pub_flags",
                "pub_mail_log", "rowstate_events", "pub_shift_template")
 
 
@@ -243,7 +243,7 @@ def test_the_copy_holds_the_active_tenders_and_the_shift_template_and_no_weeks(
         assert len(copy.query("SELECT id FROM pub_tenders")) == len(EMAILS) - 1
         assert rows(copy, "SELECT * FROM pub_shift_template") == rows(
             pub, "SELECT * FROM pub_shift_template")
-        for table in ("pub_schedule_runs", "pub_shifts", "pub_deliveries", "pub_mail_log",
+        for table in ("pub_schedule_runs", "pub_shifts", "pub_mail", "pub_mail_log",
                       "rowstate_events", "pub_rehearsals"):
             assert copy.query(f"SELECT * FROM {table}") == [], table
         assert v2_enabled(copy) and copy.config.mail.rehearsal

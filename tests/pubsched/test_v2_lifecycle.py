@@ -13,6 +13,7 @@ import icalendar
 import pytest
 
 from pubsched import submissions, tenders, weeks
+from pubsched.deliveries.log import mail_log
 from pubsched.engines import v2
 from pubsched.machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
 from pubsched.pub import Pub
@@ -222,8 +223,7 @@ def test_a_refused_recipient_is_in_the_mail_log_that_metrics_counts(
     _ready_to_send(pub)
     smtp.refuse_recipient("bob@pub.test")
     assert not v2.send(pub, WEEK, now=NOW).applied
-    logged = {(r["kind"], r["recipient"]) for r in pub.query(
-        "SELECT kind, recipient FROM pub_mail_log WHERE week_of = %s", [WEEK])}
+    logged = {(line.label, line.recipient) for line in mail_log(pub, WEEK)}
     assert logged == {("schedule", "ann@pub.test"), ("schedule:refused", "bob@pub.test")}
 
 

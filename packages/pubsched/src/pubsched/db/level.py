@@ -44,7 +44,7 @@ class SchemaLevel:
     covers: bool = _since("0045")         # pub_covers: the cover requests
     usual: bool = _since("0046")          # pub_usual, pub_availability.source
     tick_status: bool = _since("0047")    # pub_tick_status: the tick's own record
-    mail: bool = _since("0049")           # pub_mail: the mail machine (pubsched.deliveries)
+    mail: bool = _since("0050")           # pub_mail (0049), the schedule's mail in it (0050)
 
     @classmethod
     def of(cls, applied: Iterable[str]) -> SchemaLevel:

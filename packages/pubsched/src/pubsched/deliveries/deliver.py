@@ -1,19 +1,24 @@
-"""Sending what is owed: every owed email of the given kinds, each once, through the mail
-machine's lease (:mod:`.machine`). The one place that hands owed mail to the mailer.
+"""Sending what is owed: the one place that hands mail to the mailer.
 
-One :func:`deliver` pass, safe with any number of tickers and commands at once:
+Every email is a row of the mail machine (:mod:`.machine`), and every send of one goes the
+same four steps, here: **claim** (the lease edge ``send``, committed before anything is
+composed, so of two senders one sends it), **compose** (the feature's composer writes it
+from what is true now; None: ``drop``), **hand over** (once, through one mail session),
+**finish** (``finalize`` through the outcome's edge, presenting the lease's token, so a
+sender whose lease was swept finishes nothing; the event it writes is the mail log: who,
+to which address, the subject, the server's answer).
+
+Who claims differs, and nothing else: :func:`deliver` (the tick's pass over what is owed),
+the schedule's send (claimed in units fenced by the week's send lease) and the operator's
+resend (:func:`claim_owed`). One :func:`deliver` pass is safe with any number of tickers
+and commands at once:
 
 1. **what waited is owed again**: refused emails whose wait is over move back to OWED (the
    timed edge ``retry``, through ``fire_due``: of several passes, one moves each);
-2. **a send that stopped mid-way is of unknown fate**: an OWED row whose lease expired (its
-   sender died between the claim and the answer) may have been delivered, so it ends
-   UNKNOWN, never re-sent on its own (``lose``);
-3. **each owed email is claimed, composed, handed over, finished**: the claim (``send``,
-   only on a row with no lease at all) commits before anything is composed, so of two
-   passes one sends it; the composer writes it from what is true now (None: ``drop``); the
-   mailer hands it over once; the finalize names the outcome (``send``, ``refuse`` with
-   the next try's time, ``lose``) and presents the lease's token, so a sender whose lease
-   was swept in step 2 finishes nothing.
+2. **a send that stopped mid-way is of unknown fate** (:func:`sweep_lost`): an OWED row
+   whose lease expired (its sender died between the claim and the answer) may have been
+   delivered, so it ends UNKNOWN, never re-sent on its own (``lose``);
+3. **each owed email is sent** (:meth:`Sender.send`), in the order it was owed.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from rowstate import LeaseClaim
 
 from ..mail.compose import Outgoing
-from ..mail.mailer import Delivery, MailSession
-from ..mail_log import log_mail
+from ..mail.mailer import Delivery, MailSession, Outcome
 from ..pub import Pub, utc
 from ..verdicts import Verdict
 from .machine import DROPPED, LEASE_KIND, OWED, REFUSED, UNKNOWN
@@ -37,6 +42,119 @@ from .outbox import MAX_ATTEMPTS, Composer, Mail, NotSentYet, retry_wait
 log = logging.getLogger("pubsched.deliveries")
 
 MAX_PASS = 100  # emails one pass sends at most (the next pass, the next tick, sends more)
+
+
+class Sender:
+    """One batch of sends: the mail session is opened at the first message handed over
+    (a pass with nothing to send opens no connection) and closed when the batch ends."""
+
+    def __init__(self, pub: Pub) -> None:
+        self.pub = pub
+        self._opened = contextlib.ExitStack()
+        self._session: MailSession | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._opened.close()
+
+    def hand_over(self, outgoing: Outgoing) -> Outcome:
+        """Hand one message to the mail server, once (no retry after the data went)."""
+        if self._session is None:
+            self._session = self._opened.enter_context(self.pub.mailer.session())
+        return self._session.send(outgoing)
+
+    def send(self, mail: Mail, claim: LeaseClaim, composer: Composer, at: datetime, *,
+             retry: bool = True) -> Verdict:
+        """Compose, hand over and finish one claimed email: applied when sent or dropped
+        as no longer true; else ``reason`` is the state it ended in (REFUSED: tried again
+        after its wait when ``retry`` and tries are left; UNKNOWN: never on its own)."""
+        try:
+            outgoing = composer(self.pub, mail, at)
+        except NotSentYet as exc:
+            return self._refused(mail, claim, at, str(exc), retry)
+        except Exception as exc:  # a composer's bug must not stop the others' mail
+            log.exception("composing %s failed", _what(mail))
+            return self._refused(mail, claim, at, f"could not be written: {exc}", retry)
+        if outgoing is None:
+            done = self._finish(mail, claim, DROPPED, {"attempts": mail.attempts + 1})
+            return done or Verdict(True, message=f"{_what(mail)}: no longer needed")
+        outcome = self.hand_over(outgoing)
+        subject = str(outgoing.message["Subject"])
+        handed = {"attempts": mail.attempts + 1, "address": outgoing.envelope_to,
+                  "subject": subject}
+        logged = {"to": outgoing.envelope_to, "subject": subject}  # the event: the mail log
+        what = _what(mail)
+        if outcome.delivery is Delivery.DELIVERED:
+            lost = self._finish(mail, claim, None, {**handed, "sent_at": at, "error": None},
+                                logged)
+            return lost or Verdict(True, message=f"{what}: sent")
+        logged["answer"] = outcome.detail
+        if outcome.delivery is Delivery.REFUSED:
+            return self._refused(mail, claim, at, outcome.detail, retry, handed, logged)
+        # unknown: possibly delivered, so it is not sent again on its own
+        lost = self._finish(mail, claim, UNKNOWN, {**handed, "error": outcome.detail},
+                            logged)
+        return lost or Verdict(False, UNKNOWN, failed=outcome.detail,
+                               message=f"{what}: may not have arrived: {outcome.detail}")
+
+    def _refused(self, mail: Mail, claim: LeaseClaim, at: datetime, why: str, retry: bool,
+                 handed: Mapping[str, Any] | None = None,
+                 logged: Mapping[str, str] | None = None) -> Verdict:
+        """Refused this time: tried again after its wait while tries are left (``retry``:
+        on its own; else only when its sender asks again)."""
+        tries = mail.attempts + 1
+        again = at + retry_wait(tries) if retry and tries < MAX_ATTEMPTS else None
+        payload = {**(handed or {}), "attempts": tries, "error": why[:2000],
+                   "retry_at": again}
+        lost = self._finish(mail, claim, REFUSED, payload, logged)
+        return lost or Verdict(False, REFUSED, failed=why,
+                               message=f"{_what(mail)}: not delivered: {why}")
+
+    def _finish(self, mail: Mail, claim: LeaseClaim, to: str | None,
+                payload: Mapping[str, Any],
+                logged: Mapping[str, str] | None = None) -> Verdict | None:
+        """The claimed send finished through the outcome ``to`` (None: sent), its event
+        carrying what was handed over (``logged``: the address, the subject, the server's
+        answer; :mod:`.log` reads it); a verdict only when it could not be (the lease was
+        swept meanwhile: its row says UNKNOWN)."""
+        done = self.pub.mail.finalize(mail.key, claim, to=to, payload=payload,
+                                      by=self.pub.actor, data=dict(logged) if logged else None,
+                                      note=payload.get("error"))
+        if done.applied:
+            return None
+        return Verdict(False, done.reason, failed="the send took longer than its lease",
+                       message=f"{_what(mail)}: the send took too long to be recorded; it "
+                               "may have arrived")
+
+
+def claim_owed(pub: Pub, key: tuple[str, str, str], *,
+               resend: bool = False) -> tuple[Mail, LeaseClaim] | str:
+    """Claim one email to send it now, in one unit (joining the caller's, so a fence the
+    caller holds fences the claim): a refused one is owed again first (``retry``), and
+    with ``resend`` (the operator's explicit choice) one of unknown fate too (``resend``),
+    and an OWED one whose sender stopped mid-way is taken over. Otherwise only a free OWED
+    row is claimed. The claim, or why not: the state it is in (SENT, UNKNOWN...), or
+    ``"sending"`` when a live sender holds it."""
+    with pub.atomic():
+        row = pub.mail.get(key)
+        if row is None:
+            return "missing"
+        state = str(row["state"])
+        if state == REFUSED or (resend and state == UNKNOWN):
+            edge = "retry" if state == REFUSED else "resend"
+            pub.mail.transition(key, OWED, from_=state, by=pub.actor,
+                                note=None if edge == "retry" else "resent by the operator")
+        elif state != OWED:
+            return state
+        guards = None if resend else {"acting_at": None}
+        claim = pub.mail.claim(key, "send", guards=guards, by=pub.actor)
+        if not claim.claimed:
+            return "sending"
+        assert claim.row is not None
+        return Mail.of(claim.row), claim
 
 
 def deliver(pub: Pub, composers: Mapping[str, Composer], now: datetime, *,
@@ -49,21 +167,15 @@ def deliver(pub: Pub, composers: Mapping[str, Composer], now: datetime, *,
     if not kinds:
         return []
     pub.mail.fire_due(now=at, by=pub.actor)
-    out = _lost(pub, kinds, at, limit)
-    with contextlib.ExitStack() as opened:
-        session: MailSession | None = None  # opened at the first message, if any
+    out = sweep_lost(pub, kinds, at, limit=limit)
+    with Sender(pub) as sender:
         for key in _owed(pub, kinds, limit):
             claim = pub.mail.claim(key, "send", guards={"acting_at": None}, by=pub.actor)
             if not claim.claimed:  # another pass has it
                 continue
             assert claim.row is not None
             mail = Mail.of(claim.row)
-            outgoing = _composed(pub, composers[mail.kind], mail, claim, at, out)
-            if outgoing is None:
-                continue
-            if session is None:
-                session = opened.enter_context(pub.mailer.session())
-            out.append(_handed_over(pub, session, mail, claim, outgoing, at))
+            out.append(sender.send(mail, claim, composers[mail.kind], at))
     return out
 
 
@@ -81,80 +193,22 @@ def _what(mail: Mail) -> str:
     return f"{mail.kind} {mail.about} to {mail.recipient}"
 
 
-def _composed(pub: Pub, composer: Composer, mail: Mail, claim: LeaseClaim, at: datetime,
-              out: list[Verdict]) -> Outgoing | None:
-    """The message, or None when the try ended here (dropped, or refused: not ready, or a
-    composer's bug, which must not stop the others' mail)."""
-    try:
-        outgoing = composer(pub, mail, at)
-    except NotSentYet as exc:
-        out.append(_refused(pub, mail, claim, at, str(exc)))
-        return None
-    except Exception as exc:
-        log.exception("composing %s failed", _what(mail))
-        out.append(_refused(pub, mail, claim, at, f"could not be written: {exc}"))
-        return None
-    if outgoing is None:
-        done = _finish(pub, mail, claim, DROPPED, {"attempts": mail.attempts + 1})
-        out.append(done or Verdict(True, message=f"{_what(mail)}: no longer needed"))
-    return outgoing
-
-
-def _handed_over(pub: Pub, session: MailSession, mail: Mail, claim: LeaseClaim,
-                 outgoing: Outgoing, at: datetime) -> Verdict:
-    outcome = session.send(outgoing)
-    log_mail(pub, mail.week_of, f"{mail.kind}:{outcome.delivery.value}", outgoing, at)
-    tries = mail.attempts + 1
-    handed = {"attempts": tries, "address": outgoing.envelope_to,
-              "subject": str(outgoing.message["Subject"])}
-    what = _what(mail)
-    if outcome.delivery is Delivery.DELIVERED:
-        lost = _finish(pub, mail, claim, None, {**handed, "sent_at": at, "error": None})
-        return lost or Verdict(True, message=f"{what}: sent")
-    if outcome.delivery is Delivery.REFUSED:
-        return _refused(pub, mail, claim, at, outcome.detail, handed)
-    # unknown: possibly delivered, so it is not sent again on its own
-    lost = _finish(pub, mail, claim, UNKNOWN, {**handed, "error": outcome.detail})
-    return lost or Verdict(False, UNKNOWN, failed=outcome.detail,
-                           message=f"{what}: may not have arrived: {outcome.detail}")
-
-
-def _refused(pub: Pub, mail: Mail, claim: LeaseClaim, at: datetime, why: str,
-             handed: Mapping[str, Any] | None = None) -> Verdict:
-    """Refused this time: tried again after its wait while tries are left."""
-    tries = mail.attempts + 1
-    retry = at + retry_wait(tries) if tries < MAX_ATTEMPTS else None
-    payload = {**(handed or {}), "attempts": tries, "error": why[:2000], "retry_at": retry}
-    lost = _finish(pub, mail, claim, REFUSED, payload)
-    return lost or Verdict(False, REFUSED, failed=why,
-                           message=f"{_what(mail)}: not delivered: {why}")
-
-
-def _finish(pub: Pub, mail: Mail, claim: LeaseClaim, to: str | None,
-            payload: Mapping[str, Any]) -> Verdict | None:
-    """The claimed send finished through the outcome ``to`` (None: sent); a verdict only
-    when it could not be (the lease was swept meanwhile: its row says UNKNOWN)."""
-    done = pub.mail.finalize(mail.key, claim, to=to, payload=payload)
-    if done.applied:
-        return None
-    return Verdict(False, done.reason, failed="the send took longer than its lease",
-                   message=f"{_what(mail)}: the send took too long to be recorded; it may "
-                           "have arrived")
-
-
-def _lost(pub: Pub, kinds: Iterable[str], at: datetime, limit: int) -> list[Verdict]:
+def sweep_lost(pub: Pub, kinds: Iterable[str], at: datetime, *, about: str | None = None,
+               limit: int = MAX_PASS) -> list[Verdict]:
     """Sends whose sender stopped mid-way (a lease expired on an OWED row) end UNKNOWN: the
     claim takes only an expired lease (the engine's rule), so a live sender keeps its."""
     out = []
-    for row in pub.mail.find(state=OWED, where={"kind": list(kinds),
-                                                "acting_kind": LEASE_KIND}, limit=limit):
+    where: dict[str, Any] = {"kind": list(kinds), "acting_kind": LEASE_KIND}
+    if about is not None:
+        where["about"] = about
+    for row in pub.mail.find(state=OWED, where=where, limit=limit):
         key = (row["kind"], row["about"], row["recipient"])
         claim = pub.mail.claim(key, "send", by=pub.actor)
         if not claim.claimed:
             continue
         why = "the sender stopped before the mail server answered"
         mail = Mail.of(row)
-        done = pub.mail.finalize(key, claim, to=UNKNOWN,
+        done = pub.mail.finalize(key, claim, to=UNKNOWN, by=pub.actor, note=why,
                                  payload={"attempts": mail.attempts + 1, "error": why})
         if done.applied:
             out.append(Verdict(False, UNKNOWN, failed=why,
@@ -162,4 +216,4 @@ def _lost(pub: Pub, kinds: Iterable[str], at: datetime, limit: int) -> list[Verd
     return out
 
 
-__all__ = ["MAX_PASS", "deliver"]
+__all__ = ["MAX_PASS", "Sender", "claim_owed", "deliver", "sweep_lost"]

@@ -23,6 +23,7 @@ from ..engines import v2
 from ..engines.facts import in_words
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
 from ..pub import Pub
+from ..send import deliveries
 from ..verdicts import BadInput, Verdict
 from ..weektime import as_utc
 
@@ -149,7 +150,7 @@ def _send(copy: Pub, week: str, now: datetime) -> str:
         raise StepFailed("the mail server never answered for "
                          + ", ".join(detail["uncertain"]))
     _expect(copy, week, got, SENT, "send")
-    rows = copy.query("SELECT email, status FROM pub_deliveries WHERE week_of = %s", [week])
+    rows = list(deliveries(copy, week).values())
     unsent = [str(r["email"]) for r in rows if r["status"] != "sent"]
     if not rows or unsent:
         raise StepFailed(f"not delivered: {', '.join(unsent) or 'nobody was mailed'}")

@@ -53,6 +53,8 @@ from ..view import weeks_list
 
 log = logging.getLogger("pubsched.metrics")
 MAIL_OUTCOMES = ("delivered", "refused", "unknown")
+# the mail machine's edge each outcome finishes through (pubsched.deliveries.machine)
+_OUTCOME_OF_EDGE = {"send": "delivered", "refuse": "refused", "lose": "unknown"}
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -99,8 +101,14 @@ class PubCollector(Collector):
     def _deliveries(self) -> Iterator[Metric]:
         deliveries = GaugeMetricFamily("pubsched_deliveries",
                                        "schedule emails by delivery status", labels=["status"])
-        counted = _counts(self.pub.query("SELECT status, COUNT(*) AS n FROM pub_deliveries "
-                                         "GROUP BY status"), "status")
+        counted: dict[tuple[str, ...], int]
+        if self.pub.schema.mail:  # the schedule's mail (0050): its states in words
+            counted = {(STATUS[state],): n for (state,), n in _counts(self.pub.query(
+                "SELECT state, COUNT(*) AS n FROM pub_mail WHERE kind = 'schedule' "
+                "AND attempts > 0 GROUP BY state"), "state").items()}
+        else:
+            counted = _counts(self.pub.query("SELECT status, COUNT(*) AS n FROM "
+                                             "pub_deliveries GROUP BY status"), "status")
         for status in ("sent", "failed", "in_flight"):
             deliveries.add_metric([status], counted.get((status,), 0))
         yield deliveries
@@ -137,6 +145,11 @@ class PubCollector(Collector):
             outcome = str(row["kind"]).rsplit(":", 1)[-1]
             key = outcome if outcome in outcomes else "delivered"  # kinds before outcomes
             outcomes[key] += int(row["n"])
+        if self.pub.schema.mail:  # since 0050 the mail machine's finishes are the log
+            for row in self.pub.query(
+                    "SELECT edge, COUNT(*) AS n FROM rowstate_events WHERE machine = "
+                    "'pub_mail' AND edge IN ('send', 'refuse', 'lose') GROUP BY edge"):
+                outcomes[_OUTCOME_OF_EDGE[str(row["edge"])]] += int(row["n"])
         for outcome, n in outcomes.items():
             mail.add_metric([outcome], n)
         yield mail
