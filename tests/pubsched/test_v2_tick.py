@@ -13,6 +13,8 @@ import pytest
 
 from pubsched import submissions, weeks
 from pubsched.config import Config
+from pubsched.deliveries.machine import REFUSED
+from pubsched.deliveries.outbox import listed
 from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
 from pubsched.mail.settings import load_mail_settings
@@ -23,6 +25,8 @@ from pubsched.view import week_show
 from support import pub_engines
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
 from support.smtp_server import SmtpTestServer
+
+DEALT = "tick: 1 email dealt with (sent, or no longer needed)"  # how the tick says a nudge went
 
 
 def deadline(pub: Pub) -> object:
@@ -38,7 +42,7 @@ def test_a_manual_week_past_its_deadline_gets_one_nudge_and_no_move(
     assert isinstance(due, type(NOW))
     assert not [v for v in tick(pub, due - timedelta(minutes=1)) if v.applied]
     first = tick(pub, due)
-    assert [v.message for v in first if v.applied] == [f"tick: {WEEK} collecting_alert"]
+    assert [v.message for v in first if v.applied] == [DEALT]  # the nudge
     assert not any(v.applied for v in tick(pub, due + timedelta(hours=2)))  # once per run
     nudges = [m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]
     assert len(nudges) == 1 and "ready to close" in str(nudges[0].message["Subject"])
@@ -62,7 +66,7 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
     # a tick that runs hours late: the close and the generate both fire, in order, once
     fired = [v.message for v in tick(pub, late + timedelta(hours=5)) if v.applied]
     assert fired == [f"tick: {WEEK} close", f"tick: {WEEK} generate",
-                     "tick: 1 email dealt with (sent, or no longer needed)"]  # the note below
+                     DEALT]  # the note below
     shown = week_show(pub, WEEK)
     assert shown["state"] == ASSIGNED and shown["unfilled"] == 0
     assert not any(v.applied for v in tick(pub, late + timedelta(days=3)))  # stops here
@@ -100,7 +104,7 @@ def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestS
     finally:
         other.close()
     everything = results[0] + results[1]
-    assert everything.count(f"tick: {WEEK} collecting_alert") == 1
+    assert everything.count(DEALT) == 1  # the nudge, by one of the two
     assert len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]) == 1
 
 
@@ -120,8 +124,7 @@ def test_an_extension_after_the_nudge_does_not_re_arm_it(pub: Pub,
     assert v2.open_form(pub, WEEK, now=NOW)
     due = deadline(pub)
     assert isinstance(due, type(NOW))
-    assert [v.message for v in tick(pub, due) if v.applied] == [
-        f"tick: {WEEK} collecting_alert"]
+    assert [v.message for v in tick(pub, due) if v.applied] == [DEALT]  # the nudge
     later = due + timedelta(hours=12)
     assert v2.extend(pub, WEEK, later, now=due)
     assert not any(v.applied for v in tick(pub, later + timedelta(hours=1)))
@@ -134,17 +137,19 @@ def nudges_to_operator(smtp: SmtpTestServer) -> int:
 
 def test_a_refused_nudge_fails_the_tick_and_a_later_tick_delivers_it_once(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
-    """#17.3: claim -> send -> delivered; a refused send gives the claim back (the tick
-    fails), and two tickers at once then deliver it once."""
+    """#17.3: claim -> owe -> send -> delivered; a refused send fails the tick and is
+    tried again after its wait (a minute, then two), and two tickers at once then deliver
+    it once."""
     assert v2.open_form(pub, WEEK, now=NOW)
     due = deadline(pub)
     assert isinstance(due, type(NOW))
     smtp.fail_data(550)
     got = tick(pub, due)
     assert [(v.applied, bool(v.failed)) for v in got] == [(False, True)]
-    assert "not delivered" in got[0].message and "next tick tries again" in got[0].message
-    assert pub.runs.get(WEEK)["collecting_alert_at"] is None  # type: ignore[index]
+    assert "did not go through" in got[0].message and "next tick tries" in got[0].message
+    assert [m.state for m in listed(pub, week=WEEK)] == [REFUSED]
     assert nudges_to_operator(smtp) == 0
+    assert tick(pub, due + timedelta(seconds=30)) == []  # waiting its minute
     assert [bool(v.failed) for v in tick(pub, due + timedelta(minutes=1))] == [True]
     smtp.clear_faults()
     other = make_pub(db_url, smtp)
@@ -154,7 +159,7 @@ def test_a_refused_nudge_fails_the_tick_and_a_later_tick_delivers_it_once(
 
         def run(i: int, which: Pub) -> None:
             barrier.wait(10)
-            results[i] = [v.message for v in tick(which, due + timedelta(minutes=2))
+            results[i] = [v.message for v in tick(which, due + timedelta(minutes=3))
                           if v.applied]
 
         threads = [threading.Thread(target=run, args=(i, p))
@@ -165,7 +170,7 @@ def test_a_refused_nudge_fails_the_tick_and_a_later_tick_delivers_it_once(
             t.join(60)
     finally:
         other.close()
-    assert results[0] + results[1] == [f"tick: {WEEK} collecting_alert"]
+    assert results[0] + results[1] == [DEALT]
     assert nudges_to_operator(smtp) == 1
     assert pub.runs.get(WEEK)["collecting_alert_at"] is not None  # type: ignore[index]
     assert tick(pub, due + timedelta(hours=1)) == []  # delivered: never again this run
@@ -185,9 +190,9 @@ def test_a_nudge_with_no_operator_address_fails_the_tick_until_one_is_set(
         nowhere.close()
     assert [bool(v.failed) for v in got] == [True]
     assert "PUBSCHED_OPERATOR_EMAIL" in got[0].message
-    assert pub.runs.get(WEEK)["collecting_alert_at"] is None  # type: ignore[index]
-    assert [v.message for v in tick(pub, due) if v.applied] == [
-        f"tick: {WEEK} collecting_alert"]
+    assert [m.state for m in listed(pub, week=WEEK)] == [REFUSED]
+    assert [v.message for v in tick(pub, due + timedelta(minutes=1)) if v.applied] == [
+        DEALT]
     assert nudges_to_operator(smtp) == 1
 
 
@@ -221,7 +226,7 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     # the deadline is now less than PUBSCHED_REMIND_UNANSWERED_HOURS away: the tenders
     # who have not answered are reminded (pubsched.reminders), once
     assert [m for m in fired if m not in moves] == [
-        "tick: 2 emails dealt with (sent, or no longer needed)"]
+        "tick: 3 emails dealt with (sent, or no longer needed)"]  # and the operator's note
     assert sorted(to for m in smtp.accepted if "<remind-form." in str(m.message["Message-ID"])
                   for to in m.rcpt_tos) == ["ann@pub.test", "bob@pub.test"]
     assert week_show(pub, WEEK)["state"] == COLLECTING
@@ -241,7 +246,7 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
                                   now=moved - timedelta(hours=1))
     got = [v.message for v in tick(pub, moved + timedelta(hours=1)) if v.applied]
     assert got[:2] == [f"tick: {WEEK} close", f"tick: {WEEK} generate"]
-    assert got[2:] == ["tick: 1 email dealt with (sent, or no longer needed)"]  # the review
+    assert got[2:] == [DEALT]  # the review
     assert week_show(pub, WEEK)["unfilled"] == 0
 
 
@@ -270,5 +275,6 @@ def test_the_minimum_collecting_time_is_a_setting(pub: Pub, smtp: SmtpTestServer
     pub.config = replace(pub.config, **{
         "min_collect_hours": Config.from_env({"PUBSCHED_MIN_COLLECT_HOURS": "36"})
         .min_collect_hours})
-    assert [v.applied for v in tick(pub, late)] == [True]
+    opened = tick(pub, late)  # the late open, and the operator's note about it sent
+    assert [v.applied for v in opened] == [True, True] and "open (late" in opened[0].message
     assert deadline(pub) == late + timedelta(hours=36)

@@ -24,17 +24,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from . import covers, reminders
+from . import covers, invite, reminders
 from .deliveries import outbox
 from .deliveries.deliver import deliver
 from .deliveries.machine import REFUSED
+from .engines import operator_notes
 from .engines.choose import chosen
 from .engines.flags import FLAG_CHANGED, FlagChanged
 from .pub import Pub, utc
 from .verdicts import Verdict
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
-COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS}
+COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS,
+                                             **operator_notes.COMPOSERS, **invite.COMPOSERS}
 
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:

@@ -85,13 +85,16 @@ class Sender:
         subject = str(outgoing.message["Subject"])
         handed = {"attempts": mail.attempts + 1, "address": outgoing.envelope_to,
                   "subject": subject}
-        logged = {"to": outgoing.envelope_to, "subject": subject}  # the event: the mail log
+        # the event's data is the mail log's line, for a server that had the message or
+        # answered for it (one that could not be reached was handed nothing)
+        logged = {"to": outgoing.envelope_to, "subject": subject} if outcome.reached else {}
         what = _what(mail)
         if outcome.delivery is Delivery.DELIVERED:
             lost = self._finish(mail, claim, None, {**handed, "sent_at": at, "error": None},
                                 logged)
             return lost or Verdict(True, message=f"{what}: sent")
-        logged["answer"] = outcome.detail
+        if logged:
+            logged["answer"] = outcome.detail
         if outcome.delivery is Delivery.REFUSED:
             return self._refused(mail, claim, at, outcome.detail, retry, handed, logged)
         # unknown: possibly delivered, so it is not sent again on its own

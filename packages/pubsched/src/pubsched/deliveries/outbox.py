@@ -88,13 +88,22 @@ Composer = Callable[[Pub, Mail, datetime], Outgoing | None]
 
 
 def owe(pub: Pub, kind: str, about: str, recipient: str, *, week_of: str | None,
-        now: datetime) -> bool:
+        now: datetime, facts: Mapping[str, Any] | None = None) -> bool:
     """Owe the email, in the caller's unit of work (``with pub.atomic():``, which the
     create joins); False when it is owed already (sent or not: once per person per
-    thing)."""
-    made = pub.mail.create((kind, about, recipient),
-                           columns={"week_of": week_of, "owed_at": now}, by=pub.actor)
+    thing). ``facts``: what its composer needs that is not true any more at its turn (a
+    deadline before it moved), kept in the email's first event (:func:`facts_of`)."""
+    made = pub.mail.create((kind, about, recipient), columns={"week_of": week_of,
+                                                              "owed_at": now},
+                           data=dict(facts) if facts else None, by=pub.actor)
     return made.applied
+
+
+def facts_of(pub: Pub, mail: Mail) -> Mapping[str, Any]:
+    """The ``facts`` the email was owed with (empty: none)."""
+    for event in pub.mail.history(mail.key):
+        return event.data if isinstance(event.data, dict) else {}
+    return {}
 
 
 def retry_wait(attempts: int) -> timedelta:
@@ -123,4 +132,4 @@ def listed(pub: Pub, *, week: str | None = None, about: str | None = None) -> li
 
 
 __all__ = ["FAILED", "IN_FLIGHT", "MAX_ATTEMPTS", "OPERATOR", "PENDING", "Composer", "Mail",
-           "NotSentYet", "listed", "owe", "retry_wait", "to_tender"]
+           "NotSentYet", "facts_of", "listed", "owe", "retry_wait", "to_tender"]
