@@ -120,10 +120,13 @@ def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
                               stderr=subprocess.STDOUT, text=True)
     try:
         metrics = f"http://127.0.0.1:{scrape}/metrics"
-        wait_for_process(server, lambda: http_answers(metrics), "pubsched serve")
+        health = f"http://127.0.0.1:{port}/healthz"
+        # the metrics listener opens before the site's: wait for both
+        wait_for_process(server, lambda: http_answers(metrics) and http_answers(health),
+                         "pubsched serve")
         with urllib.request.urlopen(metrics, timeout=5) as r:
             text = r.read().decode()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5):
+        with urllib.request.urlopen(health, timeout=5):
             pass
         found = samples(text)
         assert found[("pubsched_database_up", ())] == 1
