@@ -123,7 +123,7 @@ def _free_port() -> int:
 def _rush_week(pub: Any, round_no: int) -> tuple[str, list[int]]:
     """A week whose form the real clock finds open, opened; its shift ids."""
     from pubsched.engines import actions
-    from pubsched.weeks import shifts
+    from pubsched.week.runs import shifts
 
     today = datetime.now(UTC).date()
     monday = today + timedelta(days=(7 - today.weekday()) % 7 + 21 + 7 * round_no)
@@ -235,8 +235,8 @@ def _verify(pub: Any, week: str, done: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _rush(env: Any, dbs: PubDatabases, backend: str, rounds: int, per_tender: int,
           report: Callable[[Result], None]) -> None:
-    from pubsched import links, tenders
     from pubsched.engines import actions
+    from pubsched.people import links, tenders
 
     url = dbs.fresh(backend, "rush")
     pub = _pub(url)
@@ -295,10 +295,10 @@ def _season(pub: Any, weeks: int, tenders_n: int, seed: int = 7) -> str:
     """A season in the database: 30 template shifts, ``tenders_n`` tenders, ``weeks`` sent
     weeks with answers, rosters, deliveries and their history (written as the app writes
     them, in bulk), then the current week opened, answered and generated for real."""
-    from pubsched import tenders
     from pubsched.engines import actions
-    from pubsched.submissions import submit
-    from pubsched.weeks import shifts
+    from pubsched.people import tenders
+    from pubsched.week.runs import shifts
+    from pubsched.week.submissions import submit
 
     r = random.Random(seed)
     with pub.atomic() as tx:

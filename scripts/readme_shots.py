@@ -19,8 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from pubsched import cli, links, tenders
+from pubsched import cli
 from pubsched.db import open_store
+from pubsched.people import links, tenders
 from pubsched.pub import Config, Pub
 from pubsched.web.app import create_app
 from support.browser import desktop, launched, phone, served

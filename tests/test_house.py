@@ -7,6 +7,12 @@
   ``from pkg import Name`` as importing ``pkg``; importing ``pkg.sub.mod`` also counts the
   package ``__init__`` files Python runs first (``pkg.sub``), but the importer's own.
 - **Small files.** No file in ``src/`` is over :data:`MAX_LINES` lines.
+- **A house by feature.** The pub scheduler's root holds at most :data:`MAX_ROOT_MODULES`
+  modules (the ground floor); its features are packages, and docs/architecture.md's map of
+  them is the one ``scripts/house_map.py`` draws from the code.
+- **One way to send mail.** One module talks SMTP (``mail/mailer.py``: ``smtplib``), and
+  one hands it mail (``deliveries/deliver.py``: ``pub.mailer``'s sessions); every other
+  module owes mail to the mail machine.
 - **No twin kept by hand without its reason.** A module that defines both a class and its
   ``Async`` twin (``X`` and ``AsyncX``) is either generated (its first lines say so) or
   says at its top why it is kept by hand.
@@ -18,6 +24,8 @@ house.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +33,9 @@ import pytest
 from support.layout import SRC, circles, python_files
 
 MAX_LINES = 450
+MAX_ROOT_MODULES = 12
+PUBSCHED = Path(__file__).resolve().parents[1] / "packages/pubsched/src/pubsched"
+ROOT = PUBSCHED.parents[3]
 
 
 def test_src_has_no_import_circle() -> None:
@@ -35,6 +46,41 @@ def test_src_has_no_file_over_the_limit() -> None:
     long = {str(p.relative_to(root)): n for root, p in python_files(SRC)
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def test_the_pub_schedulers_root_is_its_ground_floor() -> None:
+    root = sorted(p.name for p in PUBSCHED.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_the_architecture_map_is_the_code() -> None:
+    """docs/architecture.md's map of pubsched is what scripts/house_map.py draws now (run
+    it and paste its output there after a move)."""
+    drawn = subprocess.run([sys.executable, str(ROOT / "scripts/house_map.py"),
+                            str(PUBSCHED)], capture_output=True, text=True, check=True).stdout
+    doc = (ROOT / "docs/architecture.md").read_text()
+    section = doc[doc.index("## packages/pubsched/src/pubsched"):]
+    block = section[section.index("```text\n") + 8:]
+    assert block[:block.index("```\n")] == drawn
+
+
+def _callers(method: str, owner: str) -> list[str]:
+    """The modules that call ``<something>.<owner>.<method>(...)`` in code."""
+    found = []
+    for path in PUBSCHED.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == method and isinstance(node.func.value, ast.Attribute)
+                    and node.func.value.attr == owner):
+                found.append(str(path.relative_to(PUBSCHED)))
+    return sorted(set(found))
+
+
+def test_one_module_talks_smtp_and_one_hands_it_mail() -> None:
+    smtp = sorted(str(p.relative_to(PUBSCHED)) for p in PUBSCHED.rglob("*.py")
+                  if "import smtplib" in p.read_text())
+    assert smtp == ["mail/mailer.py"]
+    assert _callers("session", "mailer") == ["deliveries/deliver.py"]
 
 
 def _twins(path: Path) -> list[str]:

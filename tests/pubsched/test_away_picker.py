@@ -1,5 +1,5 @@
 """Time off and the picker (issue 19): generate hands the picker a tender's ticks less those
-of the nights they are away (:func:`pubsched.generate.without_away`), so the roster never
+of the nights they are away (:func:`pubsched.week.generate.without_away`), so the roster never
 has a tender on a shift of a night they are away, on any instance; and the filter takes
 out exactly those ticks, nothing else (a tender away on Friday keeps Thursday)."""
 
@@ -10,8 +10,8 @@ from datetime import date, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pubsched.generate import without_away
 from pubsched.picker import Shift, Tender, pick
+from pubsched.week.generate import without_away
 
 WEEK = date(2026, 12, 14)
 NIGHTS = [WEEK + timedelta(days=i) for i in range(3, 7)]  # Thu .. Sun

@@ -12,11 +12,13 @@ from datetime import timedelta
 
 import pytest
 
-from pubsched import away, submissions, weeks
 from pubsched.db import open_store
 from pubsched.engines import v2
+from pubsched.people import away
 from pubsched.pub import Pub
 from pubsched.verdicts import Verdict
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
 from support.pub_cli import snapshot
 from support.pub_v2 import NOW, WEEK, crew
 from support.smtp_server import SmtpTestServer

@@ -28,9 +28,9 @@ from pubsched.db.migrate import status
 from pubsched.engines import actions
 from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
-from pubsched.submissions import submit
-from pubsched.view import week_show
-from pubsched.weeks import shifts
+from pubsched.week.runs import shifts
+from pubsched.week.submissions import submit
+from pubsched.week.view import week_show
 from support.databases import database_dsn, make_database
 from support.pub_engines import EMAILS, NEXT, WEEK, moment
 from support.services import free_port, http_answers, wait_for_process

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from icalendar import Calendar
 
-from pubsched import tenders
 from pubsched.mail.settings import load_mail_settings
+from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.view import week_show
 from pubsched.web.app import create_app
+from pubsched.week.view import week_show
 from support.browser import PHONE, desktop, fits, phone, served, shot
 from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
 from support.smtp_server import SmtpTestServer

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from pubsched import usual, weeks
 from pubsched.engines import v2
+from pubsched.people import usual
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
 from support.browser import desktop, fits, phone, served, shot
 from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
 
@@ -117,7 +118,8 @@ def test_the_week_page_marks_an_away_tender_and_an_answer_from_a_usual(
         site: Site, browser: Any, width: int) -> None:
     """Alice's usual answered for her at the close; the roster made, then her time off on
     Thursday: the page says so first, marks her away on the grid, and her answer "usual"."""
-    from pubsched import away, submissions
+    from pubsched.people import away
+    from pubsched.week import submissions
 
     pub, alice = site.pub, site.alice
     thu = weeks.shifts(pub, WEEK)[0].id

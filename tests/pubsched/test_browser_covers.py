@@ -20,10 +20,10 @@ import pytest
 from icalendar import Calendar
 
 from pubsched import covers
+from pubsched.people.calendar import shift_uid
 from pubsched.pub import Pub
-from pubsched.shiftcal import shift_uid
 from pubsched.web.app import create_app
-from pubsched.weeks import Shift
+from pubsched.week.runs import Shift
 from support.browser import DESKTOP, PHONE, desktop, fits, phone, served, shot
 from support.cover_web import cover_pub, html_of, offers_to, path_of, sent_week, team, text_of
 from support.pub_web import NOW, PASSWORD, WEEK, web_settings

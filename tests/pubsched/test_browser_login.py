@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from pubsched import operators
+from pubsched.people import operators
 from pubsched.pub import Pub
-from pubsched.view import week_show
 from pubsched.web.app import create_app
+from pubsched.week.view import week_show
 from support.browser import desktop, fits, phone, served, shot
 from support.pub_web import FAST_HASH, NOW, PASSWORD, WEEK, make_pub, web_settings
 

@@ -18,7 +18,7 @@ from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from pubsched.rehearsal import STEPS
 from pubsched.web.app import create_app
-from pubsched.weeks import ensure_week
+from pubsched.week.runs import ensure_week
 from support.browser import DESKTOP, PHONE, desktop, fits, phone, served, shot
 from support.pub_web import NOW, PASSWORD, WEEK, make_pub, web_settings
 from support.smtp_server import SmtpTestServer

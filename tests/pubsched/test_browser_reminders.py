@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
-from pubsched import submissions, tenders, weeks
 from pubsched.engines import v2
 from pubsched.mail.settings import load_mail_settings
+from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.tick import tick
+from pubsched.tick.run import tick
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
 from support.browser import desktop, fits, phone, served, shot
 from support.pub_reminders import parts, reminded_of, reminders
 from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings

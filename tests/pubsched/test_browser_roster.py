@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import submissions
 from pubsched.engines import v2
 from pubsched.pub import Pub
-from pubsched.view import week_show
 from pubsched.web.app import create_app
-from pubsched.weeks import shifts
+from pubsched.week import submissions
+from pubsched.week.runs import shifts
+from pubsched.week.view import week_show
 from support.browser import ARTIFACTS, PHONE, shot
 from support.browser import served as serving
 from support.pub_web import NOW, PASSWORD, WEEK, login, make_pub, people, web_settings

@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
-from pubsched import template, tenders, weeks
 from pubsched.engines import v2
+from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.submissions import submit
-from pubsched.view import week_show
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import template
+from pubsched.week.submissions import submit
+from pubsched.week.view import week_show
 from support.browser import desktop, fits, phone, served, shot
 from support.pub_web import NOW, PASSWORD, WEEK, make_pub, people, web_settings
 

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from pubsched import submissions, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
 from support.browser import desktop, fits, phone, served, shot
 from support.pub_web import NOW, WEEK, Tender, make_pub, people, web_settings, write
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pubsched import tenders
 from pubsched.mail.settings import load_mail_settings
+from pubsched.people import tenders
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from support.browser import ARTIFACTS, PHONE, desktop, served

@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from pubsched import cli, links, tenders
+from pubsched import cli
 from pubsched import db as pubdb
 from pubsched.config import Config
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from support.smtp_server import SmtpTestServer
 
@@ -744,7 +745,7 @@ BAD_INPUT = {
 def test_bad_input_exits_2_and_writes_nothing(staffed: Cli) -> None:
     """Each case on one database (a database per case would cost seconds on PostgreSQL):
     a week collecting, a second week with shifts, an inactive tender."""
-    from pubsched.weeks import ensure_week
+    from pubsched.week.runs import ensure_week
 
     staffed.ok("flag", "v2", "on")
     staffed.ok("tender", "add", "Dee", "dee@pub.example")

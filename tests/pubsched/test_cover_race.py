@@ -28,10 +28,11 @@ from typing import Any
 
 import pytest
 
-from pubsched import covers, tenders
+from pubsched import covers
 from pubsched.deliveries import outbox as notices
+from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.tick import tick
+from pubsched.tick.run import tick
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
 from support.pub_v2 import NOW, OPERATOR, WEEK
 from support.smtp_server import SmtpTestServer

@@ -18,14 +18,15 @@ from zoneinfo import ZoneInfo
 import pytest
 from icalendar import Calendar
 
-from pubsched import covers, tenders
+from pubsched import covers
 from pubsched.deliveries import outbox as notices
 from pubsched.engines.flags import set_v2
+from pubsched.people import tenders
+from pubsched.people.calendar import shift_uid
 from pubsched.pub import Pub
-from pubsched.shiftcal import shift_uid
-from pubsched.tick import tick
+from pubsched.tick.run import tick
 from pubsched.verdicts import BadInput
-from pubsched.view import tender_calendar, week_show
+from pubsched.week.view import tender_calendar, week_show
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
 from support.pub_v2 import NOW, OPERATOR, WEEK
 from support.smtp_server import SmtpTestServer
@@ -316,7 +317,7 @@ def test_the_offer_names_the_pub_the_shift_the_note_and_a_link_to_take_it(
     assert covers.verify_offer(pub.config, token) == (cover, cat.id, cat.link_version)
     assert f'href="{link.strip()}"' in html and "I&#x27;ll take it" in html
     assert covers.verify_offer(pub.config, token[:-2] + "xx") is None
-    from pubsched.links import tender_token
+    from pubsched.people.links import tender_token
 
     assert covers.verify_offer(pub.config, tender_token(pub.config, cat.id)) is None
 

@@ -9,9 +9,9 @@ from pubsched.engines import actions, legacy, v2
 from pubsched.engines.cutover import cutover_check, flip
 from pubsched.engines.flags import v2_enabled
 from pubsched.pub import Pub
-from pubsched.submissions import submit
-from pubsched.view import state_of
-from pubsched.weeks import ensure_week, shifts
+from pubsched.week.runs import ensure_week, shifts
+from pubsched.week.submissions import submit
+from pubsched.week.view import state_of
 from support.pub_engines import (
     EMAILS,
     NEXT,

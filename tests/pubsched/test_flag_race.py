@@ -20,9 +20,9 @@ from pubsched.engines import actions
 from pubsched.engines.cutover import flip
 from pubsched.engines.flags import set_v2, v2_enabled
 from pubsched.pub import Pub
-from pubsched.tick import tick
+from pubsched.tick.run import tick
 from pubsched.verdicts import Verdict
-from pubsched.weeks import ensure_week
+from pubsched.week.runs import ensure_week
 from support.pub_engines import WEEK, make_pub, moment, row
 from support.pub_rehearsal import rehearse
 from support.smtp_server import SmtpTestServer

@@ -17,13 +17,15 @@ import pytest
 from starlette.testclient import TestClient
 
 import rowstate
-from pubsched import operators, submissions, weeks
 from pubsched.cli.dispatch import run as cli_run
 from pubsched.engines import flags
+from pubsched.people import operators
 from pubsched.pub import Pub
 from pubsched.verdicts import BadInput
-from pubsched.view import week_show
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
+from pubsched.week.view import week_show
 from support.pub_web import FAST_HASH, NOW, WEEK, login, people, seen, web_settings
 
 pytestmark = pytest.mark.pub_setup("web")

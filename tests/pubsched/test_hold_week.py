@@ -9,7 +9,7 @@ from pubsched.engines import legacy, v2
 from pubsched.engines.base import Engine
 from pubsched.pub import Pub
 from pubsched.verdicts import BadInput
-from pubsched.weeks import ensure_week
+from pubsched.week.runs import ensure_week
 from support.pub_engines import WEEK, moment
 
 pytestmark = pytest.mark.pub_setup("engines")

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from pubsched import db as pubdb
-from pubsched import links, tenders
 from pubsched.config import Config
 from pubsched.deliveries import log
 from pubsched.mail.compose import Recipient, compose_invite
 from pubsched.mail.settings import load_mail_settings
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from support.pub_cli import OPERATOR, Cli, snapshot, use_env
 from support.pub_engines import make_pub

@@ -20,11 +20,11 @@ from pubsched.deliveries.outbox import owe, to_tender
 from pubsched.engines import legacy
 from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
-from pubsched.send import deliveries
-from pubsched.submissions import submit
 from pubsched.verdicts import BadInput, Verdict
-from pubsched.weeks import ensure_week, shifts
-from pubsched.weektime import shifts_for_week
+from pubsched.week.runs import ensure_week, shifts
+from pubsched.week.send import deliveries
+from pubsched.week.submissions import submit
+from pubsched.week.time import shifts_for_week
 from support.pub_db import fresh_url
 from support.pub_engines import (
     AFTER,

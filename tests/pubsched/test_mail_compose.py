@@ -21,7 +21,7 @@ from pubsched.mail.compose import (
     compose_schedule,
 )
 from pubsched.mail.settings import MailSettings
-from pubsched.shiftcal import shift_uid
+from pubsched.people.calendar import shift_uid
 from support.mail_samples import ALICE, BOB, FRI, NOW, OPERATOR, OWN, ROSTER, SAT, THU, TZ, WEEK
 
 SETTINGS = MailSettings(mail_from="pub@example.com", operator_email=OPERATOR)

@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import submissions, weeks
 from pubsched.db.instants import maybe_instant
 from pubsched.deliveries.deliver import deliver
 from pubsched.engines import operator_notes, v2
@@ -23,8 +22,10 @@ from pubsched.engines.actions import perform
 from pubsched.engines.v2_tick import v2_tick
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
-from pubsched.view import week_show
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
+from pubsched.week.view import week_show
 from support.pub_web import NOW, WEEK, login, make_pub, people, web_settings
 from support.smtp_server import ReceivedMail, SmtpTestServer
 

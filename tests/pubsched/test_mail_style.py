@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 from icalendar import Calendar
 
-from pubsched import submissions, weeks
 from pubsched.engines import v2
 from pubsched.mail.compose import Recipient, compose_late_open, compose_schedule
 from pubsched.mail.mailer import Delivery, mailer_for
 from pubsched.mail.settings import load_mail_settings
 from pubsched.mail.wording import own_label, shift_text, zone_words
 from pubsched.pub import Pub
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
 from support.browser import PHONE, fits, phone, shot
 from support.mail_samples import NOW as SAMPLE_NOW
 from support.mail_samples import ROSTER, THU, TZ

@@ -22,9 +22,9 @@ from starlette.testclient import TestClient
 from pubsched.deliveries import outbox as notices
 from pubsched.engines import actions
 from pubsched.pub import Pub
-from pubsched.submissions import submit
-from pubsched.tick_status import run_tick
+from pubsched.tick.status import run_tick
 from pubsched.web.app import create_app
+from pubsched.week.submissions import submit
 from support.pub_web import NOW, WEEK, login, people, web_settings
 from support.services import free_port, http_answers, wait_for_process
 
@@ -73,7 +73,7 @@ def test_the_database_figures_and_the_requests(pub: Pub, client: TestClient) -> 
     assert found[("pubsched_weeks", (("state", "COLLECTING"),))] == 1
     assert found[("pubsched_weeks", (("state", "SENT"),))] == 0
     assert found[("pubsched_deliveries", (("status", "sent"),))] == 0
-    # the tick's reminders (pubsched.reminders) dropped it: shift 1 has no tender on it
+    # the tick's reminders (pubsched.tick.reminders) dropped it: shift 1 has no tender on it
     assert found[("pubsched_notices", (("kind", "remind_shift"), ("status", "dropped")))] == 1
     assert found[("pubsched_mail_messages_total", (("outcome", "refused"),))] == 1
     assert found[("pubsched_tick_last_success_timestamp_seconds", ())] == NOW.timestamp()

@@ -16,8 +16,8 @@ import pytest
 from pubsched import cli
 from pubsched import db as pubdb
 from pubsched.verdicts import BadInput
-from pubsched.weeks import week_key
-from pubsched.weektime import BadSettings, BadWeek, WeekTimeError, as_utc, run_times, week_of
+from pubsched.week.runs import week_key
+from pubsched.week.time import BadSettings, BadWeek, WeekTimeError, as_utc, run_times, week_of
 from support.pub_cli import one_line, snapshot
 
 ENV = {"PUBSCHED_MAIL_FROM": "schedule@pub.example", "PUBSCHED_OPERATOR_EMAIL": "ops@pub.example"}

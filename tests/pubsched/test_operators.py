@@ -1,5 +1,5 @@
 """Operator accounts (issue 18): ``pubsched operator add|list|remove`` and the domain under
-it (:mod:`pubsched.operators`), on SQLite and PostgreSQL. Bad input exits 2 and writes
+it (:mod:`pubsched.people.operators`), on SQLite and PostgreSQL. Bad input exits 2 and writes
 nothing (every table compared before and after); a duplicate exits 3 with its reason.
 The terminal path (asked twice, unechoed) runs the console script in a real pty."""
 
@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from argon2 import PasswordHasher
 
-from pubsched import operators
 from pubsched.cli.dispatch import run as cli_run
 from pubsched.db import open_store
+from pubsched.people import operators
 from pubsched.pub import Pub
 from pubsched.verdicts import BadInput
 

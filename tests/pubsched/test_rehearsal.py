@@ -33,7 +33,7 @@ from pubsched.rehearsal import (
 )
 from pubsched.rehearsal import record as records
 from pubsched.verdicts import BadInput
-from pubsched.weeks import ensure_week
+from pubsched.week.runs import ensure_week
 from support.pub_engines import EMAILS, OPERATOR, WEEK, make_pub, moment
 from support.pub_rehearsal import rehearse
 from support.smtp_server import SmtpTestServer
@@ -57,8 +57,8 @@ def legacy_week_in_the_works(pub: Pub) -> None:
     ensure_week(pub, WEEK)
     at = moment(pub, WEEK, "opens_at")
     legacy.crons(pub, at)
-    from pubsched.submissions import submit
-    from pubsched.weeks import shifts
+    from pubsched.week.runs import shifts
+    from pubsched.week.submissions import submit
 
     ids = [s.id for s in shifts(pub, WEEK)]
     for email in EMAILS:
@@ -223,7 +223,7 @@ def test_two_presses_of_next_at_once_run_the_step_once(pub: Pub) -> None:
 
 def test_the_copy_holds_the_active_tenders_and_the_shift_template_and_no_weeks(
         pub: Pub) -> None:
-    from pubsched import tenders
+    from pubsched.people import tenders
 
     legacy_week_in_the_works(pub)
     assert tenders.deactivate(pub, EMAILS[0])

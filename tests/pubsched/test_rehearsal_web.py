@@ -20,7 +20,7 @@ from pubsched.pub import Pub
 from pubsched.rehearsal import STEPS, scratch
 from pubsched.rehearsal import record as records
 from pubsched.web.app import create_app
-from pubsched.weeks import ensure_week
+from pubsched.week.runs import ensure_week
 from support.pub_web import NOW, WEEK, login, make_pub, web_settings
 from support.smtp_server import SmtpTestServer
 

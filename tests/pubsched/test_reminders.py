@@ -1,4 +1,4 @@
-"""The tick's reminders (pubsched.reminders) on SQLite and PostgreSQL, with a real SMTP
+"""The tick's reminders (pubsched.tick.reminders) on SQLite and PostgreSQL, with a real SMTP
 server on loopback: each kind sent once at its moment and not a minute before; a refused
 one retried by a later tick; one that became untrue by its turn dropped; `0` turns each
 off; away tenders, inactive ones and those who switched theirs off get none; a ticker
@@ -15,16 +15,19 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pubsched import covers, links, template, tenders, usual, weeks
+from pubsched import covers
 from pubsched.config import Config
 from pubsched.db.instants import instant
 from pubsched.engines import v2
 from pubsched.engines.flags import set_v2
+from pubsched.people import links, tenders, usual
 from pubsched.pub import Pub
-from pubsched.tick import tick
+from pubsched.tick.run import tick
 from pubsched.verdicts import BadInput
-from pubsched.weeks import shifts, times_of
-from pubsched.weektime import local_to_utc
+from pubsched.week import runs as weeks
+from pubsched.week import template
+from pubsched.week.runs import shifts, times_of
+from pubsched.week.time import local_to_utc
 from support.pub_cli import Cli
 from support.pub_reminders import (
     away,
@@ -221,7 +224,7 @@ def test_who_has_not_answered_is_reminded_once_a_day_before_the_deadline(
     with pub.atomic() as tx:  # Bob saved a usual answer (Thursdays): the close uses it
         usual.write(tx, tenders.get(pub, "bob@pub.test").id, [(3, "18:00")], None, NOW)
     assert v2.open_form(pub, WEEK, now=NOW)
-    from pubsched.submissions import submit
+    from pubsched.week.submissions import submit
     assert submit(pub, WEEK, "ann@pub.test", [], now=NOW)  # "none of them" is an answer
     deadline = deadline_of(pub, WEEK)  # Wed 2 Dec 20:00 EST
     moment = deadline - timedelta(hours=24)
@@ -251,7 +254,7 @@ def test_an_extension_reminds_once_more_before_the_new_deadline_and_an_answer_st
     tick(pub, first - timedelta(hours=24))
     assert reminded(smtp, "form") == ["bob@pub.test", "cat@pub.test", "dan@pub.test"]
     smtp.clear_faults()
-    from pubsched.submissions import submit
+    from pubsched.week.submissions import submit
     assert submit(pub, WEEK, "ann@pub.test", [], now=first - timedelta(hours=23))
     assert submit(pub, WEEK, "bob@pub.test", [], now=first - timedelta(hours=23))
     tick(pub, first - timedelta(hours=22))  # Ann's refused reminder: she has answered
@@ -276,7 +279,7 @@ def test_the_operator_hears_once_that_an_autopilot_roster_waits(pub: Pub,
     weeks.set_autopilot(pub, WEEK, True)
     opens = instant(row["opens_at"])
     tick(pub, opens)
-    from pubsched.submissions import submit
+    from pubsched.week.submissions import submit
     for email in EMAILS[:3]:
         assert submit(pub, WEEK, email, [s.id for s in shifts(pub, WEEK)][:2], now=opens)
     assert submit(pub, WEEK, "dan@pub.test", [], now=opens)

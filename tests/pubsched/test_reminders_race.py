@@ -34,7 +34,7 @@ CHILD = """
 import io, json, sys
 sys.path[:0] = [{tests!r}]
 from pubsched.cli import dispatch  # warm: the imports are not part of the race
-import pubsched.tick, pubsched.reminders, pubsched.engines.v2, pubsched.db.store
+import pubsched.tick.run, pubsched.tick.reminders, pubsched.engines.v2, pubsched.db.store
 url, now = sys.argv[1], sys.argv[2]
 sys.stdin.readline()
 out, err = io.StringIO(), io.StringIO()

@@ -11,11 +11,11 @@ import pytest
 
 from pubsched.engines import actions
 from pubsched.engines.flags import set_v2
-from pubsched.hours import hours_worked
+from pubsched.people.hours import hours_worked
 from pubsched.pub import Pub
-from pubsched.submissions import submit
 from pubsched.verdicts import BadInput
-from pubsched.weeks import shifts
+from pubsched.week.runs import shifts
+from pubsched.week.submissions import submit
 from support.pub_cli import Cli
 from support.pub_engines import EMAILS, NEXT, WEEK, moment
 from support.smtp_server import SmtpTestServer

@@ -22,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from pubsched import roster, submissions, tenders
 from pubsched.engines import v2
 from pubsched.engines.flags import set_v2
 from pubsched.machine import APPROVED, ASSIGNED
+from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.weeks import ensure_week, shifts
+from pubsched.week import roster, submissions
+from pubsched.week.runs import ensure_week, shifts
 from support.pub_engines import WEEK, make_pub, moment
 
 pytestmark = [pytest.mark.pub_setup("engines")]

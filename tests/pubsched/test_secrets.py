@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import links
 from pubsched.config import Config
+from pubsched.people import links
 from pubsched.pub import Pub
 from pubsched.web import serve
 from pubsched.web.app import create_app

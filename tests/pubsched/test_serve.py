@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pubsched import links, tenders
 from pubsched.config import Config
 from pubsched.db import open_store
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from pubsched.web import serve
 from pubsched.web.settings import WebSettings

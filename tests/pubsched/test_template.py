@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from pubsched.db import open_store
-from pubsched.template import read
-from pubsched.weektime import DEFAULT_TEMPLATE
+from pubsched.week.template import read
+from pubsched.week.time import DEFAULT_TEMPLATE
 from support.pub_cli import Cli, snapshot
 
 WEEK, NEXT = "2026-12-07", "2026-12-14"

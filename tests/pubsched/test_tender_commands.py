@@ -10,8 +10,8 @@ import time
 import pytest
 
 from pubsched import db as pubdb
-from pubsched import links, tenders
 from pubsched.config import Config
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from support.pub_cli import Cli, snapshot, use_env
 from support.smtp_server import SmtpTestServer
@@ -233,7 +233,8 @@ def test_check_skills_is_the_one_rule() -> None:
             tenders.check_skills(bad)
     with pytest.raises(tenders.BadInput):
         tenders.check_skills("bar")  # a lone string is not a list of words
-    from pubsched import skills, template
+    from pubsched.people import skills
+    from pubsched.week import template
 
     assert skills.stored('[" Bar", "bar"]') == ("bar",)
     assert skills.stored("not json") == () and skills.stored("{}") == ()

@@ -16,13 +16,15 @@ import pytest
 from icalendar import Calendar
 from starlette.testclient import TestClient
 
-from pubsched import cli, submissions, weeks
+from pubsched import cli
 from pubsched.engines import v2
+from pubsched.people.tenders import by_id
 from pubsched.pub import Pub
-from pubsched.tenders import by_id
 from pubsched.verdicts import BadInput
-from pubsched.view import tender_calendar, tender_form
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
+from pubsched.week.view import tender_calendar, tender_form
 from support.pub_web import NOW, WEEK, people, web_settings, write
 
 pytestmark = pytest.mark.pub_setup("web")

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from pubsched import tenders, usual, weeks
 from pubsched.engines import v2
+from pubsched.people import tenders, usual
 from pubsched.pub import Pub
+from pubsched.week import runs as weeks
 from support.pub_v2 import NOW, WEEK
 
 HERE = Path(__file__).resolve().parent

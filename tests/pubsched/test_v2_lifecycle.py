@@ -12,13 +12,15 @@ from typing import Any
 import icalendar
 import pytest
 
-from pubsched import submissions, tenders, weeks
 from pubsched.deliveries.log import mail_log
 from pubsched.engines import v2
 from pubsched.machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
+from pubsched.people import tenders
 from pubsched.pub import Pub
 from pubsched.verdicts import BadInput
-from pubsched.view import week_show
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
+from pubsched.week.view import week_show
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
 from support.smtp_server import SmtpTestServer
 

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 import rowstate
-from pubsched import generate, submissions, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
-from pubsched.view import week_show
+from pubsched.week import generate, submissions
+from pubsched.week import runs as weeks
+from pubsched.week.view import week_show
 from support.pub_v2 import NOW, WEEK, crew, make_pub
 from support.smtp_server import SmtpTestServer
 

@@ -11,7 +11,6 @@ from datetime import timedelta
 
 import pytest
 
-from pubsched import submissions, weeks
 from pubsched.config import Config
 from pubsched.deliveries.machine import REFUSED
 from pubsched.deliveries.outbox import listed
@@ -19,9 +18,11 @@ from pubsched.engines import v2
 from pubsched.machine import ASSIGNED, COLLECTING, DRAFT
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
-from pubsched.tick import tick
+from pubsched.tick.run import tick
 from pubsched.verdicts import BadInput
-from pubsched.view import week_show
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
+from pubsched.week.view import week_show
 from support import pub_engines
 from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
 from support.smtp_server import SmtpTestServer
@@ -72,7 +73,7 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
     assert not any(v.applied for v in tick(pub, late + timedelta(days=3)))  # stops here
     assert week_show(pub, WEEK)["state"] == ASSIGNED
     # autopilot never mails tenders, and a run on autopilot needs no "ready to close?"
-    # nudge: the operator hears once that the roster waits (pubsched.reminders)
+    # nudge: the operator hears once that the roster waits (pubsched.tick.reminders)
     assert [(list(m.rcpt_tos), "a roster to review" in str(m.message["Subject"]))
             for m in smtp.accepted] == [([OPERATOR], True)]
 
@@ -224,7 +225,7 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     assert len(moves) == 1 and moves[0].startswith(f"tick: {WEEK} open (late: the deadline "
                                                    "moved to")
     # the deadline is now less than PUBSCHED_REMIND_UNANSWERED_HOURS away: the tenders
-    # who have not answered are reminded (pubsched.reminders), once
+    # who have not answered are reminded (pubsched.tick.reminders), once
     assert [m for m in fired if m not in moves] == [
         "tick: 3 emails dealt with (sent, or no longer needed)"]  # and the operator's note
     assert sorted(to for m in smtp.accepted if "<remind-form." in str(m.message["Message-ID"])

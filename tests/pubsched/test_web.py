@@ -12,14 +12,15 @@ import pytest
 from icalendar import Calendar
 from starlette.testclient import TestClient
 
-from pubsched import links, tenders, weeks
 from pubsched.engines import flags, v2
 from pubsched.mail.settings import load_mail_settings
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
-from pubsched.view import week_show
 from pubsched.web.app import create_app
 from pubsched.web.auth import LoginThrottle
 from pubsched.web.buttons import fingerprint
+from pubsched.week import runs as weeks
+from pubsched.week.view import week_show
 from support.pub_web import (
     NOW,
     PASSWORD,
@@ -75,12 +76,12 @@ def press(client: TestClient, action: str, **data: str) -> str:
 @sqlite_only
 def test_an_unexpected_error_is_a_short_page_without_a_trace(
         pub: Pub, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pubsched.view
+    import pubsched.week.view
 
     def broken(pub: Pub) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(pubsched.view, "weeks_list", broken)
+    monkeypatch.setattr(pubsched.week.view, "weeks_list", broken)
     app = create_app(pub, web_settings(), clock=lambda: NOW)
     with TestClient(app, base_url="https://testserver", raise_server_exceptions=False) as c:
         login(c)
@@ -516,7 +517,7 @@ def test_the_calendar_feed_lists_assigned_shifts_of_sent_weeks(client: TestClien
     team = who(pub)
     v2.open_form(pub, WEEK, now=NOW)
     ids = [s.id for s in weeks.shifts(pub, WEEK)]
-    from pubsched.submissions import submit
+    from pubsched.week.submissions import submit
 
     submit(pub, WEEK, team["Alice"].email, ids[:2], now=NOW)
     for step in (v2.close, v2.generate, v2.approve):
@@ -545,7 +546,7 @@ def test_an_uncertain_delivery_is_marked_and_resent_on_request(tmp_path: Path) -
             team = who(pub)
             v2.open_form(pub, WEEK, now=NOW)
             ids = [s.id for s in weeks.shifts(pub, WEEK)]
-            from pubsched.submissions import submit
+            from pubsched.week.submissions import submit
 
             submit(pub, WEEK, team["Alice"].email, ids, now=NOW)
             for step in (v2.close, v2.generate, v2.approve):
@@ -577,7 +578,7 @@ def test_a_failed_send_shows_last_error_and_stays_retryable(tmp_path: Path) -> N
             team = who(pub)
             v2.open_form(pub, WEEK, now=NOW)
             ids = [s.id for s in weeks.shifts(pub, WEEK)]
-            from pubsched.submissions import submit
+            from pubsched.week.submissions import submit
 
             submit(pub, WEEK, team["Alice"].email, ids, now=NOW)
             for step in (v2.close, v2.generate, v2.approve):

@@ -14,10 +14,12 @@ from datetime import datetime
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import away, submissions, usual, weeks
 from pubsched.engines import v2
+from pubsched.people import away, usual
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import submissions
 from support.pub_web import NOW, WEEK, login, people, web_settings
 
 pytestmark = pytest.mark.pub_setup("web")

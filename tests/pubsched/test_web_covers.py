@@ -20,14 +20,16 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import cover_view, covers, links, tenders
+from pubsched import covers
+from pubsched.covers import view as cover_view
 from pubsched.deliveries import outbox as notices
 from pubsched.engines import flags
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
-from pubsched.view import week_show
 from pubsched.web.app import create_app
 from pubsched.web.logs import loggable_path
-from pubsched.weeks import Shift
+from pubsched.week.runs import Shift
+from pubsched.week.view import week_show
 from support.browser import served
 from support.cover_web import OPERATOR, after_start, cover_pub, offers_to, path_of, sent_week, team
 from support.pub_cli import snapshot

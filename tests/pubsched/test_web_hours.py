@@ -12,11 +12,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from pubsched.engines import v2
-from pubsched.hours import as_csv, hours_worked
+from pubsched.people.hours import as_csv, hours_worked
 from pubsched.pub import Pub
-from pubsched.submissions import submit
 from pubsched.web.app import create_app
-from pubsched.weeks import ensure_week, shifts
+from pubsched.week.runs import ensure_week, shifts
+from pubsched.week.submissions import submit
 from support.browser import PHONE, desktop, fits, phone, served, shot
 from support.pub_web import NOW, PASSWORD, WEEK, login, people, web_settings
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import operators
+from pubsched.people import operators
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.web.auth import AdminPassword, LoginThrottle

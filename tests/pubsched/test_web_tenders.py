@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import links, tenders
 from pubsched.mail.settings import load_mail_settings
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from support.pub_cli import snapshot

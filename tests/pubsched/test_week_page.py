@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import weeks
 from pubsched.pub import Pub
-from pubsched.view import week_show
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week.view import week_show
 from support.pub_web import NOW, WEEK, login, people, seen, web_settings
 
 pytestmark = pytest.mark.pub_setup("web")

@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from pubsched import tenders, week_shifts, weeks
 from pubsched.engines import v2
+from pubsched.people import tenders
 from pubsched.pub import Pub
 from pubsched.verdicts import Verdict
-from pubsched.view import tender_form, week_show
 from pubsched.web.app import create_app
+from pubsched.week import runs as weeks
+from pubsched.week import shifts as week_shifts
+from pubsched.week.view import tender_form, week_show
 from support.pub_cli import Cli, snapshot
 from support.pub_engines import make_pub
 from support.pub_web import NOW, login, people, web_settings

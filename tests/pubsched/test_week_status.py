@@ -9,10 +9,10 @@ import pytest
 from pubsched.engines import actions
 from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
-from pubsched.submissions import submit
-from pubsched.view import week_show
-from pubsched.week_status import week_status
-from pubsched.weeks import shifts
+from pubsched.week.runs import shifts
+from pubsched.week.status import week_status
+from pubsched.week.submissions import submit
+from pubsched.week.view import week_show
 from support.pub_engines import EMAILS, WEEK, moment
 from support.smtp_server import SmtpTestServer
 

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from pubsched.weektime import (
+from pubsched.week.time import (
     DEFAULT_SETTINGS,
     DEFAULT_TEMPLATE,
     BadSettings,

@@ -13,9 +13,9 @@ from pubsched import words
 from pubsched.engines import actions
 from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
-from pubsched.submissions import submit
 from pubsched.verdicts import Verdict
-from pubsched.weeks import shifts
+from pubsched.week.runs import shifts
+from pubsched.week.submissions import submit
 from support.pub_engines import EMAILS, NEXT, WEEK, moment
 from support.smtp_server import SmtpTestServer
 

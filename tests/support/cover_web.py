@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
-from pubsched import submissions
 from pubsched.engines import v2
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
-from pubsched.weeks import Shift, shifts
+from pubsched.week import submissions
+from pubsched.week.runs import Shift, shifts
 from support.pub_web import NOW, WEEK, Tender, make_pub, people
 from support.smtp_server import ReceivedMail, SmtpTestServer
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pubsched import tenders
 from pubsched.engines import actions
+from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.submissions import submit
-from pubsched.weeks import shifts
+from pubsched.week.runs import shifts
+from pubsched.week.submissions import submit
 from support.pub_v2 import NOW, WEEK
 
 THU, FRI, SAT = 0, 1, 2  # the week's shifts, in time order

@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from pubsched import tenders
 from pubsched.config import Config
 from pubsched.db import open_store
 from pubsched.mail.settings import MailSettings, load_mail_settings
+from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.weeks import times_of
+from pubsched.week.runs import times_of
 from support.smtp_server import SmtpTestServer
 
 OPERATOR = "ops@pub.example"

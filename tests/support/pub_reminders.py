@@ -14,8 +14,8 @@ from typing import Any
 from pubsched.deliveries import outbox as notices
 from pubsched.engines import actions
 from pubsched.pub import Pub
-from pubsched.submissions import submit
-from pubsched.weeks import Shift, shifts
+from pubsched.week.runs import Shift, shifts
+from pubsched.week.submissions import submit
 from support.smtp_server import ReceivedMail, SmtpTestServer
 
 

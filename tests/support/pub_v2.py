@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from pubsched import tenders
 from pubsched.mail.settings import load_mail_settings
+from pubsched.people import tenders
 from pubsched.pub import Pub
 from support import pub_engines
 from support.smtp_server import SmtpTestServer

@@ -10,11 +10,11 @@ from typing import Any
 from argon2 import PasswordHasher
 from starlette.testclient import TestClient
 
-from pubsched import links, tenders
 from pubsched.config import Config
 from pubsched.db import open_store
 from pubsched.engines import flags
 from pubsched.mail.settings import MailSettings
+from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from pubsched.web.auth import AdminPassword, LoginThrottle
 from pubsched.web.settings import WebSettings

@@ -16,14 +16,14 @@ from zoneinfo import ZoneInfo
 from .db.urls import DEFAULT_URL, configured_url
 from .mail.settings import MailSettings, load_mail_settings
 from .verdicts import BadInput
-from .weektime import DEFAULT_SETTINGS, RunSettings, zone_from_env
+from .week.time import DEFAULT_SETTINGS, RunSettings, zone_from_env
 
 
 @dataclass(frozen=True)
 class Config:
     """The pub's settings, read once (``from_env``) and then passed around. The pub's
     weekly shifts are not a setting: they are data, the ``pub_shift_template`` table
-    (:mod:`pubsched.template`), so every instance reads the same week."""
+    (:mod:`pubsched.week.template`), so every instance reads the same week."""
 
     db_url: str = DEFAULT_URL
     tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("America/New_York"))
@@ -34,7 +34,7 @@ class Config:
     previous_secrets: tuple[str, ...] = ()
     base_url: str = "http://127.0.0.1:8000"
     min_collect_hours: float = 24.0  # PUBSCHED_MIN_COLLECT_HOURS: the late-open floor
-    # the reminders' leads (:mod:`pubsched.reminders`), hours; 0 turns that reminder off
+    # the reminders' leads (:mod:`pubsched.tick.reminders`), hours; 0 turns that reminder off
     remind_unanswered_hours: float = 24.0  # PUBSCHED_REMIND_UNANSWERED_HOURS
     remind_shift_hours: float = 6.0  # PUBSCHED_REMIND_SHIFT_HOURS
     short_hours: float = 24.0  # PUBSCHED_SHORT_HOURS

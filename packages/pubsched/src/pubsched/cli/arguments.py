@@ -8,7 +8,7 @@ import argparse
 from datetime import date, datetime
 
 from ..verdicts import BadInput
-from ..weektime import OutOfRange, in_range
+from ..week.time import OutOfRange, in_range
 
 
 def instant(text: str) -> datetime:
@@ -29,7 +29,7 @@ def instant(text: str) -> datetime:
 
 def week(text: str) -> str:
     """The Monday's ISO date (anything else is bad input before the database is opened)."""
-    from ..weeks import week_key
+    from ..week.runs import week_key
 
     try:
         return week_key(text)

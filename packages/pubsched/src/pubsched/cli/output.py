@@ -1,7 +1,7 @@
 """How the CLI draws what it was told: listings, a week, a spinner.
 
 rich is imported inside these functions only, so ``--json`` and scripts never load it. What
-is drawn is decided by the domain (:mod:`pubsched.view`); this module only lays it out.
+is drawn is decided by the domain (:mod:`pubsched.week.view`); this module only lays it out.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..db.urls import DEFAULT_URL
 from ..engines.actions import ACTIONS, INSTANT, Action
-from ..tenders import KEEP
+from ..people.tenders import KEEP
 from .arguments import day, instant, week, whole, whole_or_none
 from .commands.away import cmd_tender_away, cmd_tender_back
 from .commands.backup import cmd_backup

@@ -9,16 +9,16 @@ EXPIRED on ``pub_covers``); the week stays SENT. The parts:
 * :mod:`.eligible`: who may take a request (offered, and re-checked at the take);
 * :mod:`.read`: :class:`Cover`, one request with its shift and people named;
 * :mod:`.notes`: the emails each move owes, as :mod:`pubsched.deliveries` composers;
-* the offer's signed link: :func:`pubsched.links.offer_url` (``/c/<token>``).
+* the offer's signed link: :func:`pubsched.people.links.offer_url` (``/c/<token>``).
 
 The commands, the web and the tick use only what this module exports.
 """
 
 from __future__ import annotations
 
-from ..links import offer_url, verify_offer
+from ..people.links import offer_url, verify_offer
+from ..people.tenders import Tender
 from ..pub import Pub
-from ..tenders import Tender
 from .eligible import judged
 from .machine import CANCELLED, COVER, COVERS, EXPIRED, OPEN, STATES, TAKEN
 from .notes import COMPOSERS, KINDS, admin_url, deliver, notice_about

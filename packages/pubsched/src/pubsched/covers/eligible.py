@@ -4,7 +4,7 @@ offer it), the offer's email (is it still theirs to take) and the take (may they
 A tender may take the asker's place on the shift when they are
 
 1. active;
-2. not away that day (:func:`pubsched.time_off.away_clause`, the picker's own test);
+2. not away that day (:func:`pubsched.people.time_off.away_clause`, the picker's own test);
 3. not already working that night (any shift starting that local date);
 4. under their weekly maximum: their own (``pub_tenders.max_shifts``) and, if they
    answered that week's form, the week's (``pub_availability.max_shifts``), counting the
@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import skills, words
+from .. import words
 from ..db.instants import instant
+from ..people import skills
+from ..people.tenders import COLUMNS, Tender
+from ..people.time_off import away_clause
 from ..picker.needs import matched
-from ..tenders import COLUMNS, Tender
-from ..time_off import away_clause
 
 _COLUMNS = ", ".join(f"t.{c.strip()}" for c in COLUMNS.split(","))
 _JUDGED = (

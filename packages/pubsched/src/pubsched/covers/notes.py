@@ -28,11 +28,11 @@ from datetime import UTC, date, datetime
 
 from ..deliveries import outbox
 from ..deliveries.deliver import deliver as deliver_owed
-from ..links import offer_url, tender_links
 from ..mail import cover as words
 from ..mail.compose import CoverFacts, CoverNote, Outgoing, Recipient, ShiftLine, compose_cover
+from ..people.links import offer_url, tender_links
+from ..people.tenders import Tender, by_id
 from ..pub import Pub
-from ..tenders import Tender, by_id
 from ..verdicts import Verdict
 from .eligible import why_not
 from .machine import OPEN

@@ -12,7 +12,7 @@ from ..db.instants import instant, maybe_instant
 from ..mail.wording import shift_in_zone, shift_text
 from ..pub import Pub
 from ..verdicts import BadInput
-from ..weeks import week_key
+from ..week.runs import week_key
 
 _SELECT = (
     "SELECT c.id, c.week_of, c.shift_id, c.asked_by, c.note, c.state, c.taken_by, "

@@ -14,7 +14,7 @@ sends none twice.
   so two asks at once get two numbers and people type small ones. The offer is owed to
   every tender :mod:`.eligible` finds, and a note to the operator.
 * :func:`take`: holds the week exclusively, as a roster edit does
-  (:mod:`pubsched.roster`), so two takes of the week run one after the other; then judges
+  (:mod:`pubsched.week.roster`), so two takes of the week run one after the other; then judges
   (the request still open, the shift not started, the taker not the asker and eligible
   now), moves the request OPEN -> TAKEN (the compare-and-set that lets one take win) and
   in the same unit moves the assignment from the asker to the taker, so the roster never
@@ -42,11 +42,11 @@ from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..machine import SENT
 from ..mail.wording import shift_in_zone
+from ..people.tenders import Tender
+from ..people.tenders import get as tender_named
 from ..pub import Pub, utc
-from ..tenders import Tender
-from ..tenders import get as tender_named
 from ..verdicts import BadInput, Verdict
-from ..weeks import Shift, shift_of, week_key
+from ..week.runs import Shift, shift_of, week_key
 from .eligible import judged, why_not
 from .machine import CANCELLED, EXPIRED, OPEN, TAKEN
 from .notes import ASKED, OFFER, notice_about

@@ -6,7 +6,7 @@ The legacy engine still runs on such a database (:mod:`pubsched.db.level`), and 
 keeps every guarantee there: each recipient marked ``in_flight`` through a write fenced by
 the send lease, committed before the handover; ``sent`` or ``failed`` after it, or left
 ``in_flight`` when its fate is unknown. On a migrated database the schedule is mail of the
-machine like every other email (:mod:`pubsched.send`), and 0049 carried these rows there.
+machine like every other email (:mod:`pubsched.week.send`), and 0049 carried these rows there.
 The message itself goes through :class:`~pubsched.deliveries.deliver.Sender`, the one
 place mail is handed over.
 """

@@ -20,7 +20,7 @@ An :class:`Action`'s fields
     One line, the CLI command's help and description (``pubsched week --help``).
 ``run``
     What it does: ``run(engine, pub, week, now, options)`` calls the engine's method (or,
-    for ``resend``, which is the same for both engines, :func:`pubsched.send.resend`).
+    for ``resend``, which is the same for both engines, :func:`pubsched.week.send.resend`).
 ``buttons``
     ``(edge, label)`` pairs: the machine edges (:data:`pubsched.machine.RUN`) this action
     is drawn as, one button per edge the engine reports enabled (``generate`` is "Generate
@@ -70,9 +70,9 @@ from datetime import datetime
 from typing import Any, Final
 
 from ..pub import Pub
-from ..send import resend
 from ..verdicts import BadInput, Verdict
-from ..weeks import week_key
+from ..week.runs import week_key
+from ..week.send import resend
 from .base import Engine
 from .choose import chosen, engine_for
 from .facts import in_words

@@ -53,7 +53,7 @@ from ..machine import DRAFT, SEND_LEASE_TTL, SENT
 from ..pub import Pub, utc
 from ..rehearsal.record import has_passed
 from ..verdicts import BadInput, Verdict
-from ..weeks import settings_override, times_of
+from ..week.runs import settings_override, times_of
 from .choose import ENGINES
 from .flags import lock_flag, set_v2, v2_enabled
 from .legacy_state import db_now_sql, lease_live

@@ -29,7 +29,7 @@ not an exception. The legacy rules, beside v2's TRANSITIONS:
   regenerate replaces them in place) and stamps ``reopened_at`` (0034) when the week had
   been generated: like v2's ASSIGNED -> COLLECTING, the week must be generated again before
   it can be approved, and the cron's "closed and not generated" rule regenerates it;
-* **generate** is the shared :func:`pubsched.generate.generate_body`; its fence is a unit
+* **generate** is the shared :func:`pubsched.week.generate.generate_body`; its fence is a unit
   whose first statement stamps ``generated_at`` on a row still closed, pending and unsent,
   so the assignments and the stamp commit together or not at all (no lease: the unit is
   the whole act, and a crash rolls it back);
@@ -37,12 +37,12 @@ not an exception. The legacy rules, beside v2's TRANSITIONS:
   while the send lease is live;
 * **send** is the single-purpose send lease of the seed's AD-12, on ``send_lease_at`` /
   ``send_lease_holder`` (:mod:`pubsched.engines.legacy_send`): one claim, every unit of the
-  shared :func:`pubsched.send.send_body` fenced by it, a failure releasing it with
+  shared :func:`pubsched.week.send.send_body` fenced by it, a failure releasing it with
   ``last_error``, the week still approved and retryable.
 
 **Times.** The legacy engine runs on the fixed cron clock: a week's opens-at, deadline and
 generate time come from the pub's settings with the week's ``settings_override`` (0033) on
-top (:func:`pubsched.weeks.times_of`), and an extension is written there. It reads and
+top (:func:`pubsched.week.runs.times_of`), and an extension is written there. It reads and
 writes only the base columns and 0033/0034 (never ``v2_state`` or any other column of
 0035/0036), so applying 0035 changes none of its behaviour, which the tests check by running
 it on the same data before and after. The one look beyond them is defensive: a fenced send
@@ -68,12 +68,12 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Final
 
-from ..generate import generate_body
 from ..machine import RUN, SEND_LEASE_TTL
+from ..people.usual import fill_unanswered
 from ..pub import Pub, utc
-from ..usual import fill_unanswered
 from ..verdicts import BadInput, Verdict
-from ..weeks import (
+from ..week.generate import generate_body
+from ..week.runs import (
     create_week,
     plan_week,
     settings_override,
@@ -160,7 +160,7 @@ def close(pub: Pub, week: str, *, now: datetime | None = None,
           holder: str | None = None) -> Verdict:
     """Close the open survey: ``closed_at``. A submission holding the row commits first
     (the UPDATE waits for it) or is refused after. In the same unit, every tender who did
-    not answer is answered from their usual (:func:`pubsched.usual.fill_unanswered`;
+    not answer is answered from their usual (:func:`pubsched.people.usual.fill_unanswered`;
     nothing on the legacy schema, which has none). ``holder`` is accepted for v2's
     signature; the legacy close has no lease."""
     key = week_key(week)

@@ -3,7 +3,7 @@
 
 The lease is claimed by a conditional UPDATE only while the week is approved and unsent and
 the lease is free or older than :data:`~pubsched.machine.SEND_LEASE_TTL` (by the database
-clock); every unit the shared :func:`pubsched.send.send_body` opens locks the row and checks
+clock); every unit the shared :func:`pubsched.week.send.send_body` opens locks the row and checks
 the lease is still this claim's (a zombie whose lease was taken over hands nothing more to
 SMTP); success writes status 'sent', ``sent_at`` and clears the lease in one statement
 conditioned on the claim; failure clears the lease and stamps ``last_error``, the week stays
@@ -24,9 +24,9 @@ import rowstate
 
 from ..machine import SEND_LEASE_TTL
 from ..pub import Pub, utc
-from ..send import failure_text, send_body
 from ..verdicts import Verdict
-from ..weeks import week_key
+from ..week.runs import week_key
+from ..week.send import failure_text, send_body
 from .legacy_state import (
     ACT_FAILED,
     LEASE_HELD,

@@ -33,13 +33,12 @@ from typing import Any, Final
 import rowstate
 
 from ..db.instants import maybe_instant
-from ..generate import generate_body
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT
+from ..people.usual import fill_unanswered
 from ..pub import Pub, utc
-from ..send import failure_text, send_body
-from ..usual import fill_unanswered
 from ..verdicts import BadInput, Verdict
-from ..weeks import (
+from ..week.generate import generate_body
+from ..week.runs import (
     create_week,
     plan_week,
     set_autopilot,
@@ -48,6 +47,7 @@ from ..weeks import (
     week_key,
     write_week,
 )
+from ..week.send import failure_text, send_body
 from .base import Times
 from .v2_tick import v2_tick
 
@@ -174,7 +174,7 @@ def close(pub: Pub, week: str, *, now: datetime | None = None,
     """COLLECTING -> CLOSED under ACT.CLOSE: the survey closes (no submission lands after
     the close applies: they hold the run in COLLECTING). Its act answers, in one unit
     fenced by its lease, for every tender who did not answer, from their usual
-    (:func:`pubsched.usual.fill_unanswered`): a crash before the finalize leaves the week
+    (:func:`pubsched.people.usual.fill_unanswered`): a crash before the finalize leaves the week
     COLLECTING with all of those answers or none, and the retried close writes them again."""
     key = week_key(week)
     at = utc(now)
@@ -256,7 +256,7 @@ def unapprove(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
 
 def send(pub: Pub, week: str, *, now: datetime | None = None,
          holder: str | None = None) -> Verdict:
-    """APPROVED -> SENT under ACT.SEND: the schedule email (see :mod:`pubsched.send`)."""
+    """APPROVED -> SENT under ACT.SEND: the schedule email (see :mod:`pubsched.week.send`)."""
     key = week_key(week)
     at = utc(now)
     outcome: dict[str, Any] = {}

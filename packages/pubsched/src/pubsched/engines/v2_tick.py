@@ -34,13 +34,13 @@ from typing import Any
 import rowstate
 
 from ..db.instants import maybe_instant
-from ..generate import generate_body
 from ..machine import COLLECTING, DRAFT
 from ..mail.compose import Nudge
+from ..people.usual import fill_unanswered
 from ..pub import Pub
-from ..usual import fill_unanswered
 from ..verdicts import Verdict
-from ..weeks import settings_override
+from ..week.generate import generate_body
+from ..week.runs import settings_override
 from .operator_notes import owe_late_open, owe_nudge
 
 log = logging.getLogger("pubsched.tick")

@@ -31,7 +31,7 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime
 
-from ..shiftcal import cancelled_calendar, shifts_calendar
+from ..people.calendar import cancelled_calendar, shifts_calendar
 from . import html as h
 from .cover import CoverFacts, CoverNote, note_html, note_text
 from .schedule import ScheduleView, in_order, schedule_html, schedule_text

@@ -1,4 +1,4 @@
-"""The reminders' emails (:mod:`pubsched.reminders` decides who is owed one and when; this
+"""The reminders' emails (:mod:`pubsched.tick.reminders` decides who is owed one and when; this
 module only decides how it reads). No I/O, no clock: the input is small frozen values and
 ``now``, so the same facts give the same message.
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..db.instants import maybe_instant
 from ..pub import Pub
-from ..weektime import as_utc
+from ..week.time import as_utc
 
 PASSED, FAILED, ABANDONED = "passed", "failed", "abandoned"
 # how long a step may run before its claim counts as a crashed runner's (a send waits up

@@ -17,15 +17,17 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from .. import submissions, tenders, weeks
 from ..db.instants import maybe_instant
 from ..engines import v2
 from ..engines.facts import in_words
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
+from ..people import tenders
 from ..pub import Pub
-from ..send import deliveries
 from ..verdicts import BadInput, Verdict
-from ..weektime import as_utc
+from ..week import runs as weeks
+from ..week import submissions
+from ..week.send import deliveries
+from ..week.time import as_utc
 
 
 class StepFailed(Exception):

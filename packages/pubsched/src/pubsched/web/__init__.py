@@ -2,7 +2,7 @@
 
 A thin front end over the same domain the CLI uses: every button is one call of
 :func:`pubsched.engines.actions.perform` (the buttons themselves are rows of that module's
-table of actions), every page a view of :mod:`pubsched.view`. What lives here is only what
+table of actions), every page a view of :mod:`pubsched.week.view`. What lives here is only what
 a browser needs: the login and its cookie, the cross-site check, the forms,
 the templates (``templates/``) and the static files (``static/``: the vendored mermaid.js,
 the stylesheet, the one small script). ``create_app`` (:mod:`pubsched.web.app`) builds the

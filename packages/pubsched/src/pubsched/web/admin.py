@@ -18,10 +18,12 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import cover_view, tenders, view
+from ..covers import view as cover_view
+from ..people import tenders
 from ..verdicts import BadInput
-from ..week_shifts import BEFORE_ROSTER
-from ..week_status import week_status
+from ..week import view
+from ..week.shifts import BEFORE_ROSTER
+from ..week.status import week_status
 from .buttons import Buttons, diagram, drawn, fingerprint
 from .forms import text, week_of
 from .pages import ADMIN_PATH
@@ -79,7 +81,7 @@ class AdminPages:
             "days": [(monday + timedelta(days=n)).isoformat() for n in range(7)],
             # the roster by hand (web/roster.py): who the "add" select offers
             "roster_people": [(t.email, t.name) for t in by_email.values() if t.active],
-            # a sent week's requests for cover, on their shifts (pubsched.cover_view)
+            # a sent week's requests for cover, on their shifts (pubsched.covers.view)
             "cover_notes": cover_view.on_shifts(pub, shown["week_of"], self.site.now()),
         }
 

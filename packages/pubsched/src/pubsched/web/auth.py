@@ -8,7 +8,7 @@ Three small pieces, each kept apart from the pages so it can be read and tested 
   the login page says so and nobody gets in.
 * :class:`Sessions`: the operator's session, a cookie signed with itsdangerous. It holds
   a random session id and the account it was issued to (``admin``, or an operator
-  account's email and id: :mod:`pubsched.operators`, whose removal the gate checks at
+  account's email and id: :mod:`pubsched.people.operators`, whose removal the gate checks at
   every request); its age is checked against an absolute maximum counted from
   the login (never refreshed by use: an unattended browser loses the admin after
   ``max_age``). The signing salt folds in a digest of the password, so changing the
@@ -107,7 +107,7 @@ class Sessions:
               stamp: str | None = None) -> str:
         """A fresh session's cookie value for ``who``: a new id at every login, whatever
         came before; an operator's names their password's ``stamp``
-        (:func:`pubsched.operators.stamp`), so a new password ends it."""
+        (:func:`pubsched.people.operators.stamp`), so a new password ends it."""
         return str(self._signer.dumps({"sid": secrets.token_urlsafe(18), "who": who,
                                        "op": operator_id, "pw": stamp}))
 

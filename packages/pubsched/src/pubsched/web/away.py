@@ -1,6 +1,6 @@
 """Time off on the web: the tender marks and cancels their own on their page
 (``POST /t/{token}/away``, ``/t/{token}/back``), the operator a tender's on their edit page
-(``POST /admin/tenders/{id}/away``, ``.../back``). Both call :mod:`pubsched.away`, the
+(``POST /admin/tenders/{id}/away``, ``.../back``). Both call :mod:`pubsched.people.away`, the
 functions ``tender away|back`` call, so the rules and the refusals are the same.
 
 The tender's page says an answer in their words: a span that covers a shift on the
@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import away, links, tenders
+from ..people import away, links, tenders
 from ..verdicts import BadInput, Verdict
 from .away_words import dates, in_words, tender_refusal
 from .pages import ADMIN_PATH

@@ -76,7 +76,7 @@ class Buttons:
     def press(self, week: str, name: str, form: FormData, check_seen: bool) -> Verdict:
         """The action ``name`` on ``week`` (synchronous: handlers run it in the thread
         pool); a stale fingerprint is refused as ``STALE`` before the engine is asked."""
-        from ..weeks import week_key
+        from ..week.runs import week_key
 
         pub = self.site.pub
         week = week_key(week)

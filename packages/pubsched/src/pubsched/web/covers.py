@@ -18,7 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import cover_view, covers
+from .. import covers
+from ..covers import view as cover_view
 from ..covers.machine import COVER
 from ..mail.wording import zone_words
 from ..verdicts import BadInput

@@ -19,7 +19,7 @@ def text(form: FormData, name: str) -> str | None:
 
 def week_of(raw: str) -> str:
     """The Monday a field or a path names, as the week's key."""
-    from ..weeks import week_key
+    from ..week.runs import week_key
 
     return week_key(raw.strip())
 

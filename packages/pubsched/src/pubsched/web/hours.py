@@ -1,5 +1,5 @@
 """``/admin/hours``: the hours report on the web (the same lines as ``pubsched report
-hours``, :mod:`pubsched.hours`), for a range of days the operator picks (this month so
+hours``, :mod:`pubsched.people.hours`), for a range of days the operator picks (this month so
 far by default), each tender's count in the trailing weeks the picker weighs beside it,
 and the CSV download a spreadsheet opens."""
 
@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import hours
+from ..people import hours
 from ..verdicts import BadInput
 from .site import Site
 

@@ -2,7 +2,7 @@
 session cookie on the admin path naming the account, and where a login may go on to (only
 an admin path of ours).
 
-Two kinds of account log in here. An operator account (:mod:`pubsched.operators`) logs in
+Two kinds of account log in here. An operator account (:mod:`pubsched.people.operators`) logs in
 by its email. ``admin`` (or an empty email: a script written for the single-password form
 of old) is the quick start's account, opened by ``PUBSCHED_ADMIN_PASSWORD``. The throttle
 sees every attempt alike, counted per client before any check (:mod:`.auth`); a wrong
@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import operators
+from ..people import operators
 from .auth import ADMIN, SESSION_COOKIE
 from .forms import text
 from .pages import ADMIN_PATH

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from .. import covers, links
+from .. import covers
 from ..config import Config
+from ..people import links
 
 Namer = Callable[[Config, str], str | None]
 

@@ -7,7 +7,7 @@ Two kinds of figures, each where it is true:
   same story, whichever one ran the tick or sent the mail): weeks by state, schedule
   deliveries by status, notices (cover emails, reminders) by kind and status, cover
   requests by state, the mail log by outcome (``refused`` and ``unknown`` are the mail
-  failures), and the tick's last success, failure and duration (:mod:`pubsched.tick_status`).
+  failures), and the tick's last success, failure and duration (:mod:`pubsched.tick.status`).
   A database that does not answer is ``pubsched_database_up 0``, not a failed scrape; a
   group that cannot be read (a hand-edited row) is left out and named in
   ``pubsched_metrics_read_errors``, the other groups still there;
@@ -48,8 +48,8 @@ from ..db.instants import instant
 from ..deliveries.outbox import STATUS
 from ..machine import STATES
 from ..pub import Pub
-from ..tick_status import last
-from ..view import weeks_list
+from ..tick.status import last
+from ..week.view import weeks_list
 
 log = logging.getLogger("pubsched.metrics")
 MAIL_OUTCOMES = ("delivered", "refused", "unknown")

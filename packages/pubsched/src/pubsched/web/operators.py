@@ -1,5 +1,5 @@
 """``/admin/operators``: the operator accounts, added and removed on the web (the same
-rules as ``pubsched operator``: :mod:`pubsched.operators`).
+rules as ``pubsched operator``: :mod:`pubsched.people.operators`).
 
 A new account's password is typed twice (two fields that differ save nothing) and hashed
 with the app's hasher. Removing the last account is refused unless
@@ -7,7 +7,7 @@ with the app's hasher. Removing the last account is refused unless
 everyone out (the CLI can, and allows it). A removed operator's sessions stop at their
 next request (the gate asks :meth:`pubsched.web.site.Site.still_valid`), the operator's
 own included. An operator changes their own password here (the current one first, the
-new one twice); their other sessions end (:mod:`pubsched.operators`), this one goes on
+new one twice); their other sessions end (:mod:`pubsched.people.operators`), this one goes on
 with a fresh cookie. ``admin``'s password is ``PUBSCHED_ADMIN_PASSWORD``, not changed here.
 """
 
@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import operators
+from ..people import operators
 from ..verdicts import BadInput, Verdict
 from .auth import ADMIN
 from .forms import text

@@ -1,9 +1,9 @@
-"""A tender's switch for the email before each of their shifts (:mod:`pubsched.reminders`):
+"""A tender's switch for the email before each of their shifts (:mod:`pubsched.tick.reminders`):
 ``POST /t/{token}/reminders`` with ``on`` = 1 or 0, from the section of their page that
 ``tender_reminders.html`` draws. A page and a route of its own, so the tender's page can
 change around it without touching it.
 
-The switch is the domain's (:func:`pubsched.tenders.edit` with ``shift_reminders``, the
+The switch is the domain's (:func:`pubsched.people.tenders.edit` with ``shift_reminders``, the
 same call the operator's edit page and ``tender edit --shift-reminders`` make). A link
 that does not verify is sent back to the page, which says so (404) as for any use of a bad
 link; a value other than 1 or 0 is a 400 page, nothing changed. Done, it answers with a
@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import links, tenders
+from ..people import links, tenders
 from .forms import text
 from .site import Site
 

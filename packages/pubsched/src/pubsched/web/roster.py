@@ -1,6 +1,6 @@
 """The roster by hand on the week's page: "take off" on an assigned cell, "add" on a shift.
 
-Two POST handlers over :mod:`pubsched.roster` (the same functions ``week assign`` and
+Two POST handlers over :mod:`pubsched.week.roster` (the same functions ``week assign`` and
 ``week unassign`` call, so the page and the CLI cannot disagree about what is allowed).
 They pass the same gates as every other admin form (the session, the cross-origin check
 of :mod:`.security`); no "seen" fingerprint is needed, since the edit's own hold judges the
@@ -18,8 +18,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import roster
 from ..verdicts import BadInput, Verdict
+from ..week import roster
 from .forms import text, week_of
 from .pages import ADMIN_PATH
 from .site import Site

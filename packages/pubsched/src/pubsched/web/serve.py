@@ -92,9 +92,9 @@ def proxy_warning(host: str, config: Config, web: WebSettings) -> str | None:
 
 
 def tick_job(pub: Pub, clock: Callable[[], datetime] | None = None) -> None:
-    """One tick at the real time, recorded (:mod:`pubsched.tick_status`); an error is
+    """One tick at the real time, recorded (:mod:`pubsched.tick.status`); an error is
     logged and the next minute tries again."""
-    from ..tick_status import run_tick
+    from ..tick.status import run_tick
 
     now = (clock or (lambda: datetime.now(UTC)))()
     try:
@@ -157,7 +157,7 @@ def main(host: str, port: int, config: Config,
         log.warning("%s", warning)
     pub = open_pub(config)
     if not web.password.configured:
-        from ..operators import all_operators
+        from ..people.operators import all_operators
 
         if not all_operators(pub):
             log.warning("no operator account and no PUBSCHED_ADMIN_PASSWORD: the admin is "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from .. import operators
+from ..people import operators
 from ..pub import Pub, utc
 from .auth import Session, Sessions
 from .pages import Pages

@@ -1,7 +1,7 @@
 """The pub's week on the web (``/admin/template``: list, add, edit, remove) and a week's
 own shifts (the week page's "add a one-off shift" and "remove" forms).
 
-The same domain calls as the CLI (:mod:`pubsched.template`, :mod:`pubsched.week_shifts`),
+The same domain calls as the CLI (:mod:`pubsched.week.template`, :mod:`pubsched.week.shifts`),
 so the two front ends check and refuse alike; every post answers with a redirect carrying
 a flash (a bad value says what is wrong, a refusal why and what to do next).
 """
@@ -16,8 +16,9 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import template, week_shifts
 from ..verdicts import BadInput, Verdict
+from ..week import shifts as week_shifts
+from ..week import template
 from .forms import text, week_of
 from .pages import ADMIN_PATH
 from .site import Site

@@ -4,7 +4,7 @@
 A link that does not verify (mistyped, replaced by a newer one, revoked) is a 404 that says
 what to do; a submission refused because the form closed is a 409 with the form as it is
 now, never a silent loss; one that ticks a shift not offered to the tender (started, or
-needing a skill they lack: :mod:`pubsched.offer`) is a 400 saying which, nothing saved.
+needing a skill they lack: :mod:`pubsched.week.offer`) is a 400 saying which, nothing saved.
 The page shows the tender's shifts still to come above the form, with their requests for
 cover and the ones they could take (:mod:`.tender_covers`: those forms and their answers).
 The page also lists the tender's time off with its forms (:mod:`.away` handles them) and
@@ -20,8 +20,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from .. import links, tenders, view
+from ..people import links, tenders
 from ..verdicts import BadInput, Verdict
+from ..week import view
 from .away_words import notice as away_notice
 from .forms import text
 from .site import Site
@@ -80,7 +81,7 @@ class TenderPages:
             status=404, headers={"cache-control": "no-store"})
 
     async def submit(self, request: Request) -> Response:
-        from ..submissions import submit
+        from ..week.submissions import submit
 
         pub = self.site.pub
         token = request.path_params["token"]

@@ -24,12 +24,15 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from .. import cover_view, covers, links, view
+from .. import covers
 from ..covers import Cover
+from ..covers import view as cover_view
 from ..covers.machine import CANCELLED, TAKEN
+from ..people import links
+from ..people.tenders import Tender, by_id
 from ..pub import Pub
-from ..tenders import Tender, by_id
 from ..verdicts import BadInput, Verdict
+from ..week import view
 from .cover_mail import deliver_after
 from .forms import text, week_of
 from .site import Site
@@ -38,9 +41,9 @@ NO_STORE = {"cache-control": "no-store"}
 
 
 def tender_page(pub: Pub, tender: Tender, now: datetime) -> dict[str, Any]:
-    """What the tender's page shows (:func:`pubsched.view.tender_form`) and, as
+    """What the tender's page shows (:func:`pubsched.week.view.tender_form`) and, as
     ``covers``, their requests and the ones they could take
-    (:func:`pubsched.cover_view.for_tender`): read here, not in ``view``, which the
+    (:func:`pubsched.covers.view.for_tender`): read here, not in ``view``, which the
     domain's words read back, so that ``view`` does not import the covers domain."""
     with pub.reading():  # one snapshot for the page and its covers
         return {**view.tender_form(pub, tender, now),

@@ -2,13 +2,13 @@
 each active tender's personal links), one tender's edit page, and the buttons: deactivate,
 reactivate, revoke links, invite one, invite all.
 
-Every action is the domain's (:mod:`pubsched.tenders`, :mod:`pubsched.invite`), the same
-function the CLI calls, run in the thread pool. A form that cannot be saved (bad input, an
-address another tender has) is drawn again with what was typed and the reason (400 or
-409), nothing written; every button answers with a redirect carrying a flash in words.
-Pages name a tender by id (the URL), the domain by email: each handler reads the tender
-by id first, so an unknown id is a 404 page, never a traceback.
-"""
+Every action is the domain's (:mod:`pubsched.people.tenders`,
+:mod:`pubsched.people.invite`), the same function the CLI calls, run in the thread pool. A
+form that cannot be saved (bad input, an address another tender has) is drawn again with
+what was typed and the reason (400 or 409), nothing written; every button answers with a
+redirect carrying a flash in words. Pages name a tender by id (the URL), the domain by
+email: each handler reads the tender by id first, so an unknown id is a 404 page, never a
+traceback. """
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from .. import invite, links, tenders, view
-from ..tenders import Tender
+from ..people import invite, links, tenders
+from ..people.tenders import Tender
 from ..verdicts import BadInput, Verdict
+from ..week import view
 from .forms import text
 from .pages import ADMIN_PATH
 from .site import Site

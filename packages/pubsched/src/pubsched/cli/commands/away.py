@@ -1,5 +1,5 @@
 """``pubsched tender away EMAIL FROM TO`` and ``pubsched tender back EMAIL FROM``: a
-tender's time off (:mod:`pubsched.away`).
+tender's time off (:mod:`pubsched.people.away`).
 
 Exit 0 applied (an away that covers a night they work in a week not sent yet adds one
 ``warning:`` line on stderr per such week: what to regenerate), 2 bad input (a date that
@@ -16,7 +16,7 @@ from ..context import Context, report
 
 
 def cmd_tender_away(ctx: Context, args: argparse.Namespace) -> int:
-    from ...away import add
+    from ...people.away import add
 
     verdict = add(ctx.pub(), args.email, args.start, args.end, now=ctx.now)
     code = report(ctx, verdict)
@@ -26,6 +26,6 @@ def cmd_tender_away(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_tender_back(ctx: Context, args: argparse.Namespace) -> int:
-    from ...away import cancel
+    from ...people.away import cancel
 
     return report(ctx, cancel(ctx.pub(), args.email, args.start))

@@ -21,7 +21,7 @@ from ..output import listing
 def _delivered(ctx: Context, pub: Pub, verdict: Verdict) -> int:
     """The move's verdict, then (applied) its emails sent now, in words."""
     from ...covers import deliver
-    from ...tick import not_delivered
+    from ...tick.run import not_delivered
 
     code = report(ctx, verdict)
     if code != EXIT_APPLIED:

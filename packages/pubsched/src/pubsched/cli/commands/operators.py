@@ -47,7 +47,7 @@ def _password(ctx: Context, from_stdin: bool) -> str:
 
 
 def cmd_operator_add(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import operators
+    from ...people import operators
 
     address = operators.check_operator_email(args.email)  # before asking for a password
     password = operators.check_password(_password(ctx, args.password_stdin))
@@ -55,7 +55,7 @@ def cmd_operator_add(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_operator_password(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import operators
+    from ...people import operators
 
     pub = ctx.pub()
     if operators.find(pub, args.email) is None:  # before asking for a password
@@ -65,7 +65,7 @@ def cmd_operator_password(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_operator_list(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import operators
+    from ...people import operators
 
     pub = ctx.pub()
     found = [o.as_json() for o in operators.all_operators(pub)]
@@ -83,7 +83,7 @@ def cmd_operator_list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_operator_remove(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import operators
+    from ...people import operators
 
     verdict = operators.remove(ctx.pub(), args.email)
     code = report(ctx, verdict)

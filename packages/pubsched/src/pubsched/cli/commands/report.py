@@ -11,7 +11,7 @@ from ..output import listing
 
 
 def cmd_report_hours(ctx: Context, args: argparse.Namespace) -> int:
-    from ...hours import as_csv, hours_text, hours_worked
+    from ...people.hours import as_csv, hours_text, hours_worked
 
     lines = hours_worked(ctx.pub(), args.start, args.end)
     if args.csv:

@@ -1,7 +1,7 @@
 """``pubsched week assign|unassign WEEK SHIFT_ID EMAIL``: the roster by hand.
 
 Not rows of the table of actions (:mod:`pubsched.engines.actions`): those are the run's
-moves, these edit the week's roster while it stays ASSIGNED (:mod:`pubsched.roster`).
+moves, these edit the week's roster while it stays ASSIGNED (:mod:`pubsched.week.roster`).
 Exit 0 applied (an assign without the tender's availability adds a warning line on
 stderr), 2 bad input (nothing written), 3 refused with its reason code.
 """
@@ -14,7 +14,7 @@ from ..context import Context, report
 
 
 def cmd_week_assign(ctx: Context, args: argparse.Namespace) -> int:
-    from ...roster import assign
+    from ...week.roster import assign
 
     verdict = assign(ctx.pub(), args.week, args.shift_id, args.email, now=ctx.now)
     code = report(ctx, verdict)
@@ -25,6 +25,6 @@ def cmd_week_assign(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_week_unassign(ctx: Context, args: argparse.Namespace) -> int:
-    from ...roster import unassign
+    from ...week.roster import unassign
 
     return report(ctx, unassign(ctx.pub(), args.week, args.shift_id, args.email, now=ctx.now))

@@ -61,7 +61,7 @@ def first_engine(pub: Pub, now: datetime | None) -> str:
 def cmd_tick(ctx: Context, args: argparse.Namespace) -> int:
     """The every-minute cron's work, once. A refusal inside a tick is normal (another
     instance got there first) and is not an error; a failure (a nudge SMTP refused) is."""
-    from ...tick_status import run_tick
+    from ...tick.status import run_tick
 
     verdicts = run_tick(ctx.pub(), ctx.now)
     if not verdicts:

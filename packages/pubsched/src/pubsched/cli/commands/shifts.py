@@ -1,8 +1,8 @@
 """``pubsched shift add|list|edit|remove`` (the pub's week: the template new weeks are made
 from) and ``pubsched week shift add|remove`` (one week's own shifts before its roster).
 
-Thin: the checks and the writes are the domain's (:mod:`pubsched.template`,
-:mod:`pubsched.week_shifts`), shared with the web; a bad value is its BadInput (exit 2,
+Thin: the checks and the writes are the domain's (:mod:`pubsched.week.template`,
+:mod:`pubsched.week.shifts`), shared with the web; a bad value is its BadInput (exit 2,
 nothing written), a week past its roster a refusal (exit 3)."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from ..output import listing
 
 
 def cmd_shift_add(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import template
+    from ...week import template
 
     return report(ctx, template.add(ctx.pub(), args.label, args.day, args.start, args.end,
                                     slots=args.slots, needs=args.needs or ()))
 
 
 def cmd_shift_list(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import template
+    from ...week import template
 
     found = [t.as_json() for t in template.listing(ctx.pub())]
     return listing(ctx, args.json, found, "the pub's week has no shifts: add one with "
@@ -35,7 +35,7 @@ def cmd_shift_list(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_shift_edit(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import template
+    from ...week import template
 
     if args.no_needs and args.needs:
         raise BadInput("give --needs SKILL or --no-needs, not both")
@@ -46,13 +46,13 @@ def cmd_shift_edit(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_shift_remove(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import template
+    from ...week import template
 
     return report(ctx, template.remove(ctx.pub(), args.id))
 
 
 def cmd_week_shift_add(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import week_shifts
+    from ...week import shifts as week_shifts
 
     return report(ctx, week_shifts.add_shift(
         ctx.pub(), args.week, args.label, args.date, args.start, args.end,
@@ -60,7 +60,7 @@ def cmd_week_shift_add(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_week_shift_remove(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import week_shifts
+    from ...week import shifts as week_shifts
 
     return report(ctx, week_shifts.remove_shift(ctx.pub(), args.week, args.shift_id,
                                                 now=ctx.now))

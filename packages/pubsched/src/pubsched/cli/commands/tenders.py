@@ -12,7 +12,7 @@ from ..output import listing
 
 
 def cmd_tender_add(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import tenders
+    from ...people import tenders
 
     return report(ctx, tenders.add(ctx.pub(), args.name, args.email,
                                    max_shifts=args.max_shifts, skills=args.skills or (),
@@ -23,7 +23,7 @@ def cmd_tender_edit(ctx: Context, args: argparse.Namespace) -> int:
     """Only the options given change; ``--no-skills`` clears the skills, ``--skill``
     replaces them, ``--max-shifts none`` clears the maximum, ``--shift-reminders on|off``
     switches the email before each of their shifts."""
-    from ... import tenders
+    from ...people import tenders
 
     skills = () if args.no_skills else args.skills
     reminders = None if args.shift_reminders is None else args.shift_reminders == "on"
@@ -33,13 +33,13 @@ def cmd_tender_edit(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_tender_activate(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import tenders
+    from ...people import tenders
 
     return report(ctx, tenders.activate(ctx.pub(), args.email))
 
 
 def cmd_tender_deactivate(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import tenders
+    from ...people import tenders
 
     return report(ctx, tenders.deactivate(ctx.pub(), args.email))
 
@@ -55,8 +55,8 @@ def _away_words(spans: list[dict[str, str]]) -> str:
 
 def cmd_tender_list(ctx: Context, args: argparse.Namespace) -> int:
     """Each tender with ``time_off``: their spans that have not ended (``{"from", "to"}``)."""
-    from ... import away, tenders
-    from ...time_off import spans
+    from ...people import away, tenders
+    from ...people.time_off import spans
 
     pub = ctx.pub()
     mine: dict[int, list[dict[str, str]]] = {}
@@ -77,8 +77,8 @@ def cmd_tender_list(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_tender_show(ctx: Context, args: argparse.Namespace) -> int:
     """One tender: their details, ``time_off`` to come, and ``usual`` (None: never saved;
     else ``{"shifts": ["Fri 18:00", ...], "max", "saved_at"}``)."""
-    from ... import away, tenders, usual
-    from ...view import iso
+    from ...people import away, tenders, usual
+    from ...week.view import iso
 
     pub = ctx.pub()
     tender = tenders.get(pub, args.email)
@@ -103,7 +103,7 @@ def cmd_tender_show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_tender_link(ctx: Context, args: argparse.Namespace) -> int:
-    from ... import links, tenders
+    from ...people import links, tenders
 
     pub = ctx.pub()
     tender = tenders.get(pub, args.email)
@@ -117,7 +117,7 @@ def cmd_tender_link(ctx: Context, args: argparse.Namespace) -> int:
 def cmd_tender_invite(ctx: Context, args: argparse.Namespace) -> int:
     """One tender (EMAIL) or every active one (``--all``), never both; with ``--all``
     each one sent gets a line on stdout, and a failure the one line on stderr (exit 1)."""
-    from ... import invite
+    from ...people import invite
 
     if (args.email is None) == (not args.all):
         raise BadInput("give one tender's EMAIL or --all, not both and not neither")

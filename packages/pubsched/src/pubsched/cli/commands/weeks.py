@@ -32,7 +32,7 @@ def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
     if action.progress is None:
         return report(ctx, perform(pub, action.name, args.week, now=ctx.now, **options))
     if ctx.is_tty():
-        from ...view import week_show
+        from ...week.view import week_show
 
         people = {e for s in week_show(pub, args.week)["shifts"] for e in s["assigned"]}
         text = action.progress.format(week=args.week, people=len(people))
@@ -44,8 +44,8 @@ def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_week_show(ctx: Context, args: argparse.Namespace) -> int:
-    from ...view import week_show
-    from ...week_status import week_status
+    from ...week.status import week_status
+    from ...week.view import week_show
 
     pub = ctx.pub()
     shown = week_show(pub, args.week)
@@ -59,7 +59,7 @@ def cmd_week_show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_weeks(ctx: Context, args: argparse.Namespace) -> int:
-    from ...view import weeks_list
+    from ...week.view import weeks_list
 
     return listing(ctx, args.json, weeks_list(ctx.pub()),
                    "no weeks yet: open one with `pubsched week open MONDAY`",
@@ -69,7 +69,7 @@ def cmd_weeks(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_avail(ctx: Context, args: argparse.Namespace) -> int:
-    from ...submissions import submit
+    from ...week.submissions import submit
 
     return report(ctx, submit(ctx.pub(), args.week, args.email, args.shift_ids,
                               max_shifts=args.max, now=ctx.now, save_usual=args.usual))

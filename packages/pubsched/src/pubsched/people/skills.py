@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from .verdicts import BadInput
+from ..verdicts import BadInput
 
 MAX_LENGTH = 20
 

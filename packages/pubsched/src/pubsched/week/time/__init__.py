@@ -44,7 +44,7 @@ before the start is on the next day (the shift crosses midnight) and belongs to 
 it starts (`WeekShift.night`, what the picker's one-shift-a-night rule counts). The
 default, `DEFAULT_TEMPLATE`, is Thu, Fri and Sat 18:00-02:00 with 2 slots each: what
 migration 0038 seeds into the pub's own template (the app reads that table,
-:mod:`pubsched.template`, never this constant).
+:mod:`pubsched.week.template`, never this constant).
 
 The run's times, and their defaults
 ===================================

@@ -16,9 +16,9 @@ from typing import Literal
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from .config import Config
-from .mail.values import TenderLinks
-from .pub import Pub
+from ..config import Config
+from ..mail.values import TenderLinks
+from ..pub import Pub
 from .tenders import Tender, by_id
 
 Purpose = Literal["form", "calendar", "cover"]

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from .db.instants import instant
-from .generate import HISTORY_SQL
-from .picker import HISTORY_WEEKS
-from .pub import Pub
-from .verdicts import BadInput
+from ..db.instants import instant
+from ..picker import HISTORY_WEEKS
+from ..pub import Pub
+from ..verdicts import BadInput
+from ..week.generate import HISTORY_SQL
 
 
 @dataclass(frozen=True)

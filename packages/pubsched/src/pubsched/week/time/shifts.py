@@ -1,6 +1,6 @@
 """A week's shifts: the weekly templates (``ShiftTemplate``), their JSON form, and the
 concrete shifts of one week in UTC (``shifts_for_week``), by the wall-clock rules of
-:mod:`pubsched.weektime.days` (see the package docstring for DST)."""
+:mod:`pubsched.week.time.days` (see the package docstring for DST)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class ShiftTemplate:
     """A weekly shift: ``weekday`` 0 = Monday; an ``end`` at or before ``start`` is on
     the next day (at the start: a 24-hour shift). ``label`` and ``needs`` (the skills it
     needs) ride along to the week's shift; the pub's own template is the database's
-    ``pub_shift_template`` (:mod:`pubsched.template`), read into these."""
+    ``pub_shift_template`` (:mod:`pubsched.week.template`), read into these."""
 
     weekday: int
     start: time

@@ -16,9 +16,9 @@ import time
 from datetime import datetime
 from typing import Any
 
-from .pub import Pub, utc
-from .tick import tick
-from .verdicts import Verdict
+from ..pub import Pub, utc
+from ..verdicts import Verdict
+from .run import tick
 
 log = logging.getLogger("pubsched.tick")
 NAME = "tick"
@@ -26,7 +26,7 @@ MAX_ERROR = 500
 
 
 def run_tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
-    """One tick as of ``now`` (:func:`pubsched.tick.tick`), recorded."""
+    """One tick as of ``now`` (:func:`pubsched.tick.run.tick`), recorded."""
     at = utc(now)
     started = time.monotonic()
     try:

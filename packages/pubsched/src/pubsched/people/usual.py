@@ -10,7 +10,7 @@ not (the tender is asked again rather than put down for a time they never gave).
 **Where it is used.**
 
 * A new week's form starts from it (:func:`matching`, read by
-  :func:`pubsched.view.tender_form`): the matching shifts the form offers
+  :func:`pubsched.week.view.tender_form`): the matching shifts the form offers
   are ticked, the maximum filled in, and the page says so. Nothing is saved until the
   tender sends the form.
 * A week they never answer is answered from it when its form closes
@@ -18,7 +18,7 @@ not (the tender is asked again rather than put down for a time they never gave).
   legacy close, each in the close's own unit of work): the rows are written with
   ``pub_availability.source = 'usual'``, so the page ("we used your usual") and the
   operator's submissions list ("usual") can tell. Shifts on a night the tender is away
-  (:func:`pubsched.time_off.away_clause`) and shifts already started are left out; the
+  (:func:`pubsched.people.time_off.away_clause`) and shifts already started are left out; the
   skills a shift needs are the picker's to weigh, as for any answer. A close after a reopen
   fills again from the usual as it is then; a tender's own answer (a reopen, then the
   form) replaces the usual's and is never overwritten by it.
@@ -37,9 +37,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .db.instants import instant
-from .pub import Pub
-from .template import migrated
+from ..db.instants import instant
+from ..pub import Pub
+from ..week.template import migrated
 from .time_off import away_clause
 
 Identity = tuple[int, str]  # (local weekday, 0 = Monday; local start "HH:MM")

@@ -1,5 +1,5 @@
 """Time off, written: ``tender away EMAIL FROM TO`` and ``tender back EMAIL FROM`` (the
-table and every read of it are :mod:`pubsched.time_off`'s).
+table and every read of it are :mod:`pubsched.people.time_off`'s).
 
 The rules a span is written by:
 
@@ -22,7 +22,7 @@ The rules a span is written by:
 Race-safety. The check and the insert are one unit of work that first holds every week
 the span reaches (the runs of the Mondays from FROM's to TO's), exclusively, through the
 engine in charge (:meth:`pubsched.engines.base.Engine.hold_week`, under the flag fence of
-:func:`~pubsched.engines.choose.chosen`, as :mod:`pubsched.roster` does). So a send racing
+:func:`~pubsched.engines.choose.chosen`, as :mod:`pubsched.week.roster` does). So a send racing
 it either has not claimed yet (its claim waits for this unit, and the schedule it then
 sends is the one this unit judged "not sent": the warning stands) or has (the hold is
 refused while its lease is live: "being sent right now, try again"; once sent, the span
@@ -40,15 +40,15 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from .db.instants import instant
-from .engines.choose import chosen
-from .engines.flags import FLAG_CHANGED, FlagChanged
-from .machine import APPROVED, SENT, STATES
-from .mail.wording import days, shift_when
-from .pub import Pub, utc
+from ..db.instants import instant
+from ..engines.choose import chosen
+from ..engines.flags import FLAG_CHANGED, FlagChanged
+from ..machine import APPROVED, SENT, STATES
+from ..mail.wording import days, shift_when
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
 from .tenders import Tender, get
 from .time_off import Span, spans
-from .verdicts import BadInput, Verdict
 
 MAX_DAYS = 366
 

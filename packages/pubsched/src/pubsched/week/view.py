@@ -13,25 +13,26 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from typing import Any
 
-from . import covers, usual
-from .away import as_json as away_json
-from .away import upcoming as away_upcoming
-from .db.instants import instant
-from .engines.base import Engine
-from .engines.choose import engine_for
+from .. import covers
+from ..db.instants import instant
+from ..engines.base import Engine
+from ..engines.choose import engine_for
+from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
+from ..mail.wording import calendar_summary, days, zone_words
+from ..people import usual
+from ..people.away import as_json as away_json
+from ..people.away import upcoming as away_upcoming
+from ..people.calendar import feed_calendar
+from ..people.tender_page import form_shifts, upcoming
+from ..people.tenders import Tender, all_tenders
+from ..people.time_off import away_on
+from ..pub import Pub, utc
+from ..verdicts import BadInput
 from .generate import assignments, missing, pinned
-from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
-from .mail.wording import calendar_summary, days, zone_words
-from .pub import Pub, utc
+from .runs import Shift, shifts, week_key
 from .send import deliveries
-from .shiftcal import feed_calendar
+from .shifts import removed_for
 from .submissions import of_week
-from .tender_page import form_shifts, upcoming
-from .tenders import Tender, all_tenders
-from .time_off import away_on
-from .verdicts import BadInput
-from .week_shifts import removed_for
-from .weeks import Shift, shifts, week_key
 
 
 def iso(value: Any) -> str | None:
@@ -166,7 +167,7 @@ def tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[s
 
 def _tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[str, Any]:
     """What a tender's personal page shows: their shifts still to come (``upcoming``, from
-    sent weeks: :mod:`pubsched.tender_page`), then the open week (its shifts as offered to
+    sent weeks: :mod:`pubsched.people.tender_page`), then the open week (its shifts as offered to
     this tender at ``now``, what they submitted), else the latest week past its form and
     not yet sent (closed, the schedule expected by the end of its send window), else
     nothing to fill in.
@@ -204,7 +205,7 @@ def _tender_form(pub: Pub, tender: Tender, now: datetime | None = None) -> dict[
         "submitted": None if mine is None else {
             "shift_ids": mine["shift_ids"], "max": mine["max"], "at": mine["updated_at"],
             "source": mine["source"]},
-        # no answer yet: the form starts from their usual (pubsched.usual), unsaved
+        # no answer yet: the form starts from their usual (pubsched.people.usual), unsaved
         "prefill": None if mine is not None else usual_prefill(pub, tender, offered),
         "time_off": away,
         # the nights the operator closed that this tender had ticked (their form says so)

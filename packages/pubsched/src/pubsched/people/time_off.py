@@ -8,7 +8,7 @@ dates, which order as text exactly as they do as dates: the SQL test and the Pyt
 below are the same comparison.
 
 Writing spans (``tender away``/``tender back`` and their refusals) is
-:mod:`pubsched.away`'s job; this module only reads, so every reader shares it.
+:mod:`pubsched.people.away`'s job; this module only reads, so every reader shares it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from .pub import Pub
+from ..pub import Pub
 
 
 @dataclass(frozen=True)

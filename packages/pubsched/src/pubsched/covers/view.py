@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from . import covers
-from .covers import Cover
-from .covers.machine import CANCELLED, EXPIRED, OPEN, TAKEN
-from .deliveries import outbox
-from .pub import Pub
-from .tenders import Tender, all_tenders
-from .weektime import as_utc
+from .. import covers
+from ..deliveries import outbox
+from ..people.tenders import Tender, all_tenders
+from ..pub import Pub
+from ..week.time import as_utc
+from . import Cover
+from .machine import CANCELLED, EXPIRED, OPEN, TAKEN
 
 # an email's fate, as the covers page says it (pubsched.deliveries.outbox.STATUS)
 SENT_WORDS = {

@@ -31,15 +31,16 @@ from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
-from . import links, machine
-from .deliveries import legacy_record
-from .deliveries.deliver import Sender, claim_owed, sweep_lost
-from .deliveries.machine import REFUSED, SENT
-from .deliveries.outbox import Mail, NotSentYet, listed, owe, to_tender
-from .mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
-from .pub import Pub, utc
-from .verdicts import BadInput, Verdict
-from .weeks import shifts
+from .. import machine
+from ..deliveries import legacy_record
+from ..deliveries.deliver import Sender, claim_owed, sweep_lost
+from ..deliveries.machine import REFUSED, SENT
+from ..deliveries.outbox import Mail, NotSentYet, listed, owe, to_tender
+from ..mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
+from ..people import links
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
+from .runs import shifts
 
 KIND = "schedule"  # the mail's kind; its ``about`` is the week
 

@@ -32,7 +32,7 @@ remind_short       the operator, that long before a shift of a PUBSCHED_SHORT_HO
                    its slots, or a cover nobody has taken
 =================  ==========================================  ============================
 
-**"That long before" is counted on the pub's wall clock** (:func:`pubsched.weektime.
+**"That long before" is counted on the pub's wall clock** (:func:`pubsched.week.time.
 wall_clock_before`): 24 hours before a Sunday 20:00 deadline is Saturday 20:00, 6 hours
 before an 18:00 shift is 12:00, even in the week the clocks change.
 
@@ -49,7 +49,7 @@ failed and retried (``NotSentYet``).
 
 Each notice row's ``about`` names the thing: ``form:WEEK:DEADLINE`` (an extension makes a
 new deadline, and those still not answering are reminded before it too), ``shift:ID``,
-``roster:WEEK``. The tick (:mod:`pubsched.tick`) runs :func:`owe` after the engine's
+``roster:WEEK``. The tick (:mod:`pubsched.tick.run`) runs :func:`owe` after the engine's
 tick, outside the flag fence (it moves no week), and delivers what is owed with the rest
 of the outbox.
 """
@@ -61,28 +61,29 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from . import covers, links, time_off, usual
-from .covers import Cover
-from .db.instants import instant, maybe_instant
-from .deliveries import outbox
-from .engines.base import Engine
-from .engines.choose import engine_for
-from .engines.v2_tick import TICK
-from .generate import missing
-from .machine import ASSIGNED, COLLECTING
-from .mail.compose import Outgoing, Recipient, ShiftLine
-from .mail.reminder import (
+from .. import covers
+from ..covers import Cover
+from ..db.instants import instant, maybe_instant
+from ..deliveries import outbox
+from ..engines.base import Engine
+from ..engines.choose import engine_for
+from ..engines.v2_tick import TICK
+from ..machine import ASSIGNED, COLLECTING
+from ..mail.compose import Outgoing, Recipient, ShiftLine
+from ..mail.reminder import (
     RosterState,
     compose_review,
     compose_shift_reminder,
     compose_short,
     compose_unanswered,
 )
-from .pub import Pub
-from .tenders import COLUMNS, Tender, by_id
-from .verdicts import BadInput
-from .view import iso, moved_by
-from .weektime import wall_clock_before
+from ..people import links, time_off, usual
+from ..people.tenders import COLUMNS, Tender, by_id
+from ..pub import Pub
+from ..verdicts import BadInput
+from ..week.generate import missing
+from ..week.time import wall_clock_before
+from ..week.view import iso, moved_by
 
 UNANSWERED = "remind_unanswered"
 SHIFT = "remind_shift"

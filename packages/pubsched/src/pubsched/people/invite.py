@@ -1,5 +1,5 @@
 """Invitations: one email that hands a tender their personal links (the form's and the
-calendar feed's, from :mod:`pubsched.links`), so the operator need not copy them by hand.
+calendar feed's, from :mod:`pubsched.people.links`), so the operator need not copy them by hand.
 
 An invitation is idempotent for the tender: it carries the links they have now (the same
 links, and the same Message-ID, every time until a revoke), so sending it again does no
@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from urllib.parse import urlsplit
 
+from ..deliveries.deliver import Sender, claim_owed
+from ..deliveries.machine import UNKNOWN
+from ..deliveries.outbox import Composer, Mail, NotSentYet, facts_of, owe, to_tender
+from ..mail.compose import Outgoing, Recipient, compose_invite
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
 from . import links
-from .deliveries.deliver import Sender, claim_owed
-from .deliveries.machine import UNKNOWN
-from .deliveries.outbox import Composer, Mail, NotSentYet, facts_of, owe, to_tender
-from .mail.compose import Outgoing, Recipient, compose_invite
-from .pub import Pub, utc
 from .tenders import Tender, all_tenders, by_id, get
-from .verdicts import BadInput, Verdict
 
 KIND = "invite"
 

@@ -16,7 +16,7 @@ on a night, by two operators at once.
   (``SAME_NIGHT``); allowed without their availability, with a warning.
 * ``unassign`` deletes the assignment row and writes an *exclusion* (replacing a pin).
 
-Regenerate (:mod:`pubsched.generate`) keeps every pin and never puts an excluded tender
+Regenerate (:mod:`pubsched.week.generate`) keeps every pin and never puts an excluded tender
 back on that shift. An unknown week, shift or tender, or a shift of another week, is
 :class:`~pubsched.verdicts.BadInput` with nothing written.
 """
@@ -26,13 +26,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .engines.choose import chosen
-from .engines.flags import FLAG_CHANGED, FlagChanged
-from .machine import ASSIGNED
-from .pub import Pub, utc
-from .tenders import Tender, get
-from .verdicts import BadInput, Verdict
-from .weeks import Shift, shift_of, week_key
+from ..engines.choose import chosen
+from ..engines.flags import FLAG_CHANGED, FlagChanged
+from ..machine import ASSIGNED
+from ..people.tenders import Tender, get
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
+from .runs import Shift, shift_of, week_key
 
 # what to do next, per state the week is in instead of ASSIGNED
 NEXT_STEP = {

@@ -1,4 +1,4 @@
-"""What a tender's own page shows besides the form's state (:func:`pubsched.view.tender_form`
+"""What a tender's own page shows besides the form's state (:func:`pubsched.week.view.tender_form`
 builds the page's dict and calls these): their shifts still to come, and the open week's
 shifts as the form offers them (a shift on a night of their time off marked ``away``, with
 its dates).
@@ -16,13 +16,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .mail.wording import days, shift_text, zone_words
-from .offer import week_offers
-from .pub import Pub
+from ..mail.wording import days, shift_text, zone_words
+from ..pub import Pub
+from ..week.offer import week_offers
+from ..week.runs import shifts
+from ..week.time import as_utc
 from .tenders import Tender
 from .time_off import Span
-from .weeks import shifts
-from .weektime import as_utc
 
 
 def upcoming(pub: Pub, tender: Tender, now: datetime) -> list[dict[str, Any]]:
@@ -42,7 +42,7 @@ def upcoming(pub: Pub, tender: Tender, now: datetime) -> list[dict[str, Any]]:
 
 
 def form_shifts(pub: Pub, tender: Tender, week: str, now: datetime) -> list[dict[str, Any]]:
-    """The week's shifts as the form offers them (:mod:`pubsched.offer`): each
+    """The week's shifts as the form offers them (:mod:`pubsched.week.offer`): each
     ``tickable``, or with ``why_not`` (the skills it needs; ``started``: the form leaves
     it out, but what the tender said about it still shows)."""
     week_shifts = shifts(pub, week)

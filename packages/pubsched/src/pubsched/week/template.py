@@ -3,14 +3,14 @@ migration 0038), and the checks every shift a person types must pass.
 
 Why a table and not a setting: the operator changes the week from the CLI or the web while
 the app runs, and every instance must agree on it at the instant a week is created. So the
-table is the ONE source of the template; :func:`pubsched.weeks.plan_week` reads it in the
+table is the ONE source of the template; :func:`pubsched.week.runs.plan_week` reads it in the
 unit that creates the week, and a week keeps the shifts it was created with (a template
 change applies to weeks created afterwards, a removed template shift stays in the weeks
 that have it).
 
 The checks (:func:`check_label`, :func:`check_day`, :func:`check_time`,
 :func:`check_slots`, :func:`check_needs`) live here once, for the template and for a
-week's one-off shifts (:mod:`pubsched.week_shifts`), for the CLI and for the web: bad input
+week's one-off shifts (:mod:`pubsched.week.shifts`), for the CLI and for the web: bad input
 is :class:`~pubsched.verdicts.BadInput` before anything is written.
 """
 
@@ -21,17 +21,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import skills
-from .db.migrate import TABLE as MIGRATIONS
-from .pub import Pub
-from .verdicts import BadInput, Verdict
-from .weektime import (
-    DEFAULT_TEMPLATE,
-    WEEKDAY_BY_NAME,
-    BadSettings,
-    ShiftTemplate,
-    parse_hh_mm,
-)
+from ..db.migrate import TABLE as MIGRATIONS
+from ..people import skills
+from ..pub import Pub
+from ..verdicts import BadInput, Verdict
+from .time import DEFAULT_TEMPLATE, WEEKDAY_BY_NAME, BadSettings, ShiftTemplate, parse_hh_mm
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DAY_TITLES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -78,13 +72,13 @@ def check_slots(raw: object) -> int:
 
 
 def check_needs(raw: Iterable[object]) -> tuple[str, ...]:
-    """The skills a shift needs, by the one rule of :mod:`pubsched.skills` (the same words
+    """The skills a shift needs, by the one rule of :mod:`pubsched.people.skills` (the same words
     a tender can have)."""
     return skills.check(raw, most=NEEDS_MAX, whose="a shift")
 
 
 def needs_of(raw: object) -> tuple[str, ...]:
-    """The stored ``needs`` column as a tuple (:func:`pubsched.skills.stored`)."""
+    """The stored ``needs`` column as a tuple (:func:`pubsched.people.skills.stored`)."""
     return skills.stored(raw)
 
 
@@ -149,7 +143,7 @@ def read(tx: Any) -> list[TemplateShift]:
 
 
 def weekly(tx: Any) -> tuple[ShiftTemplate, ...]:
-    """The template as :func:`pubsched.weektime.shifts_for_week` takes it. A database from
+    """The template as :func:`pubsched.week.time.shifts_for_week` takes it. A database from
     before 0038 has no table yet: its template is what 0038 will seed there (the three
     shifts the code had fixed), the one case the constant stands in for the table."""
     if not migrated(tx, "0038"):

@@ -22,14 +22,14 @@ from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from .db.instants import instant
-from .engines.choose import chosen
-from .engines.flags import FLAG_CHANGED, FlagChanged
-from .pub import Pub, utc
+from ..db.instants import instant
+from ..engines.choose import chosen
+from ..engines.flags import FLAG_CHANGED, FlagChanged
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
+from .runs import week_key
 from .template import check_label, check_needs, check_slots, check_time, migrated, span
-from .verdicts import BadInput, Verdict
-from .weeks import week_key
-from .weektime import local_to_utc, parse_hh_mm
+from .time import local_to_utc, parse_hh_mm
 
 BEFORE_ROSTER = ("DRAFT", "COLLECTING", "CLOSED")
 

@@ -1,6 +1,6 @@
 """Weeks: one run row per week (created through the engine's door, the seed's
 ``ensureRow``) and the week's shifts, made from the pub's own template (the
-``pub_shift_template`` table, :mod:`pubsched.template`) in the pub's local time, read in
+``pub_shift_template`` table, :mod:`pubsched.week.template`) in the pub's local time, read in
 the unit of work that writes them. A week's shifts are then its own rows: a later template
 change does not touch them.
 
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from ..db.instants import instant
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
 from . import template
-from .db.instants import instant
-from .pub import Pub, utc
-from .verdicts import BadInput, Verdict
-from .weektime import (
+from .time import (
     BadSettings,
     BadWeek,
     RunTimes,
@@ -30,7 +30,7 @@ from .weektime import (
     run_times,
     shifts_for_week,
 )
-from .weektime import week_of as monday_of
+from .time import week_of as monday_of
 
 
 def week_key(week: str | date) -> str:

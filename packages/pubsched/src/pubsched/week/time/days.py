@@ -1,4 +1,4 @@
-"""The week, the zone and the local wall clock: the rules the rest of :mod:`pubsched.weektime`
+"""The week, the zone and the local wall clock: the rules the rest of :mod:`pubsched.week.time`
 builds on (which Monday a week is, which zone, how a local time becomes an instant, how a
 week's ``settings_override`` is read), and the errors of the package. Pure: no database,
 no clock, no environment read (``zone_from_env`` is handed the environment)."""

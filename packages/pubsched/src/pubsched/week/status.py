@@ -1,7 +1,7 @@
 """What the week page says first: where the week is and what the operator does next, in
 the pub's words and local time (the page's opening box; the CLI's ``week show`` too).
 
-Read from the week as ``week show --json`` describes it (:func:`pubsched.view.week_show`),
+Read from the week as ``week show --json`` describes it (:func:`pubsched.week.view.week_show`),
 so the sentence and the JSON can never disagree: the state, the moments, who answered,
 how many slots are filled, which skills are missing, what became of each email.
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
-from .pub import Pub
-from .tenders import all_tenders
-from .words import BUSY, when
+from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
+from ..people.tenders import all_tenders
+from ..pub import Pub
+from ..words import BUSY, when
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ A shift is offered to a tender unless
   compared without case): shown, but not theirs to tick, and a tick of it is refused. A
   Saturday of two slots that needs a key-holder is open to everyone (one of the two will
   be a key-holder); a one-slot cellar shift only to those who know the cellar;
-* it is on a night the tender is away (their time off, :mod:`pubsched.time_off`: a shift
+* it is on a night the tender is away (their time off, :mod:`pubsched.people.time_off`: a shift
   is on the night it starts): shown as "away", with the dates of the time off, not
   tickable, and a tick of it is refused. The form's refusal is for the tender's sake; the
   rule itself is generate's, which ignores a tick of an away night however it got there
@@ -32,12 +32,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from .mail.wording import days
-from .pub import Pub
-from .tenders import Tender
-from .time_off import Span, spans
-from .weeks import Shift
-from .weektime import as_utc
+from ..mail.wording import days
+from ..people.tenders import Tender
+from ..people.time_off import Span, spans
+from ..pub import Pub
+from .runs import Shift
+from .time import as_utc
 
 
 @dataclass(frozen=True)

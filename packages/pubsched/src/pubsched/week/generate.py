@@ -8,12 +8,12 @@ nothing. Regenerate replaces the week's assignments in place (delete + insert in
 and sees every submission stored so far, those that arrived after a reopen included.
 
 It also sees the operator's hand edits (``pub_roster_edits``, written by
-:mod:`pubsched.roster`): every pin stays on its shift, no excluded tender is put back on
+:mod:`pubsched.week.roster`): every pin stays on its shift, no excluded tender is put back on
 theirs, and the picker fills around them; the skills a shift needs and a tender has
 (``pub_shifts.needs``, ``pub_tenders.skills``) are the picker's too. The edits of a
 tender no longer active are not passed (they left the roster), and a reopen keeps them.
 
-Time off (:mod:`pubsched.time_off`): a tender's ticks for a shift on a night they are
+Time off (:mod:`pubsched.people.time_off`): a tender's ticks for a shift on a night they are
 away are not passed to the picker (:func:`without_away`), so it never picks them for it,
 whatever they ticked before the time off was marked. A pin is the operator's own choice
 and stands (``tender away`` warns about it).
@@ -26,10 +26,11 @@ from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any
 
-from . import picker, skills
-from .pub import Pub
-from .time_off import away_on
-from .weeks import shifts
+from .. import picker
+from ..people import skills
+from ..people.time_off import away_on
+from ..pub import Pub
+from .runs import shifts
 
 HISTORY_SQL = (
     "SELECT a.tender_id, COUNT(*) AS n FROM pub_assignments a WHERE a.week_of IN ("
@@ -39,7 +40,7 @@ HISTORY_SQL = (
 
 def words(raw: Any) -> tuple[str, ...]:
     """A stored JSON list of skill words (``needs``, ``skills``), sorted, without repeats
-    (:func:`pubsched.skills.stored`: lenient, a hand-written oddity reads as none)."""
+    (:func:`pubsched.people.skills.stored`: lenient, a hand-written oddity reads as none)."""
     return tuple(sorted(skills.stored(raw)))
 
 
@@ -61,7 +62,7 @@ def without_away(availability: Mapping[str, list[str]], nights: Mapping[str, dat
                  away: Mapping[date, frozenset[int]]) -> dict[str, list[str]]:
     """``availability`` (tender id -> shift ids, the picker's strings) less each tick of a
     shift whose night (``nights``: shift id -> its night) the tender is away on (``away``:
-    night -> the ids of the tenders away, :func:`pubsched.time_off.away_on`)."""
+    night -> the ids of the tenders away, :func:`pubsched.people.time_off.away_on`)."""
     def is_away(tender: str, shift: str) -> bool:
         night = nights.get(shift)
         return night is not None and int(tender) in away.get(night, frozenset())

@@ -10,7 +10,7 @@ Why this shape:
 * **An email is one account, in any case**: ``email_key`` (its lower-case form) is a
   UNIQUE column, so the same person added twice is refused (``OPERATOR_EXISTS``) with
   nothing written, even by two adds racing. The address obeys the tenders' rule
-  (:func:`pubsched.tenders.check_email`): what is stored can be mailed.
+  (:func:`pubsched.people.tenders.check_email`): what is stored can be mailed.
 * **A password is at least 12 characters** (and at most 1024: argon2 takes any length,
   a login body does not need more); anything else is :class:`BadInput`, nothing written.
 * **A wrong email costs what a wrong password costs**: :func:`verify` checks a dummy hash
@@ -37,9 +37,9 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from .pub import Pub, utc
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
 from .tenders import check_email, email_key
-from .verdicts import BadInput, Verdict
 
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024

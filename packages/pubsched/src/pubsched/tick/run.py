@@ -11,7 +11,7 @@ refused (FLAG_CHANGED) and writes nothing more.
 Then, whatever engine runs the weeks, what is not the engine's (it moves no week, so it
 runs outside the fence): the cover requests whose shift has started end
 (:func:`pubsched.covers.expire_due`, the cover machine's own timed edge); the reminders due
-now are owed (:func:`pubsched.reminders.owe`: what the engine's tick just did, a roster
+now are owed (:func:`pubsched.tick.reminders.owe`: what the engine's tick just did, a roster
 made, is seen by the same tick); and every email still owed is delivered
 (:func:`pubsched.deliveries.deliver.deliver` with :data:`COMPOSERS`): the ones a command or
 a page left behind (a crash after its commit, SMTP down), the ones refused before, and the
@@ -24,15 +24,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from . import covers, invite, reminders
-from .deliveries import outbox
-from .deliveries.deliver import deliver
-from .deliveries.machine import REFUSED
-from .engines import operator_notes
-from .engines.choose import chosen
-from .engines.flags import FLAG_CHANGED, FlagChanged
-from .pub import Pub, utc
-from .verdicts import Verdict
+from .. import covers
+from ..deliveries import outbox
+from ..deliveries.deliver import deliver
+from ..deliveries.machine import REFUSED
+from ..engines import operator_notes
+from ..engines.choose import chosen
+from ..engines.flags import FLAG_CHANGED, FlagChanged
+from ..people import invite
+from ..pub import Pub, utc
+from ..verdicts import Verdict
+from . import reminders
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS,

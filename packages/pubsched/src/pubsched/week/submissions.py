@@ -11,7 +11,7 @@ accepted while the form is open: the deadline drives nudges and autopilot; the c
 what ends submissions.
 
 A submission is the tender's own answer (``pub_availability.source = 'form'``, 0046): it
-replaces one the close took from their usual (:mod:`pubsched.usual`) after a reopen. With
+replaces one the close took from their usual (:mod:`pubsched.people.usual`) after a reopen. With
 ``save_usual`` it also becomes their usual, in the same unit.
 """
 
@@ -21,23 +21,23 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from .db.instants import instant
-from .engines.choose import engine_for
-from .mail.wording import shift_when
+from ..db.instants import instant
+from ..engines.choose import engine_for
+from ..mail.wording import shift_when
+from ..people.tenders import check_max, get
+from ..people.usual import identity
+from ..people.usual import write as write_usual
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
 from .offer import week_offers
-from .pub import Pub, utc
-from .tenders import check_max, get
-from .usual import identity
-from .usual import write as write_usual
-from .verdicts import BadInput, Verdict
-from .weeks import shifts, week_key
+from .runs import shifts, week_key
 
 
 def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
            max_shifts: int | None = None, now: datetime | None = None,
            save_usual: bool = False) -> Verdict:
     """Store (or replace) a tender's availability for ``week``; with ``save_usual``, make it
-    their usual too (:func:`pubsched.usual.write`)."""
+    their usual too (:func:`pubsched.people.usual.write`)."""
     key = week_key(week)
     try:
         wanted = sorted({int(s) for s in shift_ids})

@@ -20,10 +20,10 @@ from typing import Any
 
 import rowstate
 
+from ..mail.addresses import address_problem, name_problem
+from ..pub import Pub, utc
+from ..verdicts import BadInput, Verdict
 from . import skills as skill_words
-from .mail.addresses import address_problem, name_problem
-from .pub import Pub, utc
-from .verdicts import BadInput, Verdict
 
 COLUMNS = "id, name, email, active, max_shifts, link_version, skills, shift_reminders"
 MAX_SKILLS = 20
@@ -95,7 +95,7 @@ def check_max(value: object, what: str = "max shifts") -> int | None:
 
 
 def check_skills(skills: Iterable[object]) -> tuple[str, ...]:
-    """A tender's skills, by the one rule of :mod:`pubsched.skills`. A word with a space or
+    """A tender's skills, by the one rule of :mod:`pubsched.people.skills`. A word with a space or
     a comma inside is refused rather than split, so "bar, cellar" typed into one
     ``--skill`` is not silently two skills; the web's one text field splits on them first
     (:func:`split_skills`)."""
