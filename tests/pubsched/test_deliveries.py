@@ -21,7 +21,7 @@ from pubsched.deliveries.deliver import deliver
 from pubsched.deliveries.machine import MAILS
 from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.pub import Pub
-from pubsched.tick.run import run as tick
+from pubsched.tick import run as tick
 from rowstate.cli import main
 from support.pub_v2 import NOW, OPERATOR
 from support.smtp_server import SmtpTestServer
