@@ -13,7 +13,6 @@ from datetime import date, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -41,13 +40,13 @@ class AdminPages:
     # -- the weeks ------------------------------------------------------------------------
 
     async def weeks(self, request: Request) -> Response:
-        rows = await run_in_threadpool(view.weeks_list, self.site.pub)
+        rows = await self.site.run(view.weeks_list, self.site.pub)
         return self.pages.admin_page(request, "weeks.html", {"weeks": rows})
 
     async def week(self, request: Request) -> Response:
         week = request.path_params["week"]
         try:
-            context = await run_in_threadpool(self._week_context, week)
+            context = await self.site.run(self._week_context, week)
         except BadInput as exc:
             return self.pages.admin_page(request, "problem.html", {
                 "title": "No such week", "text": str(exc)}, status=404)
@@ -103,7 +102,7 @@ class AdminPages:
     async def _on_monday(self, request: Request, name: str) -> Response:
         form = await request.form()
         try:
-            week = await run_in_threadpool(week_of, text(form, "week") or "")
+            week = await self.site.run(week_of, text(form, "week") or "")
         except BadInput as exc:
             return self.pages.flash(RedirectResponse(ADMIN_PATH + "/", status_code=303),
                                     "refused", str(exc))
@@ -113,7 +112,7 @@ class AdminPages:
                      check_seen: bool) -> Response:
         back = f"{ADMIN_PATH}/weeks/{quote(week)}"
         try:
-            outcome = await run_in_threadpool(self.buttons.press, week, name, form, check_seen)
+            outcome = await self.site.run(self.buttons.press, week, name, form, check_seen)
         except BadInput as exc:
             return self.pages.flash(RedirectResponse(back, status_code=303), "refused",
                                     str(exc))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -53,12 +52,12 @@ class AwayPages:
     async def _tender_act(self, request: Request, what: str, act: Any) -> Response:
         pub = self.site.pub
         token = request.path_params["token"]
-        tender = await run_in_threadpool(links.tender_for_link, pub, token, "form")
+        tender = await self.site.run(links.tender_for_link, pub, token, "form")
         if tender is None:
             return self.tender_pages.bad_link(request)
         again = self.tender_pages.again
         try:
-            outcome: Verdict = await run_in_threadpool(act, pub, tender.email)
+            outcome: Verdict = await self.site.run(act, pub, tender.email)
         except BadInput as exc:
             return await again(request, tender, error=in_words(str(exc)), status=400)
         if not outcome.applied:
@@ -82,12 +81,12 @@ class AwayPages:
     async def _admin_act(self, request: Request, act: Any) -> Response:
         tender_id = int(request.path_params["tender_id"])
         back = f"{ADMIN_PATH}/tenders/{tender_id}#time-off"
-        tender = await run_in_threadpool(tenders.by_id, self.site.pub, tender_id)
+        tender = await self.site.run(tenders.by_id, self.site.pub, tender_id)
         if tender is None:
             return self.site.pages.told(f"{ADMIN_PATH}/tenders",
                                         Verdict(False, "NO_SUCH_TENDER", message="no such tender"))
         try:
-            outcome: Verdict = await run_in_threadpool(act, self.site.pub, tender.email)
+            outcome: Verdict = await self.site.run(act, self.site.pub, tender.email)
         except BadInput as exc:
             outcome = Verdict(False, "BAD_INPUT", message=in_words(str(exc)))
         warnings = list(outcome.detail.get("warnings", ())) if outcome.applied else []

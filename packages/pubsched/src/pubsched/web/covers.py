@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -59,7 +58,7 @@ class CoverAdmin:
             return {"rows": rows, "week": week, "weeks": sorted(shown),
                     "diagram": diagram(), "zone": zone_words(pub.config.tz, starts)}
 
-        return self.pages.admin_page(request, "covers.html", await run_in_threadpool(context))
+        return self.pages.admin_page(request, "covers.html", await self.site.run(context))
 
     async def cancel(self, request: Request) -> Response:
         form = await request.form()
@@ -67,7 +66,7 @@ class CoverAdmin:
         back = PAGE + (f"?week={quote(shown)}" if shown else "")
         cover_id = int(request.path_params["cover_id"])
         try:
-            outcome = await run_in_threadpool(
+            outcome = await self.site.run(
                 lambda: covers.cancel(self.site.pub, cover_id, now=self.site.now()))
         except BadInput as exc:
             return self.pages.flash(RedirectResponse(back, status_code=303), "refused",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -57,14 +56,14 @@ class CutoverPages:
                 "busy": current is not None and current.busy(self.site.now())}
 
     async def page(self, request: Request) -> Response:
-        context = await run_in_threadpool(self._context)
+        context = await self.site.run(self._context)
         return self.pages.admin_page(request, "cutover.html", context)
 
     async def flag(self, request: Request) -> Response:
         form = await request.form()
         on = text(form, "on") == "1"
         force = text(form, "force") == "1"
-        outcome = await run_in_threadpool(
+        outcome = await self.site.run(
             lambda: cutover.flip(self.site.pub, on, force=force, now=self.site.now()))
         return self.pages.told(BACK, outcome)  # a flip is applied or refused
 
@@ -106,7 +105,7 @@ class CutoverPages:
 
     async def _run(self, go: Any) -> Response:
         try:
-            outcome: Verdict = await run_in_threadpool(go)
+            outcome: Verdict = await self.site.run(go)
         except (rehearsal.Refused, BadInput) as exc:
             return self._back("refused", str(exc))
         kind = "ok" if outcome.applied else "failed" if outcome.failed else "refused"

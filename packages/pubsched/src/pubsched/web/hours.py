@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -55,14 +54,14 @@ class HoursPages:
                     "end": end.isoformat(), "rolling": hours.rolling_counts(pub, today),
                     "weeks": hours.HISTORY_WEEKS, "text": hours.hours_text}
 
-        return self.pages.admin_page(request, "hours.html", await run_in_threadpool(context))
+        return self.pages.admin_page(request, "hours.html", await self.site.run(context))
 
     async def download(self, request: Request) -> Response:
         try:
             start, end = _range(request, self._today())
         except BadInput as exc:
             return Response(f"{exc}\n", status_code=400, media_type="text/plain")
-        lines = await run_in_threadpool(hours.hours_worked, self.site.pub, start, end)
+        lines = await self.site.run(hours.hours_worked, self.site.pub, start, end)
         name = f"hours-{start.isoformat()}-to-{end.isoformat()}.csv"
         return Response(hours.as_csv(lines), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})

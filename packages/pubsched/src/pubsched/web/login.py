@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -53,7 +52,7 @@ class Login:
 
     async def form(self, request: Request) -> Response:
         return self.site.pages.page(request, "login.html", {
-            "configured": await run_in_threadpool(self.site.login_open),
+            "configured": await self.site.run(self.site.login_open),
             "email": "", "next": safe_next(request.query_params.get("next")), "error": None})
 
     async def login(self, request: Request) -> Response:
@@ -71,10 +70,10 @@ class Login:
         attempt = text(form, "password") or ""
         as_admin = email == "" or email.lower() == ADMIN
         if as_admin:
-            ok = await run_in_threadpool(settings.password.check, attempt)
+            ok = await self.site.run(settings.password.check, attempt)
             who, operator_id, stamp = ADMIN, None, None
         else:
-            found = await run_in_threadpool(
+            found = await self.site.run(
                 lambda: operators.verify(self.site.pub, email, attempt, now=self.site.now()))
             ok = found is not None
             who, operator_id, stamp = ((found.email, found.id, found.stamp) if found
@@ -82,7 +81,7 @@ class Login:
         if not ok:
             log.warning("failed admin login from %s", client)
             return pages.page(request, "login.html", {
-                "configured": await run_in_threadpool(self.site.login_open), "next": target,
+                "configured": await self.site.run(self.site.login_open), "next": target,
                 "email": email, "error": self._refusal(as_admin)}, status=401)
         settings.throttle.succeeded(client)
         return signed_in(self.site, RedirectResponse(target, status_code=303), who,

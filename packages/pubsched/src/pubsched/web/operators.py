@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -43,7 +42,7 @@ class OperatorPages:
                     "admin_open": self.site.settings.password.configured}
 
         return self.pages.admin_page(request, "operators.html",
-                                     await run_in_threadpool(context))
+                                     await self.site.run(context))
 
     async def add(self, request: Request) -> Response:
         form = await request.form()
@@ -93,12 +92,12 @@ class OperatorPages:
                                           hasher=self.site.settings.password.hasher)
 
         try:
-            outcome: Verdict = await run_in_threadpool(go)
+            outcome: Verdict = await self.site.run(go)
         except BadInput as exc:
             return self.pages.flash(back, "refused", str(exc))
         if not outcome.applied:
             return self.pages.told(BACK, outcome)
-        found = await run_in_threadpool(operators.find, self.site.pub, who)
+        found = await self.site.run(operators.find, self.site.pub, who)
         if found is None:  # removed meanwhile: the gate logs them out at the next click
             return self.pages.told(BACK, outcome)
         done = self.pages.flash(back, "ok", "Your password is changed; you are still logged "
@@ -109,7 +108,7 @@ class OperatorPages:
     async def _answer(self, go: Any) -> Response:
         back = RedirectResponse(BACK, status_code=303)
         try:
-            outcome: Verdict = await run_in_threadpool(go)
+            outcome: Verdict = await self.site.run(go)
         except BadInput as exc:
             return self.pages.flash(back, "refused", str(exc))
         return self.pages.told(BACK, outcome)  # an account's verdict never ran and failed

@@ -12,7 +12,6 @@ redirect to the page's section, which says what is now on.
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -33,7 +32,7 @@ class ReminderSwitch:
         pub = self.site.pub
         token = request.path_params["token"]
         page = f"/t/{token}"
-        tender = await run_in_threadpool(links.tender_for_link, pub, token, "form")
+        tender = await self.site.run(links.tender_for_link, pub, token, "form")
         if tender is None:  # the page itself says the link does not work
             return RedirectResponse(page, status_code=303)
         wanted = text(await request.form(), "on")
@@ -43,6 +42,6 @@ class ReminderSwitch:
                 "text": "The reminder switch is on or off. Go back to your page and press "
                         "its button."}, status=400, headers={"cache-control": "no-store"})
         on = wanted == "1"
-        await run_in_threadpool(lambda: tenders.edit(pub, tender.email, shift_reminders=on))
+        await self.site.run(lambda: tenders.edit(pub, tender.email, shift_reminders=on))
         return RedirectResponse(f"{page}?{SECTION}={'on' if on else 'off'}#{SECTION}",
                                 status_code=303)

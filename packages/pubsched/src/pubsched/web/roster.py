@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import quote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
@@ -50,7 +49,7 @@ class RosterPages:
             email = (text(form, "email") or "").strip()
             if not email:
                 raise BadInput("choose a tender first")
-            outcome = await run_in_threadpool(
+            outcome = await self.site.run(
                 lambda: edit(self.site.pub, week, shift, email, now=self.site.now()))
         except BadInput as exc:
             return self.pages.flash(back, "refused", str(exc))

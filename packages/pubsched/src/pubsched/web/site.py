@@ -1,17 +1,24 @@
 """What every handler shares: the pub, the web settings, the clock, the operator's
-sessions and the pages. Built once per app (:func:`pubsched.web.app.create_app`), handed to
-each group of pages; ``app.state.web`` is this object."""
+sessions and the pages, and the one door to the domain (:meth:`Site.run`). Built once per
+app (:func:`pubsched.web.app.create_app`), handed to each group of pages;
+``app.state.web`` is this object."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import ParamSpec, TypeVar
+
+from starlette.concurrency import run_in_threadpool
 
 from ..people import operators
 from ..pub import Pub, utc
 from .auth import Session, Sessions
 from .pages import Pages
 from .settings import WebSettings
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Site:
@@ -25,6 +32,15 @@ class Site:
         self.sessions = Sessions(pub.config.signing_keys, settings.password,
                                  max_age=settings.session_max_age)
         self.pages = Pages(pub.config, secure_cookies=not settings.insecure_cookies)
+
+    async def run(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """The one door from a handler to the domain: the domain blocks (on the database,
+        on the mail server), so the call runs off the event loop, in a worker thread that
+        carries the request's context (who acts, :func:`pubsched.context.acting_as`).
+        The week's buttons come through it from the table of actions (``buttons.py``);
+        only the middleware below the handlers (the operator gate's session check, the
+        metrics scrape) runs its own reads off the loop."""
+        return await run_in_threadpool(call, *args, **kwargs)
 
     def now(self) -> datetime:
         """The instant a request acts at (the injected clock in tests), in UTC."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import quote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -56,7 +55,7 @@ class TemplatePages:
         self.pages = site.pages
 
     async def page(self, request: Request) -> Response:
-        shifts = await run_in_threadpool(template.listing, self.site.pub)
+        shifts = await self.site.run(template.listing, self.site.pub)
         return self.pages.admin_page(request, "template.html", {
             "shifts": shifts, "days": list(zip(template.DAYS, template.DAY_TITLES,
                                                strict=True)),
@@ -64,7 +63,7 @@ class TemplatePages:
 
     async def _answer(self, back: str, act: Callable[[], Verdict]) -> Response:
         try:
-            outcome = await run_in_threadpool(act)
+            outcome = await self.site.run(act)
         except BadInput as exc:
             return self.pages.flash(RedirectResponse(back, status_code=303), "refused",
                                     str(exc))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
@@ -37,11 +36,11 @@ class TenderPages:
 
     async def form(self, request: Request) -> Response:
         pub = self.site.pub
-        tender = await run_in_threadpool(links.tender_for_link, pub,
+        tender = await self.site.run(links.tender_for_link, pub,
                                          request.path_params["token"], "form")
         if tender is None:
             return self._bad_link(request)
-        form = await run_in_threadpool(tender_page, pub, tender, self.site.now())
+        form = await self.site.run(tender_page, pub, tender, self.site.now())
         saved = request.query_params.get("saved")
         return self._page(request, tender, form,
                           notice="Saved." if saved == "1" else away_notice(saved))
@@ -50,7 +49,7 @@ class TenderPages:
                     status: int) -> HTMLResponse:
         """The tender's page as it is now, drawn with ``error``: the answer to a refused
         form of theirs drawn elsewhere on the page (their time off, :mod:`.away`)."""
-        form = await run_in_threadpool(tender_page, self.site.pub, tender,
+        form = await self.site.run(tender_page, self.site.pub, tender,
                                        self.site.now())
         return self._page(request, tender, form, error=error, status=status)
 
@@ -116,7 +115,7 @@ class TenderPages:
             return tender, outcome, None if saved else tender_page(pub, tender,
                                                                     self.site.now())
 
-        tender, outcome, shown = await run_in_threadpool(answer)
+        tender, outcome, shown = await self.site.run(answer)
         if tender is None or outcome is None:
             return self._bad_link(request)
         if isinstance(outcome, BadInput):
@@ -132,11 +131,11 @@ class TenderPages:
     async def calendar(self, request: Request) -> Response:
         pub = self.site.pub
         token = request.path_params["token"]
-        tender = await run_in_threadpool(links.tender_for_link, pub, token, "calendar")
+        tender = await self.site.run(links.tender_for_link, pub, token, "calendar")
         if tender is None:
             return Response("unknown or revoked calendar link\n", status_code=404,
                             media_type="text/plain")
-        body = await run_in_threadpool(view.tender_calendar, pub, tender)
+        body = await self.site.run(view.tender_calendar, pub, tender)
         return Response(body, media_type="text/calendar; charset=utf-8",
                         headers={"cache-control": "no-cache",
                                  "content-disposition": 'inline; filename="pub-shifts.ics"'})

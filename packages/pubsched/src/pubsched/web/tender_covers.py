@@ -20,7 +20,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
@@ -103,7 +102,7 @@ class TenderCovers:
     # -- asking and cancelling, from the tender's page ------------------------------------
 
     async def _tender(self, request: Request) -> Tender | None:
-        return await run_in_threadpool(links.tender_for_link, self.site.pub,
+        return await self.site.run(links.tender_for_link, self.site.pub,
                                        request.path_params["token"], "form")
 
     async def ask(self, request: Request) -> Response:
@@ -116,13 +115,13 @@ class TenderCovers:
         try:
             week = week_of(text(form, "week") or "")
             shift_id = _number(text(form, "shift_id"), "a shift")
-            outcome = await run_in_threadpool(
+            outcome = await self.site.run(
                 lambda: covers.ask(pub, week, shift_id, tender.email, note=note, now=now))
         except BadInput as exc:
             return self._answer(request, tender, "Not asked", str(exc), tone="refused",
                                 status=400)
         cover_id = outcome.detail.get("cover_id")
-        cover = None if cover_id is None else await run_in_threadpool(self._get,
+        cover = None if cover_id is None else await self.site.run(self._get,
                                                                       int(cover_id))
         return self._told(request, tender, cover, outcome, "You asked for cover", (
             f"{_reach(len(outcome.detail.get('offered') or ()))} You are still on this "
@@ -134,12 +133,12 @@ class TenderCovers:
         if tender is None:
             return self._bad_link(request)
         pub = self.site.pub
-        cover = await run_in_threadpool(self._get, int(request.path_params["cover_id"]))
+        cover = await self.site.run(self._get, int(request.path_params["cover_id"]))
         if cover is None or cover.asked_by != tender.id:
             return self._answer(request, tender, "Not cancelled",
                                 "That request is not one of yours.", tone="refused",
                                 status=404)
-        outcome = await run_in_threadpool(
+        outcome = await self.site.run(
             lambda: covers.cancel(pub, cover.id, now=self.site.now()))
         return self._told(request, tender, cover, outcome, "Your request is cancelled",
                           "You are still on this shift: it stays in your calendar.",
@@ -150,7 +149,7 @@ class TenderCovers:
         tender = await self._tender(request)
         if tender is None:
             return self._bad_link(request)
-        cover = await run_in_threadpool(self._get, int(request.path_params["cover_id"]))
+        cover = await self.site.run(self._get, int(request.path_params["cover_id"]))
         if cover is None:
             return self._answer(request, tender, "Not taken", "There is no such request.",
                                 tone="refused", status=404)
@@ -172,14 +171,14 @@ class TenderCovers:
         return None if cover is None else (tender, cover)
 
     async def offer(self, request: Request) -> Response:
-        found = await run_in_threadpool(self._offer, request.path_params["token"])
+        found = await self.site.run(self._offer, request.path_params["token"])
         if found is None:
             return self._bad_link(request)
         tender, cover = found
         over = self._over(request, tender, cover)
         if over is not None:
             return over
-        allowed = await run_in_threadpool(covers.eligible, self.site.pub, cover.id)
+        allowed = await self.site.run(covers.eligible, self.site.pub, cover.id)
         if all(t.id != tender.id for t in allowed):  # no button that can only be refused
             return self._answer(request, tender, "You can't take this one now", (
                 "It was offered to you, but something changed since: you may now work "
@@ -190,7 +189,7 @@ class TenderCovers:
             form={"action": f"/c/{request.path_params['token']}"})
 
     async def offer_take(self, request: Request) -> Response:
-        found = await run_in_threadpool(self._offer, request.path_params["token"])
+        found = await self.site.run(self._offer, request.path_params["token"])
         if found is None:
             return self._bad_link(request)
         return await self._take(request, *found)
@@ -220,14 +219,14 @@ class TenderCovers:
 
     async def _take(self, request: Request, tender: Tender, cover: Cover) -> Response:
         pub = self.site.pub
-        outcome = await run_in_threadpool(
+        outcome = await self.site.run(
             lambda: covers.take(pub, cover.id, tender.email, now=self.site.now()))
         if outcome.applied:
-            taken = await run_in_threadpool(self._get, cover.id)
+            taken = await self.site.run(self._get, cover.id)
             return self._told(request, tender, taken or cover, outcome, "It's yours", (
                 f"It's in your calendar. {cover.asker_name} is told, and so is the "
                 "operator. Thank you for covering."), refused="Not taken")
-        now_is = await run_in_threadpool(self._get, cover.id)
+        now_is = await self.site.run(self._get, cover.id)
         over = None if now_is is None else self._over(request, tender, now_is)
         if over is not None:  # lost to another take, a cancel, the start
             return over

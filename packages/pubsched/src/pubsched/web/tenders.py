@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -93,7 +92,7 @@ class TenderAdmin:
                 out.append(row)
             return out
 
-        found = await run_in_threadpool(rows)
+        found = await self.site.run(rows)
         return self.pages.admin_page(request, "tenders.html", {
             "rows": found, "problem": problem, "values": values or {},
             "active": sum(1 for r in found if r["t"].active)}, status=status)
@@ -106,7 +105,7 @@ class TenderAdmin:
 
     async def _edit(self, request: Request, tender: Tender, values: Mapping[str, str], *,
                     problem: str | None = None, status: int = 200) -> Response:
-        away = await run_in_threadpool(view.time_off_shown, self.site.pub, tender,
+        away = await self.site.run(view.time_off_shown, self.site.pub, tender,
                                        self.site.now())
         return self.pages.admin_page(request, "tender_edit.html", {
             "t": tender, "values": values, "problem": problem,
@@ -127,7 +126,7 @@ class TenderAdmin:
                                now=self.site.now())
 
         try:
-            outcome = await run_in_threadpool(go)
+            outcome = await self.site.run(go)
         except BadInput as exc:
             return await self._list_page(request, problem=str(exc), values=values,
                                          status=400)
@@ -153,7 +152,7 @@ class TenderAdmin:
                                 shift_reminders=reminders_field(form, values))
 
         try:
-            outcome = await run_in_threadpool(go)
+            outcome = await self.site.run(go)
         except BadInput as exc:
             return await self._edit(request, tender, values, problem=str(exc), status=400)
         if not outcome.applied:
@@ -180,7 +179,7 @@ class TenderAdmin:
             pub, email, now=self.site.now()), None)
 
     async def invite_all(self, request: Request) -> Response:
-        outcome = await run_in_threadpool(
+        outcome = await self.site.run(
             lambda: invite.invite_all(self.site.pub, now=self.site.now()))
         return self._flash_verdict(outcome, None)
 
@@ -190,7 +189,7 @@ class TenderAdmin:
         if tender is None:
             return self._back(LIST, "refused", "no such tender")
         try:
-            outcome = await run_in_threadpool(act, self.site.pub, tender.email)
+            outcome = await self.site.run(act, self.site.pub, tender.email)
         except BadInput as exc:  # e.g. the email was changed meanwhile
             return self._back(LIST, "refused", str(exc))
         return self._flash_verdict(outcome, said(tender) if said else None)
@@ -205,7 +204,7 @@ class TenderAdmin:
 
     async def _tender(self, request: Request) -> Tender | None:
         tender_id = int(request.path_params["tender_id"])  # the route's int convertor
-        return await run_in_threadpool(tenders.by_id, self.site.pub, tender_id)
+        return await self.site.run(tenders.by_id, self.site.pub, tender_id)
 
     def _missing(self, request: Request) -> Response:
         return self.pages.admin_page(request, "problem.html", {
