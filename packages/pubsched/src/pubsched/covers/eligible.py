@@ -33,13 +33,12 @@ from typing import Any
 from .. import words
 from ..db.instants import instant
 from ..people import skills
-from ..people.tenders import COLUMNS, Tender
+from ..people.tenders import Tender, every
 from ..people.time_off import away_clause
 from ..picker.needs import matched
 
-_COLUMNS = ", ".join(f"t.{c.strip()}" for c in COLUMNS.split(","))
-_JUDGED = (
-    f"SELECT {_COLUMNS}, "
+_JUDGED = (  # each tender's facts for one cover (the people themselves: people.tenders)
+    "SELECT t.id, "
     "(SELECT COUNT(*) FROM pub_assignments a WHERE a.week_of = %s "
     " AND a.tender_id = t.id) AS working, "
     "(SELECT COUNT(*) FROM pub_assignments a JOIN pub_shifts s ON s.id = a.shift_id "
@@ -86,9 +85,10 @@ def judged(tx: Any, cover: Mapping[str, Any]) -> list[Judged]:
             "SELECT skills FROM pub_tenders WHERE id = %s", [asker])[0]["skills"])
     bar = matched(needs, {**others, "asker": asker_skills})
     rows = tx.execute(_JUDGED, [week, night, week, night, asker])
+    people = every(tx)
     out = []
     for row in rows:
-        tender = Tender.of(row)
+        tender = people[int(row["id"])]
         why = _why_not(tender, row, needs, others, bar)
         last = None if row["last_covered"] is None else instant(row["last_covered"])
         out.append(Judged(tender, why, last))

@@ -24,7 +24,7 @@ from ..db.instants import instant
 from ..picker import HISTORY_WEEKS
 from ..pub import Pub
 from ..verdicts import BadInput
-from ..week.generate import HISTORY_SQL
+from ..week.generate import shifts_before
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,7 @@ def rolling_counts(pub: Pub, today: date) -> dict[str, int]:
     """Each tender's shifts in the trailing sent weeks the picker weighs (its history for
     the week after ``today``'s), by email: why the picker favours whom it does."""
     monday = today - timedelta(days=today.weekday()) + timedelta(days=7)
-    counts = {int(r["tender_id"]): int(r["n"])
-              for r in pub.query(HISTORY_SQL, [monday.isoformat(), HISTORY_WEEKS])}
+    counts = shifts_before(pub, monday.isoformat())
     return {str(p["email"]): counts.get(int(p["id"]), 0)
             for p in pub.query("SELECT id, email FROM pub_tenders")}
 

@@ -25,7 +25,7 @@ from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
 from . import skills as skill_words
 
-COLUMNS = "id, name, email, active, max_shifts, link_version, skills, shift_reminders"
+_COLUMNS = "id, name, email, active, max_shifts, link_version, skills, shift_reminders"
 MAX_SKILLS = 20
 
 
@@ -131,7 +131,7 @@ def add(pub: Pub, name: str, email: str, *, max_shifts: int | None = None,
 
 
 def find(pub: Pub, email: str) -> Tender | None:
-    rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders "
+    rows = pub.query(f"SELECT {_COLUMNS} FROM pub_tenders "
                      "WHERE email_key = %s", [email_key(email)])
     return Tender.of(rows[0]) if rows else None
 
@@ -145,7 +145,7 @@ def get(pub: Pub, email: str) -> Tender:
 
 
 def by_id(pub: Pub, tender_id: int) -> Tender | None:
-    rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders "
+    rows = pub.query(f"SELECT {_COLUMNS} FROM pub_tenders "
                      "WHERE id = %s", [tender_id])
     return Tender.of(rows[0]) if rows else None
 
@@ -183,7 +183,7 @@ def edit(pub: Pub, email: str, *, name: str | None = None, new_email: str | None
     try:
         with pub.atomic() as tx:
             rows = tx.execute(f"UPDATE pub_tenders SET {sets} WHERE id = %s "
-                              f"RETURNING {COLUMNS}", [*changes.values(), tender.id])
+                              f"RETURNING {_COLUMNS}", [*changes.values(), tender.id])
     except rowstate.InvariantViolation:
         taken = changes.get("email", new_email)
         return Verdict(False, "TENDER_EXISTS", message=f"{taken} is another tender's email")
@@ -216,9 +216,16 @@ def deactivate(pub: Pub, email: str) -> Verdict:
     return Verdict(True, message=f"deactivated {tender.email}")
 
 
+def every(tx: Any) -> dict[int, Tender]:
+    """Every tender by id, as the unit of work ``tx`` reads them now (a rule judged in a
+    unit reads the people in it too)."""
+    return {int(r["id"]): Tender.of(r) for r in tx.execute(
+        f"SELECT {_COLUMNS} FROM pub_tenders")}
+
+
 def all_tenders(pub: Pub, *, active_only: bool = False) -> list[Tender]:
     where = " WHERE active = 1" if active_only else ""
-    rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders{where} "
+    rows = pub.query(f"SELECT {_COLUMNS} FROM pub_tenders{where} "
                      "ORDER BY lower(name), id")
     return [Tender.of(r) for r in rows]
 

@@ -78,9 +78,10 @@ from ..mail.reminder import (
     compose_unanswered,
 )
 from ..people import links, time_off, usual
-from ..people.tenders import COLUMNS, Tender, by_id
+from ..people.tenders import Tender, all_tenders, by_id
 from ..pub import Pub
 from ..verdicts import BadInput
+from ..week import submissions
 from ..week.generate import missing
 from ..week.time import wall_clock_before
 from ..week.view import iso, moved_by
@@ -198,10 +199,10 @@ def unanswered(pub: Pub, engine: Engine, now: datetime, week: str | None = None)
         if not nights:  # nothing to answer about
             continue
         away = time_off.away_on(pub, nights)
-        rows = pub.query(f"SELECT {COLUMNS} FROM pub_tenders WHERE active = 1 AND id NOT IN "
-                         "(SELECT tender_id FROM pub_availability WHERE week_of = %s) "
-                         "ORDER BY id", [key])
-        for tender in map(Tender.of, rows):
+        answered = {int(s["tender_id"]) for s in submissions.of_week(pub, key)}
+        waiting = sorted((t for t in all_tenders(pub, active_only=True)
+                          if t.id not in answered), key=lambda t: t.id)
+        for tender in waiting:
             if all(tender.id in away[night] for night in nights):
                 continue  # away the whole week: nothing to ask them
 

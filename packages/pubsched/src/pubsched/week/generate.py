@@ -32,10 +32,17 @@ from ..people.time_off import away_on
 from ..pub import Pub
 from .runs import shifts
 
-HISTORY_SQL = (
+_HISTORY = (
     "SELECT a.tender_id, COUNT(*) AS n FROM pub_assignments a WHERE a.week_of IN ("
     " SELECT r.week_of FROM pub_schedule_runs r WHERE r.status = 'sent' AND r.week_of < %s"
     " ORDER BY r.week_of DESC LIMIT %s) GROUP BY a.tender_id")
+
+
+def shifts_before(pub: Pub, week: str) -> dict[int, int]:
+    """Each tender's shifts in the sent weeks before ``week`` that the picker weighs (its
+    history: the fairness it keeps), by tender id."""
+    return {int(r["tender_id"]): int(r["n"])
+            for r in pub.query(_HISTORY, [week, picker.HISTORY_WEEKS])}
 
 
 def words(raw: Any) -> tuple[str, ...]:
@@ -83,8 +90,7 @@ def roster_for(pub: Pub, week: str) -> picker.Roster:
         "SELECT id, needs FROM pub_shifts WHERE week_of = %s", [week])} if skilled else {}
     skills = ", skills" if skilled else ", '[]' AS skills"
     tenders = pub.query(f"SELECT id, max_shifts{skills} FROM pub_tenders WHERE active = 1")
-    history = {int(r["tender_id"]): int(r["n"])
-               for r in pub.query(HISTORY_SQL, [week, picker.HISTORY_WEEKS])}
+    history = shifts_before(pub, week)
     subs = pub.query("SELECT tender_id, max_shifts FROM pub_availability WHERE week_of = %s",
                      [week])
     this_week = {int(r["tender_id"]): r["max_shifts"] for r in subs}

@@ -108,7 +108,7 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
 
 def of_week(pub: Pub, week: str, tender_id: int | None = None) -> list[dict[str, Any]]:
     """Every submission of the week (or only ``tender_id``'s: a tender's own page reads
-    one answer, not the whole pub's): email, shift ids, maximum, and ``source``: ``form``
+    one answer, not the whole pub's): email, tender id, shift ids, maximum, and ``source``: ``form``
     (their own answer) or ``usual`` (the close used their usual for them)."""
     source = ("a.source" if pub.schema.usual
               else "'form' AS source")
@@ -124,6 +124,7 @@ def of_week(pub: Pub, week: str, tender_id: int | None = None) -> list[dict[str,
     by_tender: dict[int, list[int]] = {}
     for p in picks:
         by_tender.setdefault(int(p["tender_id"]), []).append(int(p["shift_id"]))
-    return [{"email": r["email"], "shift_ids": by_tender.get(int(r["tender_id"]), []),
-             "max": r["max_shifts"], "updated_at": r["updated_at"],
+    return [{"email": r["email"], "tender_id": int(r["tender_id"]),
+             "shift_ids": by_tender.get(int(r["tender_id"]), []), "max": r["max_shifts"],
+             "updated_at": r["updated_at"],
              "source": str(r["source"])} for r in rows]
