@@ -202,7 +202,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _verify(pub: Any, week: str, done: list[dict[str, Any]]) -> dict[str, Any]:
     """The database against what the server said (the module docstring's promise)."""
-    from pubsched.engines.base import parse_instant
+    from pubsched.db.instants import instant as parse_instant
 
     run = pub.query("SELECT closed_at FROM pub_schedule_runs WHERE week_of = %s", [week])[0]
     closed_at = parse_instant(run["closed_at"])

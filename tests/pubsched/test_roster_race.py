@@ -39,7 +39,8 @@ PINNED = "dee@pub.example"
 CHILD = """
 import io, json, sys, time
 sys.path[:0] = [{tests!r}]
-from pubsched import cli, roster  # warm: the imports are not part of the race
+from pubsched import cli
+from pubsched.week import roster  # warm: the imports are not part of the race
 import pubsched.engines.v2, pubsched.engines.legacy
 url, delay, argv = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 sys.stdin.readline()
