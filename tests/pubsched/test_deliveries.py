@@ -107,10 +107,13 @@ def test_a_refused_notice_is_retried_after_its_wait_then_left_failed(
     assert statuses(pub) == {"a": ("failed", 1)}
     assert deliver(pub, {KIND: note}, NOW + timedelta(seconds=59)) == []  # waiting
     at = NOW
+    assert tick.not_delivered(first[0]).endswith("the next tick tries again")
     for tries in range(2, notices.MAX_ATTEMPTS + 1):  # a minute, two, four, eight
         at += notices.retry_wait(tries - 1)
-        assert len(deliver(pub, {KIND: note}, at)) == 1
+        [tried] = deliver(pub, {KIND: note}, at)
         assert statuses(pub) == {"a": ("failed", tries)}
+    # the operator reads that it was the last try, not that a tick tries again
+    assert "last of its 5 tries" in tick.not_delivered(tried)
     smtp.clear_faults()
     later = at + timedelta(days=1)
     assert deliver(pub, {KIND: note}, later) == []  # it gave up: the operator sees it

@@ -113,7 +113,7 @@ class Sender:
         payload = {**(handed or {}), "attempts": tries, "error": why[:2000],
                    "retry_at": again}
         lost = self._finish(mail, claim, REFUSED, payload, logged)
-        return lost or Verdict(False, REFUSED, failed=why,
+        return lost or Verdict(False, REFUSED, failed=why, detail={"retry_at": again},
                                message=f"{_what(mail)}: not delivered: {why}")
 
     def _finish(self, mail: Mail, claim: LeaseClaim, to: str | None,

@@ -28,6 +28,7 @@ from .. import covers
 from ..deliveries import outbox
 from ..deliveries.deliver import deliver
 from ..deliveries.machine import REFUSED
+from ..deliveries.outbox import MAX_ATTEMPTS
 from ..engines import operator_notes
 from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
@@ -76,4 +77,7 @@ def not_delivered(verdict: Verdict) -> str:
     if verdict.reason != REFUSED:
         return (f"an email may not have arrived ({verdict.failed}); it is not sent again "
                 "on its own")
+    if "retry_at" in verdict.detail and verdict.detail["retry_at"] is None:
+        return (f"an email did not go through ({verdict.failed}); it was the last of its "
+                f"{MAX_ATTEMPTS} tries, so it is not tried again on its own")
     return f"an email did not go through ({verdict.failed}); the next tick tries again"
