@@ -339,10 +339,11 @@ def _season(pub: Any, weeks: int, tenders_n: int, seed: int = 7) -> str:
                 tx.execute("INSERT INTO pub_assignments (week_of, shift_id, tender_id, "
                            "assigned_at, approved_at) VALUES (%s, %s, %s, %s, %s) "
                            "ON CONFLICT DO NOTHING", row)
-            for t in on:
-                tx.execute("INSERT INTO pub_deliveries (week_of, tender_id, email, status, "
-                           "attempted_at, sent_at) VALUES (%s, %s, %s, 'sent', %s, %s)",
-                           [week, t, emails[t], stamp, stamp])
+            for t in on:  # the schedule's mail, sent (pubsched.deliveries)
+                tx.execute("INSERT INTO pub_mail (kind, about, recipient, week_of, state, "
+                           "owed_at, attempts, sent_at, address) VALUES ('schedule', %s, %s, "
+                           "%s, 'SENT', %s, 1, %s, %s)",
+                           [week, f"tender:{t}", week, stamp, stamp, emails[t]])
             tx.execute("UPDATE pub_schedule_runs SET v2_state = 'SENT', status = 'sent', "
                        "opened_at = %s, closed_at = %s, generated_at = %s, approved_at = %s, "
                        "sent_at = %s WHERE week_of = %s",
