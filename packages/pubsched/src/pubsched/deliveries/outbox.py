@@ -115,16 +115,18 @@ def retry_wait(attempts: int) -> timedelta:
 COLUMNS = "kind, about, recipient, week_of, state, attempts, error, retry_at, acting_at"
 
 
-def listed(pub: Pub, *, week: str | None = None, about: str | None = None) -> list[Mail]:
-    """The mail of a week or of one thing (``about``), in the order it was owed."""
+def listed(pub: Pub, *, week: str | None = None, about: str | None = None,
+           kind: str | None = None, tried: bool = False) -> list[Mail]:
+    """The mail of a week, of one thing (``about``) or of one ``kind``, in the order it was
+    owed; ``tried``: only mail handed over or being handed over (not what waits its turn)."""
     where: list[str] = []
     params: list[Any] = []
-    if week is not None:
-        where.append("week_of = %s")
-        params.append(week)
-    if about is not None:
-        where.append("about = %s")
-        params.append(about)
+    for column, value in (("week_of", week), ("about", about), ("kind", kind)):
+        if value is not None:
+            where.append(f"{column} = %s")
+            params.append(value)
+    if tried:
+        where.append("(attempts > 0 OR acting_at IS NOT NULL)")
     sql = f"SELECT {COLUMNS} FROM pub_mail"
     if where:
         sql += " WHERE " + " AND ".join(where)

@@ -38,6 +38,7 @@ from ..deliveries.machine import REFUSED, SENT
 from ..deliveries.outbox import Mail, NotSentYet, listed, owe, to_tender
 from ..mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from ..people import links
+from ..people.tenders import all_tenders
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
 from .runs import shifts
@@ -72,19 +73,10 @@ def deliveries(pub: Pub, week: str) -> dict[int, dict[str, Any]]:
     (in_flight, sent, failed) and ``error``; a recipient not tried yet has none."""
     if not pub.schema.mail:
         return legacy_record.record(pub, week)
-    mails = [m for m in listed(pub, about=week) if m.kind == KIND and m.tender_id is not None]
-    emails = _emails(pub, [m.tender_id for m in mails if m.tender_id is not None])
+    mails = listed(pub, about=week, kind=KIND, tried=True)
+    emails = {t.id: t.email for t in all_tenders(pub)} if mails else {}
     return {m.tender_id: {"email": emails.get(m.tender_id, m.recipient), "status": m.status,
-                          "error": m.error}
-            for m in mails if m.tender_id is not None and (m.attempts or m.sending)}
-
-
-def _emails(pub: Pub, ids: list[int]) -> dict[int, str]:
-    if not ids:
-        return {}
-    marks = ", ".join(["%s"] * len(ids))
-    rows = pub.query(f"SELECT id, email FROM pub_tenders WHERE id IN ({marks})", ids)
-    return {int(r["id"]): str(r["email"]) for r in rows}
+                          "error": m.error} for m in mails if m.tender_id is not None}
 
 
 def send_body(pub: Pub, week: str, now: datetime,
