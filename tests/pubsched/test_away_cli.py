@@ -1,8 +1,8 @@
-"""``pubsched tender away|back`` (issue 19, time off) on SQLite and PostgreSQL: every exit
-code, every refusal leaving every table as it was, the warning for a week not yet sent, the
-refusal with the cover hint for a sent one, ``tender show|list`` (and their JSON) showing
-the time off to come; and what time off does to a week: the form shows those nights as
-away and refuses a tick of them, generate never picks the tender for them."""
+"""``pubsched tender away|back`` (issue 19, time off) on SQLite (PostgreSQL where marked):
+every exit code, every refusal leaving every table as it was, the warning for a week not yet
+sent, the refusal with the cover hint for a sent one, ``tender show|list`` (and their JSON)
+showing the time off to come; and what time off does to a week: the form shows those nights
+as away and refuses a tick of them, generate never picks the tender for them."""
 
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ def rostered(run: Pub, *, send: bool = False) -> list[int]:
     return [int(i) for i in ids]
 
 
+@pytest.mark.both_databases("time off locks the tender's row FOR UPDATE on PostgreSQL")
 def test_away_then_back_and_what_show_and_list_say(run: Pub) -> None:
     ran = run.ok("tender", "away", ANA, "2026-12-20", "2026-12-22")
     assert one_line(ran.out) == "Ana is away Sun 20 Dec - Tue 22 Dec 2026"

@@ -32,6 +32,7 @@ def _sent_roster(pub: Pub) -> None:
         assert step(pub, WEEK, now=NOW), step
 
 
+@pytest.mark.both_databases("races: time off against the send lease, with threads")
 def test_time_off_while_the_schedule_is_going_out_is_refused_then_needs_cover(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     _sent_roster(pub)

@@ -36,7 +36,8 @@ from support.pub_engines import EMAILS, NEXT, WEEK, moment
 from support.services import free_port, http_answers, wait_for_process
 from support.smtp_server import SmtpTestServer
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("pg_dump and pg_restore, or SQLite's backup API")]
 PUBSCHED = Path(sys.executable).parent / "pubsched"
 
 

@@ -1,6 +1,7 @@
-"""The roster by hand on the week's page (issue 18): in Chromium at 1280 px and 375 px,
-take a tender off a shift and pin one on; and in-process, on SQLite and PostgreSQL, what a
-bad or refused edit posted to the page does (a flash with the reason, nothing written).
+"""The roster by hand on the week's page (issue 18): in Chromium at 1280 px and 375 px, take
+a tender off a shift and pin one on; and in-process, on SQLite (PostgreSQL where marked),
+what a bad or refused edit posted to the page does (a flash with the reason, nothing
+written).
 
 Screenshots go to support.browser's artifacts folder, to be looked at; the browser is the
 shared fixture's (skipped without Chromium, failed under PUBSCHED_REQUIRE_BROWSER=1).
@@ -147,7 +148,7 @@ def test_take_off_and_pin_in_the_grid_on_a_desktop_and_a_phone(
         context.close()
 
 
-# -- in-process, both databases --------------------------------------------------------------
+# -- in-process -------------------------------------------------------------------------------
 
 
 @pytest.fixture

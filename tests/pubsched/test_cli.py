@@ -174,6 +174,7 @@ def flag_value(url: str) -> str | None:
     return str(rows[0]["value"]) if rows else None
 
 
+@pytest.mark.both_databases("init on a new database of each kind")
 @pytest.mark.empty_db
 def test_init_on_an_empty_database_starts_on_v2_and_says_so(
         db_url: str, env: SmtpTestServer, capsys: pytest.CaptureFixture[str]) -> None:
@@ -382,6 +383,7 @@ def test_flag_and_cutover_check(staffed: Cli) -> None:
 # -- a week, v2 ------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the whole week through the CLI")
 def test_a_whole_v2_week_with_its_json_and_emails(staffed: Cli, env: SmtpTestServer) -> None:
     run = staffed
     run.ok("flag", "v2", "on")
@@ -740,6 +742,7 @@ BAD_INPUT = {
 }
 
 
+@pytest.mark.both_databases("nothing written, every table compared")
 def test_bad_input_exits_2_and_writes_nothing(staffed: Cli) -> None:
     """Each case on one database (a database per case would cost seconds on PostgreSQL):
     a week collecting, a second week with shifts, an inactive tender."""

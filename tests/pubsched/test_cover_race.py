@@ -137,6 +137,7 @@ def test_two_take_processes_at_once_one_wins_the_roster_moves_once(
         pub.close()
 
 
+@pytest.mark.both_databases("a crash after the commit")
 def test_a_take_killed_after_its_commit_sends_each_email_once_at_the_next_tick(
         pub: Pub, db_url: str, smtp: SmtpTestServer) -> None:
     ids, cover = _asked(pub)
@@ -160,6 +161,7 @@ def test_a_take_killed_after_its_commit_sends_each_email_once_at_the_next_tick(
         {email("ann"): 1, email("dan"): 1, OPERATOR: 1})
 
 
+@pytest.mark.both_databases("a crash while the mail lease is held")
 def test_a_take_command_killed_while_its_first_email_hangs_never_sends_it_twice(
         pub: Pub, db_url: str, smtp: SmtpTestServer) -> None:
     ids, cover = _asked(pub)

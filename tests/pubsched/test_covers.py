@@ -1,4 +1,4 @@
-"""Cover requests' rules (pubsched.covers, issue 19) on SQLite and PostgreSQL, with the
+"""Cover requests' rules (pubsched.covers, issue 19) on SQLite (PostgreSQL where marked), with the
 pub's real mailer and a real SMTP server on loopback.
 
 Who may take a request, in which order; the take re-judged at its moment; one take moves
@@ -141,6 +141,7 @@ def test_only_someone_on_a_shift_of_a_sent_week_not_started_may_ask(pub: Pub) ->
     assert covers.listed(pub) == []
 
 
+@pytest.mark.both_databases("the ask: the request, its offers and notes in one unit")
 def test_asking_owes_each_offer_and_the_operators_note_once(pub: Pub,
                                                             smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
@@ -230,6 +231,7 @@ def test_the_take_judges_anew_and_a_stale_offer_is_dropped(pub: Pub,
 # -- cancelling and expiring -------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the cancel's compare-and-set")
 def test_a_cancel_drops_unsent_offers_and_tells_the_asker_and_the_operator(
         pub: Pub, smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
@@ -320,6 +322,7 @@ def test_the_offer_names_the_pub_the_shift_the_note_and_a_link_to_take_it(
     assert covers.verify_offer(pub.config, tender_token(pub.config, cat.id)) is None
 
 
+@pytest.mark.both_databases("the take, and both calendars read back")
 def test_the_take_cancels_the_askers_event_by_its_uid_and_adds_the_takers(
         pub: Pub, smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
@@ -365,7 +368,6 @@ def test_the_take_cancels_the_askers_event_by_its_uid_and_adds_the_takers(
     assert shift_uid(week, ids[THU], email("dan")) in uids("dan")
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_every_cover_email_reads_on_a_phone(pub: Pub, smtp: SmtpTestServer, tmp_path: Any,
                                             browser: Any) -> None:
     """Each kind of cover email as received, opened in Chromium at 375 px: nothing scrolls

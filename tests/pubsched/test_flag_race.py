@@ -27,7 +27,8 @@ from support.pub_engines import WEEK, make_pub, moment, row
 from support.pub_rehearsal import rehearse
 from support.smtp_server import SmtpTestServer
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("races: the flag's lock against an action in flight")]
 TRIALS = 12
 HERE = Path(__file__).resolve().parent
 

@@ -53,6 +53,7 @@ def links_of(mail: ReceivedMail, pattern: re.Pattern[str] = URL) -> list[str]:
     return sorted(set(found))
 
 
+@pytest.mark.both_databases("the tick's unsent-alert claim reaches PostgreSQL only here")
 def test_every_link_of_every_email_opens_the_page_it_names(
         pub: Pub, smtp: SmtpTestServer) -> None:
     team = people(pub)

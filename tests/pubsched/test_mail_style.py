@@ -1,5 +1,5 @@
 """Issue #18: the emails in the pub's words. A real week is sent through the real SMTP
-server on loopback (SQLite and PostgreSQL) and what arrived is read as a tender reads it:
+server on loopback (SQLite) and what arrived is read as a tender reads it:
 the pub's name in the subject and the sender, each shift once, the zone named once, the
 tender's links (their page, their calendar as https and as a webcal:// subscription), the
 pub's address in the calendar's LOCATION, the unfilled slots in the operator's copy only;
@@ -199,7 +199,6 @@ def _emails(message: EmailMessage) -> str:
     return str(html.get_content())
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_every_email_reads_on_a_phone(db_url: str, smtp: SmtpTestServer, tmp_path: Path,
                                       browser: Any) -> None:
     """Each kind of email as received, opened at 375 px: no sideways scrolling, 16px

@@ -1,5 +1,5 @@
 """``/metrics`` (issue 20), parsed with prometheus-client's own parser: behind the operator
-login in-process on both databases (weeks by state, deliveries and notices by status, the
+login in-process (weeks by state, deliveries and notices by status, the
 mail log's failures, the tick's record, request latency by route template, never a
 tender's token), and ``serve --metrics-port`` as a real process with
 ``PUBSCHED_LOG_FORMAT=json`` (every line it writes is a JSON record)."""
@@ -50,6 +50,7 @@ def test_metrics_need_the_operator(client: TestClient) -> None:
     assert reply.status_code == 303 and "/admin/login" in reply.headers["location"]
 
 
+@pytest.mark.both_databases("the metrics' counting queries")
 def test_the_database_figures_and_the_requests(pub: Pub, client: TestClient) -> None:
     assert actions.perform(pub, "open", WEEK, now=NOW)
     alice = people(pub)["Alice"]

@@ -95,6 +95,7 @@ def shift_count(url: str, week: str) -> int:
         store.close()
 
 
+@pytest.mark.both_databases("each engine's query for the other open week")
 @pytest.mark.parametrize("engine", ["off", "on"])
 def test_a_refused_open_writes_nothing_and_names_the_open_week(db_url: str,
                                                                engine: str) -> None:
@@ -150,6 +151,7 @@ def test_a_week_the_legacy_engine_creates_has_no_v2_state_nor_event(db_url: str)
     assert (row["v2_state"], row["opened_at"] is not None, row["events"]) == (None, True, [])
 
 
+@pytest.mark.both_databases("a row as the legacy engine left it, adopted by v2")
 def test_v2_adopts_a_week_not_yet_adopted_from_its_legacy_status(db_url: str) -> None:
     """A legacy row (``v2_state`` NULL, status pending: DRAFT to v2) after the cutover: the
     flip gives it its due times, v2 opens it and seeds its state with that first move."""
@@ -269,6 +271,7 @@ def record(url: str, sql: str) -> None:
         store.close()
 
 
+@pytest.mark.both_databases("each dialect's migrator reads its record")
 @pytest.mark.parametrize(("drift", "says"), [
     ("UPDATE pubsched_migrations SET checksum = 'edited' WHERE version = '0033'",
      "was changed after it was applied"),

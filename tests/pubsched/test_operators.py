@@ -1,5 +1,5 @@
 """Operator accounts (issue 18): ``pubsched operator add|list|remove`` and the domain under
-it (:mod:`pubsched.operators`), on SQLite and PostgreSQL. Bad input exits 2 and writes
+it (:mod:`pubsched.operators`), on SQLite (PostgreSQL where marked). Bad input exits 2 and writes
 nothing (every table compared before and after); a duplicate exits 3 with its reason.
 The terminal path (asked twice, unechoed) runs the console script in a real pty."""
 
@@ -72,6 +72,7 @@ def pub(db_url: str) -> Any:
 # -- the CLI ------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the accounts' inserts, reads and deletes")
 def test_add_list_remove_round_trip(db_url: str, pub: Pub) -> None:
     added = cli(db_url, "operator", "add", " Ann@Pub.example ", "--password-stdin",
                 stdin=GOOD + "\n")
@@ -139,7 +140,6 @@ def test_removing_an_unknown_account_exits_2(db_url: str) -> None:
     assert snapshot(db_url) == before
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_on_a_terminal_the_password_is_asked_twice(db_url: str) -> None:
     """The console script in a real pty: two answers that differ save nothing (exit 2);
     the same twice adds the account. Nothing typed is echoed."""
@@ -221,6 +221,7 @@ def test_bad_input_is_refused_before_any_write(pub: Pub) -> None:
     assert operators.all_operators(pub) == []
 
 
+@pytest.mark.both_databases("races: two adds of one account")
 def test_two_adds_racing_make_one_account(db_url: str, tmp_path: Path) -> None:
     """Each add on its own connection at once: one applies, the other is OPERATOR_EXISTS."""
     barrier = threading.Barrier(2)
@@ -253,6 +254,7 @@ def test_the_console_script_reads_the_password_from_stdin(db_url: str, pub: Pub)
     assert [o.email for o in operators.all_operators(pub)] == ["cli@pub.example"]
 
 
+@pytest.mark.both_databases("races: two removals")
 def test_two_removals_racing_never_leave_none_when_one_must_stay(db_url: str,
                                                                  pub: Pub) -> None:
     """keep_one (the web's rule): the last two accounts removed at once on two
@@ -286,6 +288,7 @@ def test_two_removals_racing_never_leave_none_when_one_must_stay(db_url: str,
 NEW = "a brand new passphrase"
 
 
+@pytest.mark.both_databases("the password's compare-and-set")
 def test_operator_password_sets_a_new_password_from_stdin(db_url: str, pub: Pub) -> None:
     assert cli(db_url, "operator", "add", "ann@pub.example", "--password-stdin",
                stdin=GOOD + "\n").code == 0

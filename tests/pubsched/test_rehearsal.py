@@ -38,7 +38,8 @@ from support.pub_engines import EMAILS, OPERATOR, WEEK, make_pub, moment
 from support.pub_rehearsal import rehearse
 from support.smtp_server import SmtpTestServer
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("the rehearsal's copy is of the real database's dialect")]
 
 REAL_TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
                "pub_availability_shifts", "pub_assignments", "pub_deliveries", "pub_flags",

@@ -1,8 +1,8 @@
 """The cutover page's rehearsal wizard (#17.7) in-process (Starlette's TestClient), on
-SQLite and PostgreSQL, mail to a loopback SMTP server: one step per press, the state in the
-record (a reload sees it), a stale or repeated press runs nothing, stop drops the copy, a
-failed step keeps the switch disabled, bad input and a missing operator write nothing.
-What a person sees is test_browser_rehearsal.py's."""
+SQLite (PostgreSQL where marked), mail to a loopback SMTP server: one step per press, the
+state in the record (a reload sees it), a stale or repeated press runs nothing, stop drops
+the copy, a failed step keeps the switch disabled, bad input and a missing operator write
+nothing. What a person sees is test_browser_rehearsal.py's."""
 
 from __future__ import annotations
 
@@ -106,6 +106,7 @@ def test_a_reload_and_a_second_browser_see_the_same_wizard_and_a_stale_press_run
     assert next_form(again)["step"] == "2"
 
 
+@pytest.mark.both_databases("races: two presses at once")
 def test_two_operators_pressing_next_at_once_run_the_step_once(
         operator: TestClient, legacy_pub: Pub) -> None:
     operator.post("/admin/cutover/rehearsal")

@@ -1,4 +1,4 @@
-"""The tick's reminders (pubsched.reminders) on SQLite and PostgreSQL, with a real SMTP
+"""The tick's reminders (pubsched.reminders) on SQLite (PostgreSQL where marked), with a real SMTP
 server on loopback: each kind sent once at its moment and not a minute before; a refused
 one retried by a later tick; one that became untrue by its turn dropped; `0` turns each
 off; away tenders, inactive ones and those who switched theirs off get none; a ticker
@@ -269,6 +269,7 @@ def test_an_extension_reminds_once_more_before_the_new_deadline_and_an_answer_st
 # -- the operator --------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the review note's queries")
 def test_the_operator_hears_once_that_an_autopilot_roster_waits(pub: Pub,
                                                                  smtp: SmtpTestServer) -> None:
     crew(pub, *CREW)
@@ -423,7 +424,6 @@ def test_the_settings_are_read_and_checked_at_start_up() -> None:
                 Config.from_env({name: bad})
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_cli_switches_a_tenders_reminders_and_a_bad_setting_is_exit_2(
         db_url: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -498,6 +498,7 @@ def test_in_the_weeks_the_clocks_change_reminders_come_at_the_wall_clock_moment(
 # -- the switch on the web, in-process -----------------------------------------------------------
 
 
+@pytest.mark.both_databases("the reminders switch's update")
 @pytest.mark.pub_setup("web")
 def test_the_tenders_switch_posts_and_refuses_what_it_must(pub: Pub) -> None:
     from starlette.testclient import TestClient

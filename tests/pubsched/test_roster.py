@@ -97,6 +97,7 @@ def assigned(run: Cli, v2: bool = True) -> list[int]:
     return ids
 
 
+@pytest.mark.both_databases("the pin's upsert and the regenerate that keeps it")
 def test_assign_pins_a_tender_and_regenerate_keeps_the_pin(run: Cli) -> None:
     thu, _fri, sat = assigned(run)
     assert run.on(sat) == [CLEO]
@@ -125,6 +126,7 @@ def test_assign_with_availability_gives_no_warning_and_is_idempotent(run: Cli) -
     assert run.sql("SELECT * FROM pub_assignments ORDER BY shift_id, tender_id") == before
 
 
+@pytest.mark.both_databases("the unassign's delete")
 def test_unassign_takes_off_and_regenerate_does_not_put_back(run: Cli) -> None:
     thu, fri, _sat = assigned(run)
     assert run.on(thu) == [ANA, BEN] and run.on(fri) == [ANA, BEN]

@@ -2,7 +2,7 @@
 ``PUBSCHED_SECRET`` with the old key in ``PUBSCHED_SECRET_PREVIOUS`` keeps every link
 already mailed and every session already open working, while everything new is signed
 with the new key; a key taken off the list opens nothing. Checked through the real app
-(in-process) on both databases: a tender's form and calendar links, the operator's
+(in-process): a tender's form and calendar links, the operator's
 session, and the refusal to serve beyond loopback with a weak old key."""
 
 from __future__ import annotations

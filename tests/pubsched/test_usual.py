@@ -1,8 +1,8 @@
-"""A tender's usual (issue 19, standing availability) on SQLite and PostgreSQL: saved with
-an answer (``avail --usual``, the form's "save this as my usual"), shown by ``tender show``;
-a week they never answer is answered from it by the close (the v2 close, the tick's
-autopilot close, the legacy close), marked "usual" in ``week show`` and its JSON; their
-own answer after a reopen replaces it; nights they are away are not taken from it."""
+"""A tender's usual (issue 19, standing availability) on SQLite (PostgreSQL where marked):
+saved with an answer (``avail --usual``, the form's "save this as my usual"), shown by
+``tender show``; a week they never answer is answered from it by the close (the v2 close,
+the tick's autopilot close, the legacy close), marked "usual" in ``week show`` and its JSON;
+their own answer after a reopen replaces it; nights they are away are not taken from it."""
 
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ def usual_saved_in_week_a(run: Pub) -> None:
     run.ok("week", "close", A)
 
 
+@pytest.mark.both_databases("the usual's upsert and the close that reads it")
 def test_the_close_answers_for_a_tender_who_did_not_from_their_usual(run: Pub) -> None:
     usual_saved_in_week_a(run)
     shown = run.json("tender", "show", ANA)

@@ -30,6 +30,7 @@ def state(pub: Pub, week: str = WEEK) -> str:
     return str(week_show(pub, week)["state"])
 
 
+@pytest.mark.both_databases("the v2 week end to end")
 def test_the_dress_rehearsal_runs_the_whole_lifecycle_and_mails_each_tender_once(
         pub: Pub, smtp: SmtpTestServer) -> None:
     crew(pub, ("ann", None), ("bob", 1), ("cy", None), ("dee", 2))
@@ -182,6 +183,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(pub: Pub) -> None:
     assert (again.applied, again.reason) == (False, "TENDER_EXISTS")
 
 
+@pytest.mark.both_databases("a send's lease refuses the unapprove")
 def test_h3_one_week_collecting_and_h4_no_unapprove_during_a_send(pub: Pub) -> None:
     crew(pub, ("ann", None))
     assert v2.open_form(pub, WEEK, now=NOW)

@@ -74,6 +74,7 @@ def _age_lease(pub: Pub, seconds: float) -> None:
                    [row["acting_at"] - timedelta(seconds=seconds), WEEK])
 
 
+@pytest.mark.both_databases("races: two processes take the send lease")
 def test_a_double_clicked_send_from_two_processes_mails_each_tender_once(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     _approved(pub, "ann", "bob", "cy")
@@ -87,6 +88,7 @@ def test_a_double_clicked_send_from_two_processes_mails_each_tender_once(
     assert week_show(pub, WEEK)["state"] == "SENT"
 
 
+@pytest.mark.both_databases("a crash: the send lease reclaimed after its TTL")
 def test_a_send_killed_midway_is_reclaimed_by_send_only_and_never_mails_twice(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     _approved(pub, "ann", "bob", "cy")
@@ -114,6 +116,7 @@ def test_a_send_killed_midway_is_reclaimed_by_send_only_and_never_mails_twice(
     assert statuses["bob@pub.test"] == "in_flight"  # shown as uncertain, not re-sent
 
 
+@pytest.mark.both_databases("a lease reclaimed under a zombie")
 def test_a_zombie_generate_whose_lease_was_reclaimed_writes_no_assignment(pub: Pub) -> None:
     crew(pub, ("ann", None), ("bob", None))
     assert v2.open_form(pub, WEEK, now=NOW)
@@ -133,6 +136,7 @@ def test_a_zombie_generate_whose_lease_was_reclaimed_writes_no_assignment(pub: P
     assert not pub.runs.finalize(WEEK, zombie).applied
 
 
+@pytest.mark.both_databases("races: submissions against the close")
 def test_submissions_racing_the_close_land_before_it_or_are_refused(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     names = [f"t{i}" for i in range(6)]
@@ -173,6 +177,7 @@ def test_submissions_racing_the_close_land_before_it_or_are_refused(
     assert (late.applied, late.reason) == (False, "FORM_CLOSED")
 
 
+@pytest.mark.both_databases("races: two resends at once")
 def test_two_resends_at_once_mail_the_uncertain_tender_once(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     """Issue 17 item 6: two operators (two instances) resend the same uncertain recipient at

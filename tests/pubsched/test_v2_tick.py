@@ -45,6 +45,7 @@ def test_a_manual_week_past_its_deadline_gets_one_nudge_and_no_move(
     assert week_show(pub, WEEK)["state"] == COLLECTING  # nudges never change state
 
 
+@pytest.mark.both_databases("autopilot's timed moves under their leases")
 def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
         pub: Pub, smtp: SmtpTestServer) -> None:
     crew(pub, ("ann", None), ("bob", None))
@@ -73,6 +74,7 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
             for m in smtp.accepted] == [([OPERATOR], True)]
 
 
+@pytest.mark.both_databases("races: two ticks at once")
 def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestServer,
                                                        db_url: str) -> None:
 
@@ -104,6 +106,7 @@ def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestS
     assert len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]) == 1
 
 
+@pytest.mark.both_databases("races: an extension against a close in flight")
 def test_an_extension_cannot_stomp_a_close_in_flight(pub: Pub) -> None:
     assert v2.open_form(pub, WEEK, now=NOW)
     claim = pub.runs.claim(WEEK, "close", holder="closer")
@@ -245,6 +248,7 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     assert week_show(pub, WEEK)["unfilled"] == 0
 
 
+@pytest.mark.both_databases("autopilot's open of a created draft")
 def test_an_autopilot_open_on_time_keeps_the_weeks_deadline(pub: Pub,
                                                            smtp: SmtpTestServer) -> None:
     row = weeks.ensure_week(pub, WEEK, now=NOW)
@@ -256,7 +260,6 @@ def test_an_autopilot_open_on_time_keeps_the_weeks_deadline(pub: Pub,
     assert deadline(pub) == before and smtp.accepted == []
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_minimum_collecting_time_is_a_setting(pub: Pub, smtp: SmtpTestServer) -> None:
     """Read once with the pub's settings (a bad value refused at start-up, exit 2), never
     from the environment at tick time."""

@@ -1,4 +1,4 @@
-"""The web front end in-process (Starlette's TestClient), on SQLite and PostgreSQL: the
+"""The web front end in-process (Starlette's TestClient), on SQLite (PostgreSQL where marked): the
 login and its cookie, the cross-origin check, the buttons, refusals, double clicks, the
 tender's signed links and the calendar feed. What a person sees is test_browser.py's."""
 
@@ -35,9 +35,6 @@ from support.pub_web import (
 from support.smtp_server import SmtpTestServer
 
 EVIL = "https://evil.example"
-# the login, cookie and header tests do not read the database in any way that differs
-# between the two: SQLite only, to keep the suite quick
-sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 pytestmark = pytest.mark.pub_setup("web")
@@ -72,7 +69,6 @@ def press(client: TestClient, action: str, **data: str) -> str:
 # -- health and the admin gate ---------------------------------------------------------
 
 
-@sqlite_only
 def test_an_unexpected_error_is_a_short_page_without_a_trace(
         pub: Pub, monkeypatch: pytest.MonkeyPatch) -> None:
     import pubsched.view
@@ -89,7 +85,6 @@ def test_an_unexpected_error_is_a_short_page_without_a_trace(
     assert "secret internals" not in reply.text and "Traceback" not in reply.text
 
 
-@sqlite_only
 def test_healthz_says_when_the_database_is_down(pub: Pub,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     def down(*args: object) -> None:
@@ -102,13 +97,11 @@ def test_healthz_says_when_the_database_is_down(pub: Pub,
     assert reply.status_code == 503 and reply.json()["ok"] is False
 
 
-@sqlite_only
 def test_healthz_answers_without_login(client: TestClient) -> None:
     reply = client.get("/healthz")
     assert reply.status_code == 200 and reply.json() == {"ok": True, "database": "ok"}
 
 
-@sqlite_only
 @pytest.mark.parametrize("path", ["/admin/", f"/admin/weeks/{WEEK}", "/admin/tenders",
                                   "/admin/cutover"])
 def test_every_admin_page_needs_the_login(client: TestClient, path: str) -> None:
@@ -138,7 +131,6 @@ def test_a_tender_link_on_an_admin_url_meets_the_login(client: TestClient, pub: 
 # -- login, cookie, logout, throttle ---------------------------------------------------
 
 
-@sqlite_only
 def test_login_sets_a_strict_short_cookie(client: TestClient) -> None:
     reply = login(client)
     assert reply.status_code == 303 and reply.headers["location"] == "/admin/"
@@ -150,7 +142,6 @@ def test_login_sets_a_strict_short_cookie(client: TestClient) -> None:
     assert client.get("/admin/").status_code == 200
 
 
-@sqlite_only
 def test_insecure_cookies_only_when_asked(pub: Pub) -> None:
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     with TestClient(app) as c:
@@ -159,7 +150,6 @@ def test_insecure_cookies_only_when_asked(pub: Pub) -> None:
         assert c.get("/admin/").status_code == 200
 
 
-@sqlite_only
 def test_a_wrong_password_is_refused(client: TestClient) -> None:
     reply = login(client, "wrong")
     assert reply.status_code == 401 and "Wrong password" in reply.text
@@ -167,7 +157,6 @@ def test_a_wrong_password_is_refused(client: TestClient) -> None:
     assert client.get("/admin/", follow_redirects=False).status_code == 303
 
 
-@sqlite_only
 def test_each_login_gets_a_new_session_and_logout_ends_it(client: TestClient) -> None:
     first = login(client).cookies["pubsched_admin"]
     second = login(client).cookies["pubsched_admin"]
@@ -178,7 +167,6 @@ def test_each_login_gets_a_new_session_and_logout_ends_it(client: TestClient) ->
     assert client.get("/admin/", follow_redirects=False).status_code == 303
 
 
-@sqlite_only
 def test_a_forged_or_expired_session_is_refused(pub: Pub) -> None:
     app = create_app(pub, web_settings(), clock=lambda: NOW)
     with TestClient(app, base_url="https://testserver") as c:
@@ -190,7 +178,6 @@ def test_a_forged_or_expired_session_is_refused(pub: Pub) -> None:
     assert web.sessions.valid(expired) is None
 
 
-@sqlite_only
 def test_login_goes_only_to_our_own_admin_pages(client: TestClient) -> None:
     for target in ("https://evil.example/", "//evil.example/admin/", "/t/x"):
         reply = client.post("/admin/login", data={"password": PASSWORD, "next": target},
@@ -201,7 +188,6 @@ def test_login_goes_only_to_our_own_admin_pages(client: TestClient) -> None:
     assert reply.headers["location"] == "/admin/cutover"
 
 
-@sqlite_only
 def test_failed_logins_slow_the_next_ones(pub: Pub) -> None:
     clock = [1000.0]
     throttle = LoginThrottle(free=3, base=2.0, cap=60.0, clock=lambda: clock[0])
@@ -251,7 +237,6 @@ def test_cross_origin_posts_are_refused_and_change_nothing(operator: TestClient,
     assert same.status_code == 303
 
 
-@sqlite_only
 def test_pages_forbid_framing_and_referrers(client: TestClient) -> None:
     reply = client.get("/admin/login")
     assert reply.headers["x-frame-options"] == "DENY"
@@ -300,6 +285,7 @@ def test_create_as_draft_makes_the_week_and_its_page_shows_it(operator: TestClie
     assert bad.status_code == 200 and pub.runs.get(tuesday) is None
 
 
+@pytest.mark.both_databases("the week page's reads and every button's move")
 def test_a_week_runs_through_its_buttons(operator: TestClient, pub: Pub) -> None:
     team = who(pub)
     operator.post("/admin/open", data={"week": WEEK})
@@ -390,6 +376,7 @@ def test_a_refused_click_shows_the_reason_not_a_trace(operator: TestClient,
     assert operator.get("/admin/weeks/2026-12-08").status_code == 404  # not a Monday
 
 
+@pytest.mark.both_databases("races: a double click's two posts")
 def test_a_double_click_has_one_effect(operator: TestClient, pub: Pub) -> None:
     operator.post("/admin/open", data={"week": WEEK})
     page = operator.get(f"/admin/weeks/{WEEK}").text
@@ -499,6 +486,7 @@ def test_a_revoked_or_deactivated_tender_link_is_dead(client: TestClient, pub: P
     assert client.get(team["Bob"].form(pub)).status_code == 404
 
 
+@pytest.mark.both_databases("the link version's update")
 def test_the_operator_revokes_a_link_on_the_tenders_page(operator: TestClient,
                                                          pub: Pub) -> None:
     alice = who(pub)["Alice"]

@@ -43,6 +43,7 @@ def operator(pub: Pub) -> Iterator[TestClient]:
         yield client
 
 
+@pytest.mark.both_databases("the page's own queries")
 def test_the_page_shows_the_reports_lines_and_the_download_is_its_csv(
         operator: TestClient, pub: Pub) -> None:
     sent_week(pub)
@@ -78,7 +79,6 @@ def test_the_report_needs_the_operator(pub: Pub) -> None:
             assert client.get(path, follow_redirects=False).status_code == 303
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_report_in_a_browser_on_a_desktop_and_a_phone(pub: Pub, browser: Any) -> None:
     sent_week(pub)
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)

@@ -88,6 +88,7 @@ def test_a_bad_add_is_drawn_again_with_the_reason_and_writes_nothing(
     assert snapshot(site_pub.config.db_url) == before
 
 
+@pytest.mark.both_databases("the page's update of every field")
 def test_edit_a_tender_keeps_their_links(operator: TestClient, site_pub: Pub) -> None:
     alice = people(site_pub)["Alice"]
     old_link = alice.form(site_pub)

@@ -16,7 +16,8 @@ from pubsched.engines.base import Engine
 from pubsched.pub import Pub
 from support.pub_engines import WEEK, make_pub
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("races: two connections create one week")]
 TRIALS = 8
 
 

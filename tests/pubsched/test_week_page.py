@@ -1,4 +1,4 @@
-"""The week page's grid as the operator reads it (issue 17 #22), on SQLite and PostgreSQL:
+"""The week page's grid as the operator reads it (issue 17 #22), on SQLite:
 every tender who offered a shift is a column headed by their name, and the unfilled count
 appears only once there is a roster."""
 

@@ -1,7 +1,7 @@
 """A week's own shifts (issue 18): ``pubsched week shift add|remove`` before the roster
 (DRAFT, COLLECTING, CLOSED, COLLECTING after a reopen), refused from ASSIGNED on (exit 3)
 until a reopen, bad input exit 2 with nothing written; a removal drops the ticks for the
-shift and the tenders' form says so. On SQLite and PostgreSQL, with either engine; the
+shift and the tenders' form says so. On SQLite (PostgreSQL where marked), with either engine; the
 week page's forms and the tender's note through the web app in-process."""
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def test_one_off_shifts_are_added_in_draft_collecting_and_closed(run: Cli) -> No
     assert len(run.json("shift", "list")) == 3  # the pub's week is not changed
 
 
+@pytest.mark.both_databases("a week's own shifts added and removed, on each engine")
 def test_from_assigned_on_it_is_refused_until_a_reopen(run: Cli) -> None:
     run.ok("week", "open", WEEK, "--now", OPEN)
     first = shown(run)["shifts"][0]["id"]
@@ -118,6 +119,7 @@ def test_a_removal_drops_the_ticks_and_the_form_says_so(run: Cli, db_url: str) -
     assert ben["removed"] == []  # Ben had not ticked it: nothing to tell him
 
 
+@pytest.mark.both_databases("the removed shifts' query")
 def test_a_week_whose_nights_are_all_removed_is_not_refilled(run: Cli) -> None:
     run.ok("week", "create", WEEK)
     for shift in shown(run)["shifts"]:
