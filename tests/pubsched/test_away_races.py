@@ -38,7 +38,7 @@ def test_time_off_while_the_schedule_is_going_out_is_refused_then_needs_cover(
     _sent_roster(pub)
     friday = weeks.shifts(pub, WEEK)[1]
     night = friday.night
-    smtp.hang_after_data(for_recipient="ann@pub.test")  # the send waits on her (5 s)
+    smtp.hang_after_data(for_recipient="ann@pub.test")  # the send waits on her ...
     sent: list[Verdict] = []
     sender = threading.Thread(target=lambda: sent.append(v2.send(pub, WEEK, now=NOW)))
     sender.start()
@@ -54,6 +54,7 @@ def test_time_off_while_the_schedule_is_going_out_is_refused_then_needs_cover(
         other.close()
     assert not busy.applied and "is busy right now" in busy.message, busy
     assert snapshot(db_url) == before
+    smtp.release_hung()  # ... until now (else its 5 s timeout): her email's fate unknown
     sender.join(60)
     assert sent and sent[0].applied, sent
     refused = away.add(pub, "ann@pub.test", night, night, now=NOW)
