@@ -38,7 +38,7 @@ class Installed:
                 "HOME": str(home), "LANG": "C.UTF-8", **extra}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # one worker runs this module: tests/conftest.py ONE_WORKER
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     where = tmp_path_factory.mktemp("wheel")
     dist = where / "dist"
