@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
+from pubsched.cli.dispatch import run as cli_run
 from pubsched.deliveries import outbox as notices
 from pubsched.engines import actions
 from pubsched.pub import Pub
@@ -121,10 +122,12 @@ def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
                               stderr=subprocess.STDOUT, text=True)
     try:
         metrics = f"http://127.0.0.1:{scrape}/metrics"
-        wait_for_process(server, lambda: http_answers(metrics), "pubsched serve")
+        health = f"http://127.0.0.1:{port}/healthz"  # its own listener, up a moment apart
+        wait_for_process(server, lambda: http_answers(metrics) and http_answers(health),
+                         "pubsched serve")
         with urllib.request.urlopen(metrics, timeout=5) as r:
             text = r.read().decode()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5):
+        with urllib.request.urlopen(health, timeout=5):
             pass
         found = samples(text)
         assert found[("pubsched_database_up", ())] == 1
@@ -142,10 +145,11 @@ def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
     assert "stopped" in said
 
 
-def test_a_bad_log_format_is_refused_at_start(tmp_path: Path) -> None:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")},
-           "PUBSCHED_DB": f"sqlite:///{tmp_path}/pub.db", "PUBSCHED_LOG_FORMAT": "xml"}
-    done = subprocess.run([str(PUBSCHED), "serve", "--port", str(free_port())], env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0 and "PUBSCHED_LOG_FORMAT is text or json" in done.stderr
+def test_a_bad_log_format_is_refused_at_start(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process: the check comes first, before logging is configured or anything served
+    (the test above runs ``pubsched serve`` itself)."""
+    monkeypatch.setenv("PUBSCHED_LOG_FORMAT", "xml")
+    with pytest.raises(SystemExit, match="PUBSCHED_LOG_FORMAT is text or json"):
+        cli_run(["--db", f"sqlite:///{tmp_path}/pub.db", "serve", "--port", str(free_port())])
 
