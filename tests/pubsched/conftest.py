@@ -17,12 +17,12 @@ and a ``Pub`` wired to both (helpers in tests/support/pub_*.py).
   smtp                 function  support.smtp_server.SmtpTestServer on loopback
   browser              module    a headless Chromium (support.browser.launched: skipped
                                  without one, failed under PUBSCHED_REQUIRE_BROWSER=1)
-  pub                  function  a ``Pub`` on ``db_url``, made the way the module's
-                                 ``pub_setup(name)`` marker says: "v2" (the default:
-                                 support.pub_v2, flag on, mail to ``smtp``), "engines"
-                                 (support.pub_engines: flag as migrated, four tenders, mail to
-                                 ``smtp``) or "web" (support.pub_web: signed links, three
-                                 tenders, flag on, no mail)
+  pub                  function  a ``Pub`` on ``db_url`` (support.pubs' ``make_pub``), made
+                                 the way the module's ``pub_setup(name)`` marker says: "v2"
+                                 (the default: flag on, mail to ``smtp``), "engines" (flag as
+                                 migrated, support.pub_engines' four tenders, mail to ``smtp``
+                                 with its operator) or "web" (signed links, three tenders, flag
+                                 on, no mail)
 
 Which tests run on PostgreSQL: those whose behaviour depends on the database. Races and
 crashes (two processes, a lock, a lease, a unit killed midway), the migrations, SQL that
@@ -43,12 +43,12 @@ from typing import Any
 
 import pytest
 
-from pubsched.engines.flags import set_v2
 from pubsched.pub import Pub
-from support import pub_engines, pub_v2, pub_web
+from support import pub_engines
 from support.browser import launched
 from support.databases import Clones
 from support.pub_db import cloned_url, fresh_url, migrated_pg_template, migrated_sqlite_template
+from support.pubs import mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -127,14 +127,13 @@ def pub(request: pytest.FixtureRequest, db_url: str) -> Iterator[Pub]:
     marker = request.node.get_closest_marker("pub_setup")
     setup = marker.args[0] if marker is not None else "v2"
     if setup == "web":
-        made = pub_web.make_pub(db_url)
+        made = make_pub(db_url, web=True)
     elif setup == "engines":
         smtp = request.getfixturevalue("smtp")
-        made = pub_engines.make_pub(db_url, pub_engines.mail_settings(smtp))
+        made = make_pub(db_url, mail_settings(smtp, operator=pub_engines.OPERATOR))
         pub_engines.add_tenders(made)
     elif setup == "v2":
-        made = pub_v2.make_pub(db_url, request.getfixturevalue("smtp"))
-        set_v2(made, True, now=pub_v2.NOW)
+        made = make_pub(db_url, mail_settings(request.getfixturevalue("smtp")), v2=True)
     else:
         raise pytest.UsageError(f"unknown pub_setup {setup!r}: v2, engines or web")
     try:

@@ -14,15 +14,15 @@ from support.pub_cli import Cli, one_line, snapshot, use_env
 from support.smtp_server import SmtpTestServer
 
 WEEK = "2026-12-14"  # Thu 17, Fri 18, Sat 19 Dec, 18:00 - 02:00 New York, two slots each
-NOW = "2026-12-08T15:00:00Z"  # Tue 8 Dec, 10:00 in New York: the form is open
+FORM_OPEN = "2026-12-08T15:00:00Z"  # Tue 8 Dec, 10:00 in New York: WEEK's form is open
 ANA, BEN, CLEO = "ana@pub.example", "ben@pub.example", "cleo@pub.example"
 
 
 class Pub(Cli):
-    """The CLI, every command acting at ``NOW`` unless it says otherwise."""
+    """The CLI, every command acting at ``FORM_OPEN`` unless it says otherwise."""
 
     def __call__(self, *argv: str) -> Any:
-        return super().__call__(*argv, *(() if "--now" in argv else ("--now", NOW)))
+        return super().__call__(*argv, *(() if "--now" in argv else ("--now", FORM_OPEN)))
 
     def show(self) -> dict[str, Any]:
         shown: dict[str, Any] = self.json("week", "show", WEEK)

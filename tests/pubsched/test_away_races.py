@@ -18,7 +18,7 @@ from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.verdicts import Verdict
 from support.pub_cli import snapshot
-from support.pub_v2 import NOW, WEEK, crew
+from support.pubs import NOW, WEEK, crew
 from support.smtp_server import SmtpTestServer
 
 

@@ -23,7 +23,8 @@ from pubsched.web.app import create_app
 from pubsched.weeks import shifts
 from support.browser import ARTIFACTS, PHONE, shot
 from support.browser import served as serving
-from support.pub_web import NOW, PASSWORD, WEEK, login, make_pub, people, web_settings
+from support.pub_web import PASSWORD, login, people, web_settings
+from support.pubs import NOW, WEEK, make_pub
 
 SHOTS = ARTIFACTS
 ALICE, BOB, CAROL = "alice@example.com", "bob@example.com", "carol@example.com"
@@ -52,7 +53,7 @@ def on(pub: Pub, shift: int) -> tuple[list[str], list[str]]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pub]]:
     folder = tmp_path_factory.mktemp("browser_roster")
-    pub = make_pub(f"sqlite:///{folder}/roster.db")
+    pub = make_pub(f"sqlite:///{folder}/roster.db", web=True)
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     try:
         with serving(app) as url:

@@ -30,11 +30,9 @@ from pubsched import cli, links, tenders
 from pubsched import db as pubdb
 from pubsched.config import Config
 from pubsched.pub import Pub
+from support.pubs import NEXT, NOW_ISO, WEEK
 from support.smtp_server import SmtpTestServer
 
-WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York time
-NEXT = "2026-12-14"
-T_OPEN = "2026-11-30T15:00:00Z"
 TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
           "pub_availability_shifts", "pub_assignments", "pub_deliveries", "pub_flags",
           "pub_mail_log", "rowstate_events")
@@ -156,7 +154,7 @@ def to_approved(run: Cli, *, v2: bool = True) -> list[str]:
     """A staffed week through open, availability, close, generate and approve."""
     if v2:
         run.ok("flag", "v2", "on")
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     ids = shift_ids(run)
     run.ok("avail", WEEK, "ana@pub.example", ids[0], ids[1])
     run.ok("avail", WEEK, "ben@pub.example", ids[1], ids[2])
@@ -200,7 +198,7 @@ def test_init_on_an_empty_database_starts_on_v2_and_says_so(
     assert "engine: v2 (PUB_SCHEDULER_V2 on)" in first.out
     assert "starts on the v2 state machine" in first.out
     assert flag_value(db_url) == "on"
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     run.ok("week", "autopilot", WEEK, "on")  # refused under the legacy engine
     assert run.show()["engine"] == "v2"
     run.ok("flag", "v2", "off", "--force")  # an operator's choice ...
@@ -216,7 +214,7 @@ def test_init_on_a_database_with_legacy_weeks_keeps_the_legacy_engine(
     from pubsched.db.migrate import migrate
     from pubsched.engines import legacy
     from pubsched.engines.flags import set_v2
-    from support.pub_engines import make_pub
+    from support.pubs import make_pub
 
     migrate(db_url)  # a legacy install: migrated, a week run by the legacy engine
     pub = make_pub(db_url)
@@ -383,7 +381,7 @@ def test_tender_link_is_the_tenders_signed_link(staffed: Cli) -> None:
 def test_flag_and_cutover_check(staffed: Cli) -> None:
     assert staffed.ok("cutover", "check").code == 0  # a fresh install is idle
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.show()["engine"] == "v2"
     busy = staffed("cutover", "check")
     assert busy.code == 3
@@ -404,7 +402,7 @@ def test_a_whole_v2_week_with_its_json_and_emails(staffed: Cli, env: SmtpTestSer
     run = staffed
     run.ok("flag", "v2", "on")
     assert run("week", "show", WEEK, "--json").code == 2  # no such week yet
-    opened = run.ok("week", "open", WEEK, "--now", T_OPEN)
+    opened = run.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert one_line(opened.out) == (
         "The form for the week of 7 Dec is open until Wed 2 Dec, 20:00 EST.")
     shown = run.show()
@@ -453,7 +451,7 @@ def test_a_whole_v2_week_with_its_json_and_emails(staffed: Cli, env: SmtpTestSer
 
 def test_week_show_json_has_the_documented_keys(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "off")  # a legacy week (a new database starts on v2: #17.11)
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     shown = staffed.show()
     assert {"week_of", "state", "legacy_status", "opens_at", "deadline_at", "autopilot",
             "shifts", "unfilled", "submissions", "last_error", "deliveries",
@@ -471,9 +469,9 @@ def test_week_show_json_has_the_documented_keys(staffed: Cli) -> None:
 
 def test_weeks_lists_every_week_with_its_state(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     staffed.ok("week", "close", WEEK)
-    staffed.ok("week", "open", NEXT, "--now", T_OPEN)
+    staffed.ok("week", "open", NEXT, "--now", NOW_ISO)
     listed = staffed.ok("weeks", "--json").json()
     assert [(w["week_of"], w["state"]) for w in listed] == [(WEEK, "CLOSED"),
                                                              (NEXT, "COLLECTING")]
@@ -485,12 +483,12 @@ def test_weeks_lists_every_week_with_its_state(staffed: Cli) -> None:
 
 def test_refusals_exit_3_with_one_line(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     for action in ("approve", "unapprove", "send", "generate", "reopen"):
         ran = staffed("week", action, WEEK)
         assert ran.code == 3, (action, ran)
         assert "refused" in one_line(ran.err)
-    second = staffed("week", "open", NEXT, "--now", T_OPEN)  # H3: one week collecting
+    second = staffed("week", "open", NEXT, "--now", NOW_ISO)  # H3: one week collecting
     assert second.code == 3
     one_line(second.err)
     staffed.ok("week", "close", WEEK)
@@ -501,7 +499,7 @@ def test_refusals_exit_3_with_one_line(staffed: Cli) -> None:
 
 def test_autopilot_on_and_off(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "off")  # the legacy engine's refusal first (#17.11: v2 is new
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)  # databases' default)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)  # databases' default)
     legacy = staffed("week", "autopilot", WEEK, "on")  # a v2 setting: refused with it off
     assert legacy.code == 3 and "NOT_IN_LEGACY" in one_line(legacy.err)
     staffed.ok("cutover", "rehearse")  # v2 on over a week: the rehearsal first (#17.7)
@@ -652,7 +650,7 @@ def test_week_create_twice_is_refused_with_nothing_changed(staffed: Cli) -> None
     assert again.code == 3
     assert "WEEK_EXISTS" in one_line(again.err) and "exists already" in again.err
     assert snapshot(staffed.url) == before
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)  # nor is an open week re-created
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)  # nor is an open week re-created
     before = snapshot(staffed.url)
     assert staffed("week", "create", WEEK).code == 3
     assert snapshot(staffed.url) == before
@@ -666,7 +664,7 @@ def test_week_create_on_the_legacy_engine_is_a_plain_pending_row(staffed: Cli) -
         "legacy", "DRAFT", "pending")
     assert shown["v2_state"] is None and len(shown["shifts"]) == 3
     assert opened_at(staffed.url) is None
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.show()["state"] == "COLLECTING"
 
 
@@ -687,7 +685,7 @@ def test_autopilot_opens_a_created_draft_at_its_time(staffed: Cli) -> None:
 def test_tick_with_the_flag_on_nudges_the_operator_once(staffed: Cli,
                                                         env: SmtpTestServer) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.ok("tick", "--now", "2026-11-30T16:00:00Z").out.strip()
     assert env.accepted == []
     past = staffed.show()["deadline_at"].replace("Z", "+00:00")
@@ -703,7 +701,7 @@ def test_a_refused_nudge_makes_tick_exit_1_and_a_later_tick_delivers_it(
         staffed: Cli, env: SmtpTestServer) -> None:
     """#17.3: the operator's only reminder is never reported as done when it was not."""
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     past = staffed.show()["deadline_at"].replace("Z", "+00:00")
     later = datetime.fromisoformat(past).astimezone(UTC).replace(minute=30)
     env.fail_data(554)
@@ -719,7 +717,7 @@ def test_a_refused_nudge_makes_tick_exit_1_and_a_later_tick_delivers_it(
 
 def test_tick_with_the_flag_off_runs_the_legacy_crons(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "off")  # a new database starts on v2 (#17.11)
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.ok("tick", "--now", "2026-11-30T16:00:00Z").out.strip() == (
         "tick: nothing due")
     deadline = datetime.fromisoformat(staffed.show()["deadline_at"].replace("Z", "+00:00"))
@@ -754,7 +752,7 @@ BAD_INPUT = {
     "autopilot-unknown-week": ["week", "autopilot", "2026-12-21", "on"],
     "show-unknown-week": ["week", "show", "2026-12-21"],
     "close-unknown-week": ["week", "close", "2026-12-21"],
-    "extend-unknown-week": ["week", "extend", "2026-12-21", "--deadline", T_OPEN],
+    "extend-unknown-week": ["week", "extend", "2026-12-21", "--deadline", NOW_ISO],
     "unknown-tender-link": ["tender", "link", "nobody@pub.example"],
 }
 
@@ -768,7 +766,7 @@ def test_bad_input_exits_2_and_writes_nothing(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
     staffed.ok("tender", "add", "Dee", "dee@pub.example")
     staffed.ok("tender", "deactivate", "dee@pub.example")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     pub = Pub(pubdb.open_store(staffed.url), Config())
     try:
         ensure_week(pub, NEXT, now=datetime(2026, 11, 30, tzinfo=UTC))
@@ -861,7 +859,7 @@ def test_the_console_script_runs_commands(tmp_path: Path, env: SmtpTestServer,
     assert made.returncode == 0 and "migration(s)" in made.stdout, made
     run = Cli(url, capsys)
     run.ok("tender", "add", "Ana", "ana@pub.example")
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     twice = call("tender", "add", "Ana", "Ana@Pub.Example")
     assert twice.returncode == 3 and len(twice.stderr.strip().splitlines()) == 1
     shown = call("week", "show", WEEK, "--json")
@@ -917,10 +915,10 @@ def test_the_demo_falls_back_to_the_log_mailer_without_aiosmtpd(
 
 def test_now_before_the_command_is_the_instant_it_acts_at(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     ana = shift_ids(staffed)[0]
     deadline = staffed.show()["deadline_at"]
-    early = staffed.ok("--now", T_OPEN, "avail", WEEK, "ana@pub.example", ana)
+    early = staffed.ok("--now", NOW_ISO, "avail", WEEK, "ana@pub.example", ana)
     assert "deadline has passed" not in early.out
     late = staffed.ok("--now", "2026-12-05T10:00:00+01:00", "avail", WEEK, "ana@pub.example",
                       ana)
@@ -959,7 +957,7 @@ def test_two_tick_processes_deliver_a_refused_nudge_once_when_smtp_accepts_again
     the nudge as done; once it accepts, two ``pubsched tick`` at once deliver it once."""
     run = Cli(pg_db_url, capsys)
     run.ok("init")
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     past = datetime.fromisoformat(run.show()["deadline_at"].replace("Z", "+00:00"))
     later = past.astimezone(UTC).replace(minute=30).isoformat()
     script = console_script()

@@ -27,7 +27,7 @@ from pubsched.tick import tick
 from pubsched.verdicts import BadInput
 from pubsched.view import tender_calendar, week_show
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
-from support.pub_v2 import NOW, OPERATOR, WEEK
+from support.pubs import NOW, OPERATOR, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 THURSDAY_START = NOW.replace(month=12, day=10, hour=23)  # Thu 10 Dec 18:00 New York
@@ -276,9 +276,8 @@ def test_the_tick_ends_a_request_when_its_shift_starts(pub: Pub, smtp: SmtpTestS
 
 def test_the_operators_notes_wait_for_an_address(db_url: str, smtp: SmtpTestServer) -> None:
     from pubsched.mail.settings import load_mail_settings
-    from support import pub_engines
 
-    pub = pub_engines.make_pub(db_url, load_mail_settings(
+    pub = make_pub(db_url, load_mail_settings(
         smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test")))
     try:
         set_v2(pub, True, now=NOW)

@@ -24,7 +24,7 @@ from pubsched.deliveries.machine import MAILS
 from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.pub import Pub
 from rowstate.cli import main
-from support.pub_v2 import NOW, OPERATOR
+from support.pubs import NOW, OPERATOR
 from support.smtp_server import SmtpTestServer
 
 KIND = "test_note"

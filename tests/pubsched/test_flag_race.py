@@ -20,8 +20,9 @@ from pubsched.tick import tick
 from pubsched.verdicts import Verdict
 from pubsched.weeks import ensure_week
 from support.line_child import LineChild, at_once
-from support.pub_engines import WEEK, make_pub, moment, row
+from support.pub_engines import WEEK, moment, row
 from support.pub_rehearsal import rehearse
+from support.pubs import make_pub
 from support.smtp_server import SmtpTestServer
 
 pytestmark = [pytest.mark.pub_setup("engines"),
@@ -111,7 +112,8 @@ CHILD = """
 import json, sys
 sys.path[:0] = [{tests!r}]
 from datetime import datetime
-from support.pub_engines import make_pub, WEEK
+from support.pub_engines import WEEK
+from support.pubs import make_pub
 from pubsched.engines import actions
 from pubsched.engines.cutover import flip
 url, what, at = sys.argv[1], sys.argv[2], datetime.fromisoformat(sys.argv[3])

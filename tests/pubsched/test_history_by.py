@@ -24,7 +24,8 @@ from pubsched.pub import Pub
 from pubsched.verdicts import BadInput
 from pubsched.view import week_show
 from pubsched.web.app import create_app
-from support.pub_web import FAST_HASH, NOW, WEEK, login, people, seen, web_settings
+from support.pub_web import FAST_HASH, login, people, seen, web_settings
+from support.pubs import NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
 GOOD = "correct horse battery"

@@ -6,7 +6,6 @@ is the same message for the same links)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
 
@@ -19,11 +18,11 @@ from pubsched.mail.compose import Recipient, compose_invite
 from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from support.pub_cli import OPERATOR, Cli, snapshot, use_env
+from support.pubs import NOW
 from support.smtp_server import SmtpTestServer
 
 CREW = (("Ana", "ana@pub.example"), ("Ben", "ben@pub.example"),
         ("Cleo", "cleo@pub.example"))
-NOW = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)
 
 
 @pytest.fixture

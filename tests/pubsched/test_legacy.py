@@ -32,11 +32,10 @@ from support.pub_engines import (
     WEEK,
     accepted_by_recipient,
     add_tenders,
-    mail_settings,
-    make_pub,
     moment,
     row,
 )
+from support.pubs import mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]

@@ -26,10 +26,10 @@ from pubsched.mail.settings import load_mail_settings
 from pubsched.mail.wording import own_label, shift_text, zone_words
 from pubsched.pub import Pub
 from support.browser import PHONE, fits, phone, shot
-from support.mail_samples import NOW as SAMPLE_NOW
-from support.mail_samples import ROSTER, THU, TZ
+from support.mail_samples import COMPOSED_AT, ROSTER, THU, TZ
 from support.mail_samples import WEEK as SAMPLE_WEEK
-from support.pub_web import NOW, WEEK, make_pub, people
+from support.pub_web import people
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import ReceivedMail, SmtpTestServer
 
 PUB_NAME = "The Crown"
@@ -49,7 +49,7 @@ def crown(smtp: SmtpTestServer, **extra: str) -> dict[str, str]:
 def sent_week(db_url: str, smtp: SmtpTestServer, **extra: str) -> Iterator[Pub]:
     """A week rostered and sent: Alice offers every shift, Bob only Thursday, Carol none,
     so Friday and Saturday each keep one of their two slots open."""
-    pub = make_pub(db_url, load_mail_settings(crown(smtp, **extra)))
+    pub = make_pub(db_url, load_mail_settings(crown(smtp, **extra)), web=True)
     try:
         team = people(pub)
         assert v2.open_form(pub, WEEK, now=NOW).applied
@@ -140,7 +140,7 @@ def test_the_senders_name_in_mail_from_wins_over_the_pubs_name(smtp: SmtpTestSer
     alice = Recipient("alice@example.com", "Alice")
     with mailer_for(settings).session() as mail:
         outcome = mail.send(compose_schedule(ROSTER, alice, {101}, settings=settings,
-                                             now=SAMPLE_NOW))
+                                             now=COMPOSED_AT))
     assert outcome.delivery is Delivery.DELIVERED
     [got] = smtp.accepted
     assert str(got.message["From"]) == "Rota at the Crown <rota@crown.example>"

@@ -26,7 +26,8 @@ from pubsched.pub import Pub
 from pubsched.submissions import submit
 from pubsched.tick_status import run_tick
 from pubsched.web.app import create_app
-from support.pub_web import NOW, WEEK, login, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NOW, WEEK
 from support.services import free_port, http_answers, wait_for_process
 
 pytestmark = pytest.mark.pub_setup("web")

@@ -34,8 +34,9 @@ from pubsched.rehearsal import (
 from pubsched.rehearsal import record as records
 from pubsched.verdicts import BadInput
 from pubsched.weeks import ensure_week
-from support.pub_engines import EMAILS, OPERATOR, WEEK, make_pub, moment
+from support.pub_engines import EMAILS, OPERATOR, WEEK, moment
 from support.pub_rehearsal import rehearse
+from support.pubs import make_pub
 from support.smtp_server import SmtpTestServer
 
 pytestmark = [pytest.mark.pub_setup("engines"),

@@ -21,7 +21,8 @@ from pubsched.rehearsal import STEPS, scratch
 from pubsched.rehearsal import record as records
 from pubsched.web.app import create_app
 from pubsched.weeks import ensure_week
-from support.pub_web import NOW, WEEK, login, make_pub, web_settings
+from support.pub_web import login, web_settings
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 OPERATOR = "boss@pub.example"
@@ -34,7 +35,7 @@ def legacy_pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
     mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.example",
                                        PUBSCHED_OPERATOR_EMAIL=OPERATOR,
                                        PUBSCHED_SMTP_TIMEOUT="5"))
-    pub = make_pub(db_url, mail, v2=False)
+    pub = make_pub(db_url, mail, web=True, v2=False)
     ensure_week(pub, WEEK)
     try:
         yield pub
@@ -165,7 +166,8 @@ def test_bad_input_and_no_operator_write_nothing(operator: TestClient, legacy_pu
         page = press_next(operator, fields)
         assert "is not a number" in page, fields
     assert legacy_pub.query("SELECT * FROM pub_rehearsals") == []
-    bare = make_pub(db_url, replace(legacy_pub.config.mail, operator_email=None), v2=False)
+    bare = make_pub(db_url, replace(legacy_pub.config.mail, operator_email=None), web=True,
+                    v2=False)
     try:
         with client_for(bare) as c:
             assert login(c).status_code == 303

@@ -37,10 +37,9 @@ from support.pub_reminders import (
     run_week,
     statuses,
 )
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew
+from support.pubs import NEXT, NOW, OPERATOR, WEEK, crew
 from support.smtp_server import SmtpTestServer
 
-NEXT = "2026-12-14"
 CREW = (("ann", None), ("bob", None), ("cat", None), ("dan", None))
 EMAILS = [f"{name}@pub.test" for name, _ in CREW]
 EVERYONE: dict[str, list[int] | None] = {email: None for email in EMAILS}

@@ -20,11 +20,10 @@ from pubsched.engines import v2
 from pubsched.pub import Pub
 from support.line_child import LineChild, at_once
 from support.pub_reminders import on_shift, reminders, run_week
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew
+from support.pubs import NEXT, NOW, OPERATOR, WEEK, crew
 from support.smtp_server import SmtpTestServer
 
 TICKERS = 4
-NEXT = "2026-12-14"
 EXTRA = [f"extra{i}" for i in range(12)]  # no answers: each owed the next week's form
 
 CHILD = """

@@ -14,10 +14,8 @@ import pytest
 
 from pubsched import cli
 from pubsched import db as pubdb
+from support.pubs import NEXT, NOW_ISO, WEEK
 
-WEEK = "2026-12-07"  # its form opens Mon 2026-11-30 10:00 New York time
-OTHER = "2026-12-14"
-T_OPEN = "2026-11-30T15:00:00Z"
 TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
           "pub_availability_shifts", "pub_assignments", "pub_roster_edits", "rowstate_events")
 ANA, BEN, CLEO, DEE = (f"{n}@pub.example" for n in ("ana", "ben", "cleo", "dee"))
@@ -81,7 +79,7 @@ def run(db_url: str, capsys: pytest.CaptureFixture[str],
 
 def collecting(run: Cli, v2: bool = True) -> list[int]:
     run.ok("flag", "v2", "on" if v2 else "off", "--force")
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     return [int(s["id"]) for s in run.show()["shifts"]]
 
 
@@ -176,7 +174,7 @@ def test_a_full_shift_and_a_second_shift_that_night_are_refused(run: Cli) -> Non
 @pytest.mark.parametrize("argv", [
     ("assign", WEEK, "{sat}", "nobody@pub.example"),      # no such tender
     ("assign", WEEK, "999999", ANA),                      # no such shift
-    ("assign", OTHER, "{sat}", ANA),                      # no such week
+    ("assign", NEXT, "{sat}", ANA),                      # no such week
     ("assign", WEEK, "{other}", ANA),                     # a shift of another week
     ("assign", WEEK, "sat", ANA),                         # not a number
     ("assign", "2026-12-08", "{sat}", ANA),               # not a Monday

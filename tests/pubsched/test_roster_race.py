@@ -26,7 +26,8 @@ from pubsched.machine import APPROVED, ASSIGNED
 from pubsched.pub import Pub
 from pubsched.weeks import ensure_week, shifts
 from support.line_child import LineChild, at_once
-from support.pub_engines import WEEK, make_pub, moment
+from support.pub_engines import WEEK, moment
+from support.pubs import make_pub
 
 pytestmark = [pytest.mark.pub_setup("engines")]
 TRIALS = 16

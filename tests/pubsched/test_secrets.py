@@ -24,7 +24,8 @@ from pubsched.pub import Pub
 from pubsched.web import serve
 from pubsched.web.app import create_app
 from pubsched.web.settings import WebSettings
-from support.pub_web import NOW, login, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NOW
 
 pytestmark = pytest.mark.pub_setup("web")
 PUBSCHED = Path(sys.executable).parent / "pubsched"

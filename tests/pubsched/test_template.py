@@ -14,8 +14,8 @@ from pubsched.db import open_store
 from pubsched.template import read
 from pubsched.weektime import DEFAULT_TEMPLATE
 from support.pub_cli import Cli, snapshot
+from support.pubs import NEXT, WEEK
 
-WEEK, NEXT = "2026-12-07", "2026-12-14"
 SEEDED = [
     {"id": 1, "label": "Thursday night", "day": "thu", "start": "18:00", "end": "02:00",
      "slots": 2, "needs": []},

@@ -24,10 +24,10 @@ from pubsched.tenders import by_id
 from pubsched.verdicts import BadInput
 from pubsched.view import tender_calendar, tender_form
 from pubsched.web.app import create_app
-from support.pub_web import NOW, WEEK, people, web_settings, write
+from support.pub_web import people, web_settings, write
+from support.pubs import NEXT, NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
-NEXT = "2026-12-14"
 
 
 class Clock:

@@ -14,13 +14,13 @@ from support.pub_cli import Cli, one_line, snapshot, use_env
 from support.smtp_server import SmtpTestServer
 
 A, B = "2026-12-14", "2026-12-21"  # Thu, Fri, Sat 18:00 - 02:00 New York, two slots each
-NOW = "2026-12-08T15:00:00Z"
+FORM_OPEN = "2026-12-08T15:00:00Z"  # Tue 8 Dec, 10:00 in New York: A's form is open
 ANA, BEN, CLEO = "ana@pub.example", "ben@pub.example", "cleo@pub.example"
 
 
 class Pub(Cli):
     def __call__(self, *argv: str) -> Any:
-        return super().__call__(*argv, *(() if "--now" in argv else ("--now", NOW)))
+        return super().__call__(*argv, *(() if "--now" in argv else ("--now", FORM_OPEN)))
 
     def show(self, week: str) -> dict[str, Any]:
         shown: dict[str, Any] = self.json("week", "show", week)

@@ -22,14 +22,14 @@ import pytest
 from pubsched import tenders, usual, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
-from support.pub_v2 import NOW, WEEK
+from support.pubs import NOW, WEEK
 
 HERE = Path(__file__).resolve().parent
 PEOPLE = 40
 CLOSE_IN_A_CHILD = """
 import sys
 sys.path[:0] = [{tests!r}]
-from support.pub_v2 import NOW, WEEK
+from support.pubs import NOW, WEEK
 from pubsched.engines import v2
 from pubsched.config import Config
 from pubsched.pub import Pub

@@ -18,7 +18,7 @@ from pubsched.machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, DRAFT, SENT
 from pubsched.pub import Pub
 from pubsched.verdicts import BadInput
 from pubsched.view import week_show
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
+from support.pubs import NOW, OPERATOR, WEEK, crew, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -240,7 +240,7 @@ def test_rehearsal_mode_sends_everything_to_the_operator_only(
     operator, the intended recipient named in the subject; delivery records as usual."""
     from pubsched.engines.flags import set_v2
 
-    rehearsing = make_pub(db_url, smtp, PUBSCHED_REHEARSAL="1")
+    rehearsing = make_pub(db_url, mail_settings(smtp, PUBSCHED_REHEARSAL="1"))
     try:
         set_v2(rehearsing, True, now=NOW)
         crew(rehearsing, ("ann", None), ("bob", None))

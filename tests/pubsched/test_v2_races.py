@@ -24,7 +24,7 @@ from pubsched import generate, submissions, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.view import week_show
-from support.pub_v2 import NOW, WEEK, crew, make_pub
+from support.pubs import NOW, WEEK, crew, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 HERE = Path(__file__).resolve().parent
@@ -32,7 +32,7 @@ SEND_IN_A_CHILD = """
 import json, sys
 sys.path[:0] = [{tests!r}]
 from datetime import datetime
-from support.pub_v2 import NOW, WEEK
+from support.pubs import NOW, WEEK
 from pubsched.engines import v2
 from pubsched.config import Config
 from pubsched.pub import Pub
@@ -143,7 +143,7 @@ def test_submissions_racing_the_close_land_before_it_or_are_refused(
     crew(pub, *((n, None) for n in names))
     assert v2.open_form(pub, WEEK, now=NOW)
     ids = [s.id for s in weeks.shifts(pub, WEEK)]
-    others = [make_pub(db_url, smtp) for _ in names]
+    others = [make_pub(db_url, mail_settings(smtp)) for _ in names]
     results: dict[str, Any] = {}
     barrier = threading.Barrier(len(names) + 1)
 
@@ -186,7 +186,6 @@ def test_two_resends_at_once_mail_the_uncertain_tender_once(
     while the first is still handing over."""
     from pubsched.engines.actions import perform
     from pubsched.mail.settings import load_mail_settings
-    from support import pub_engines
 
     _approved(pub, "ann", "bob")
     smtp.drop_after_data(for_recipient="ann@pub.test")
@@ -196,7 +195,7 @@ def test_two_resends_at_once_mail_the_uncertain_tender_once(
     smtp.hang_after_data(for_recipient="ann@pub.test")
     mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test",
                                        PUBSCHED_SMTP_TIMEOUT="1"))
-    operators = [pub_engines.make_pub(db_url, mail) for _ in range(2)]
+    operators = [make_pub(db_url, mail) for _ in range(2)]
     barrier = threading.Barrier(len(operators))
     results: list[Any] = []
 

@@ -20,8 +20,7 @@ from pubsched.pub import Pub
 from pubsched.tick import tick
 from pubsched.verdicts import BadInput
 from pubsched.view import week_show
-from support import pub_engines
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
+from support.pubs import NOW, OPERATOR, WEEK, crew, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -83,7 +82,7 @@ def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestS
     weeks.set_autopilot(pub, "2026-12-14", True)
     due = deadline(pub)
     assert isinstance(due, type(NOW))
-    other = make_pub(db_url, smtp)
+    other = make_pub(db_url, mail_settings(smtp))
     try:
         barrier = threading.Barrier(2)
         results: list[list[object]] = [[], []]
@@ -150,7 +149,7 @@ def test_a_refused_nudge_fails_the_tick_and_a_later_tick_delivers_it_once(
     assert nudges_to_operator(smtp) == 0
     assert [bool(v.failed) for v in tick(pub, due + timedelta(minutes=1))] == [True]
     smtp.clear_faults()
-    other = make_pub(db_url, smtp)
+    other = make_pub(db_url, mail_settings(smtp))
     try:
         barrier = threading.Barrier(2)
         results: list[list[str]] = [[], []]
@@ -180,7 +179,7 @@ def test_a_nudge_with_no_operator_address_fails_the_tick_until_one_is_set(
     assert v2.open_form(pub, WEEK, now=NOW)
     due = deadline(pub)
     assert isinstance(due, type(NOW))
-    nowhere = pub_engines.make_pub(db_url, load_mail_settings(
+    nowhere = make_pub(db_url, load_mail_settings(
         smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test")))
     try:
         got = tick(nowhere, due)

@@ -20,18 +20,8 @@ from pubsched.view import week_show
 from pubsched.web.app import create_app
 from pubsched.web.auth import LoginThrottle
 from pubsched.web.buttons import fingerprint
-from support.pub_web import (
-    NOW,
-    PASSWORD,
-    WEEK,
-    Tender,
-    buttons,
-    login,
-    make_pub,
-    people,
-    seen,
-    web_settings,
-)
+from support.pub_web import PASSWORD, Tender, buttons, login, people, seen, web_settings
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 EVIL = "https://evil.example"
@@ -528,7 +518,7 @@ def test_an_uncertain_delivery_is_marked_and_resent_on_request(tmp_path: Path) -
     with SmtpTestServer() as smtp:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_SMTP_TIMEOUT="2"))
-        pub = make_pub(f"sqlite:///{tmp_path}/uncertain.db", mail)
+        pub = make_pub(f"sqlite:///{tmp_path}/uncertain.db", mail, web=True)
         try:
             team = who(pub)
             v2.open_form(pub, WEEK, now=NOW)
@@ -560,7 +550,7 @@ def test_a_failed_send_shows_last_error_and_stays_retryable(tmp_path: Path) -> N
     with SmtpTestServer() as smtp:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_SMTP_TIMEOUT="2"))
-        pub = make_pub(f"sqlite:///{tmp_path}/failed.db", mail)
+        pub = make_pub(f"sqlite:///{tmp_path}/failed.db", mail, web=True)
         try:
             team = who(pub)
             v2.open_form(pub, WEEK, now=NOW)

@@ -19,10 +19,10 @@ from pubsched import away, submissions, usual, weeks
 from pubsched.engines import v2
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
-from support.pub_web import NOW, WEEK, login, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NEXT, NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
-NEXT = "2026-12-14"  # WEEK is Mon 7 Dec: Thu 10, Fri 11, Sat 12 Dec 18:00 - 02:00
 
 
 class Clock:

@@ -31,7 +31,8 @@ from pubsched.weeks import Shift
 from support.browser import served
 from support.cover_web import OPERATOR, after_start, cover_pub, offers_to, path_of, sent_week, team
 from support.pub_cli import snapshot
-from support.pub_web import NOW, WEEK, login, web_settings
+from support.pub_web import login, web_settings
+from support.pubs import NOW, WEEK
 from support.smtp_server import SmtpTestServer
 
 

@@ -22,7 +22,8 @@ from pubsched.web.auth import AdminPassword, LoginThrottle
 from pubsched.web.logs import loggable_path
 from pubsched.web.proxy import ForwardedClient, parse_proxies, real_client
 from pubsched.web.settings import WebSettings
-from support.pub_web import NOW, PASSWORD, people
+from support.pub_web import PASSWORD, people
+from support.pubs import NOW
 
 pytestmark = pytest.mark.pub_setup("web")
 

@@ -18,7 +18,8 @@ from pubsched.submissions import submit
 from pubsched.web.app import create_app
 from pubsched.weeks import ensure_week, shifts
 from support.browser import PHONE, desktop, fits, phone, served, shot
-from support.pub_web import NOW, PASSWORD, WEEK, login, people, web_settings
+from support.pub_web import PASSWORD, login, people, web_settings
+from support.pubs import NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
 

@@ -17,7 +17,8 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.web.auth import AdminPassword, LoginThrottle
 from pubsched.web.settings import WebSettings
-from support.pub_web import FAST_HASH, NOW, login, web_settings
+from support.pub_web import FAST_HASH, login, web_settings
+from support.pubs import NOW
 
 pytestmark = pytest.mark.pub_setup("web")
 GOOD = "correct horse battery"

@@ -13,7 +13,8 @@ from pubsched import weeks
 from pubsched.pub import Pub
 from pubsched.view import week_show
 from pubsched.web.app import create_app
-from support.pub_web import NOW, WEEK, login, people, seen, web_settings
+from support.pub_web import login, people, seen, web_settings
+from support.pubs import NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
 
