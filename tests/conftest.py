@@ -15,6 +15,14 @@ from support import services
 # caller's own setting wins, and subprocesses inherit it.
 os.environ.setdefault("PGGSSENCMODE", "disable")
 
+# gettext's language is C: no message catalog is looked for. argparse asks gettext for every
+# string it builds, and pubsched's parser is built once per command: each in-process CLI
+# call searched the disk for catalogs of $LANG's variants thousands of times (none exists),
+# ~7 of its ~16 ms of parser building (test_roster, test_week_shifts and test_covers_cli on
+# SQLite, serially: 27 s -> 20 s). What anything prints is the same (no catalog was found),
+# and a machine whose language has catalogs still prints the English the tests read.
+os.environ["LANGUAGE"] = "C"
+
 if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, not here
     from support.databases import Clones, Dropper
     from support.nats_server import NatsServer
