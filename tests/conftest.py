@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -14,6 +14,14 @@ from support import services
 # here (psycopg#1213, ruby-pg#311). Loopback servers with trust auth need no GSSAPI; a
 # caller's own setting wins, and subprocesses inherit it.
 os.environ.setdefault("PGGSSENCMODE", "disable")
+
+# gettext's language is C: no message catalog is looked for. argparse asks gettext for every
+# string it builds, and pubsched's parser is built once per command: each in-process CLI
+# call searched the disk for catalogs of $LANG's variants thousands of times (none exists),
+# ~7 of its ~16 ms of parser building (test_roster, test_week_shifts and test_covers_cli on
+# SQLite, serially: 27 s -> 20 s). What anything prints is the same (no catalog was found),
+# and a machine whose language has catalogs still prints the English the tests read.
+os.environ["LANGUAGE"] = "C"
 
 if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, not here
     from support.databases import Clones, Dropper
@@ -153,6 +161,33 @@ def nats_server() -> Iterator[NatsServer]:
 @pytest.fixture(scope="session")
 def nats_url(nats_server: NatsServer) -> str:
     return nats_server.url
+
+
+# Modules whose tests run on one xdist worker (under -n): each has a module fixture that is
+# dear to make, which a second worker given one of its tests would make again.
+ONE_WORKER = {
+    "tests/pubsched/test_wheel.py": "builds the wheels and installs them in a venv (~45 s)",
+    **{f"tests/pubsched/test_browser{name}.py": "serves a site and launches Chromium"
+       for name in ("", "_away", "_covers", "_login", "_rehearsal", "_reminders", "_roster",
+                    "_template", "_tender_page", "_tenders")},
+}
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist load`` (what ``-n`` means), except that a module of ``ONE_WORKER`` is one
+    unit of work. (xdist's own ``--dist loadgroup`` tags a test by rewriting its node id,
+    which pytest 9 no longer lets a plugin do: its groups are silently ignored.)"""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER else nodeid
+
+    return OneWorkerModules(config, log)
 
 
 @pytest.hookimpl(specname="pytest_collection_modifyitems")

@@ -1,8 +1,8 @@
-"""``pubsched tender away|back`` (issue 19, time off) on SQLite and PostgreSQL: every exit
-code, every refusal leaving every table as it was, the warning for a week not yet sent, the
-refusal with the cover hint for a sent one, ``tender show|list`` (and their JSON) showing
-the time off to come; and what time off does to a week: the form shows those nights as
-away and refuses a tick of them, generate never picks the tender for them."""
+"""``pubsched tender away|back`` (issue 19, time off) on SQLite (PostgreSQL where marked):
+every exit code, every refusal leaving every table as it was, the warning for a week not yet
+sent, the refusal with the cover hint for a sent one, ``tender show|list`` (and their JSON)
+showing the time off to come; and what time off does to a week: the form shows those nights
+as away and refuses a tick of them, generate never picks the tender for them."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from support.pub_cli import Cli, one_line, snapshot, use_env
 from support.smtp_server import SmtpTestServer
 
 WEEK = "2026-12-14"  # Thu 17, Fri 18, Sat 19 Dec, 18:00 - 02:00 New York, two slots each
-NOW = "2026-12-08T15:00:00Z"  # Tue 8 Dec, 10:00 in New York: the form is open
+FORM_OPEN = "2026-12-08T15:00:00Z"  # Tue 8 Dec, 10:00 in New York: WEEK's form is open
 ANA, BEN, CLEO = "ana@pub.example", "ben@pub.example", "cleo@pub.example"
 
 
 class Pub(Cli):
-    """The CLI, every command acting at ``NOW`` unless it says otherwise."""
+    """The CLI, every command acting at ``FORM_OPEN`` unless it says otherwise."""
 
     def __call__(self, *argv: str) -> Any:
-        return super().__call__(*argv, *(() if "--now" in argv else ("--now", NOW)))
+        return super().__call__(*argv, *(() if "--now" in argv else ("--now", FORM_OPEN)))
 
     def show(self) -> dict[str, Any]:
         shown: dict[str, Any] = self.json("week", "show", WEEK)
@@ -57,6 +57,7 @@ def rostered(run: Pub, *, send: bool = False) -> list[int]:
     return [int(i) for i in ids]
 
 
+@pytest.mark.both_databases("time off locks the tender's row FOR UPDATE on PostgreSQL")
 def test_away_then_back_and_what_show_and_list_say(run: Pub) -> None:
     ran = run.ok("tender", "away", ANA, "2026-12-20", "2026-12-22")
     assert one_line(ran.out) == "Ana is away Sun 20 Dec - Tue 22 Dec 2026"

@@ -20,7 +20,7 @@ from pubsched.verdicts import Verdict
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from support.pub_cli import snapshot
-from support.pub_v2 import NOW, WEEK, crew
+from support.pubs import NOW, WEEK, crew
 from support.smtp_server import SmtpTestServer
 
 
@@ -34,12 +34,13 @@ def _sent_roster(pub: Pub) -> None:
         assert step(pub, WEEK, now=NOW), step
 
 
+@pytest.mark.both_databases("races: time off against the send lease, with threads")
 def test_time_off_while_the_schedule_is_going_out_is_refused_then_needs_cover(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     _sent_roster(pub)
     friday = weeks.shifts(pub, WEEK)[1]
     night = friday.night
-    smtp.hang_after_data(for_recipient="ann@pub.test")  # the send waits on her (5 s)
+    smtp.hang_after_data(for_recipient="ann@pub.test")  # the send waits on her ...
     sent: list[Verdict] = []
     sender = threading.Thread(target=lambda: sent.append(v2.send(pub, WEEK, now=NOW)))
     sender.start()
@@ -55,6 +56,7 @@ def test_time_off_while_the_schedule_is_going_out_is_refused_then_needs_cover(
         other.close()
     assert not busy.applied and "is busy right now" in busy.message, busy
     assert snapshot(db_url) == before
+    smtp.release_hung()  # ... until now (else its 5 s timeout): her email's fate unknown
     sender.join(60)
     assert sent and sent[0].applied, sent
     refused = away.add(pub, "ann@pub.test", night, night, now=NOW)

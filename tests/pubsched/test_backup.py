@@ -9,6 +9,7 @@ file; without ``pg_dump`` on PATH it is refused, naming what to install."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from pubsched.cli.dispatch import run as cli_run
 from pubsched.db import open_store
 from pubsched.db.backup import BackupRefused, backup
 from pubsched.db.migrate import status
@@ -36,7 +38,8 @@ from support.pub_engines import EMAILS, NEXT, WEEK, moment
 from support.services import free_port, http_answers, wait_for_process
 from support.smtp_server import SmtpTestServer
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("pg_dump and pg_restore, or SQLite's backup API")]
 PUBSCHED = Path(sys.executable).parent / "pubsched"
 
 
@@ -155,9 +158,9 @@ def test_a_served_database_backed_up_mid_week_restores_whole(
 def test_a_backup_never_overwrites_a_file(db_url: str, tmp_path: Path) -> None:
     target = tmp_path / "taken"
     target.write_text("an older backup", encoding="utf-8")
-    done = subprocess.run([str(PUBSCHED), "--db", db_url, "backup", str(target)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 3 and "exists already" in done.stderr, done
+    out, err = io.StringIO(), io.StringIO()
+    code = cli_run(["--db", db_url, "backup", str(target)], stdout=out, stderr=err)
+    assert code == 3 and "exists already" in err.getvalue(), (code, err.getvalue())
     assert target.read_text(encoding="utf-8") == "an older backup"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 

@@ -24,7 +24,8 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.week.view import week_show
 from support.browser import PHONE, desktop, fits, phone, served, shot
-from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
+from support.pub_web import PASSWORD, Tender, people, web_settings
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -46,7 +47,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_OPERATOR_EMAIL="ops@example.com",
                                            PUBSCHED_SMTP_TIMEOUT="5"))
-        pub = make_pub(f"sqlite:///{folder}/browser.db", mail)
+        pub = make_pub(f"sqlite:///{folder}/browser.db", mail, web=True)
         app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
         try:
             with served(app) as url:

@@ -19,9 +19,8 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from support.browser import desktop, fits, phone, served, shot
-from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
-
-NEXT = "2026-12-14"
+from support.pub_web import PASSWORD, Tender, people, web_settings
+from support.pubs import NEXT, NOW, WEEK, make_pub
 
 
 @dataclass
@@ -34,7 +33,7 @@ class Site:
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
     """WEEK's form open (Thu 10, Fri 11, Sat 12 Dec), nobody has answered."""
-    pub = make_pub(f"sqlite:///{tmp_path}/away.db")
+    pub = make_pub(f"sqlite:///{tmp_path}/away.db", web=True)
     assert v2.open_form(pub, WEEK, now=NOW).applied
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     try:

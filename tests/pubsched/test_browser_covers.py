@@ -26,7 +26,8 @@ from pubsched.web.app import create_app
 from pubsched.week.runs import Shift
 from support.browser import DESKTOP, PHONE, desktop, fits, phone, served, shot
 from support.cover_web import cover_pub, html_of, offers_to, path_of, sent_week, team, text_of
-from support.pub_web import NOW, PASSWORD, WEEK, web_settings
+from support.pub_web import PASSWORD, web_settings
+from support.pubs import NOW, WEEK
 from support.smtp_server import SmtpTestServer
 
 

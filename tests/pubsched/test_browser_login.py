@@ -20,7 +20,8 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.week.view import week_show
 from support.browser import desktop, fits, phone, served, shot
-from support.pub_web import FAST_HASH, NOW, PASSWORD, WEEK, make_pub, web_settings
+from support.pub_web import FAST_HASH, PASSWORD, web_settings
+from support.pubs import NOW, WEEK, make_pub
 
 ANN, GOOD = "ann@pub.example", "correct horse battery"
 NEW = "a brand new passphrase"
@@ -37,7 +38,7 @@ class Site:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
-    pub = make_pub(f"sqlite:///{tmp_path}/browser.db")
+    pub = make_pub(f"sqlite:///{tmp_path}/browser.db", web=True)
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     try:
         with served(app) as url:

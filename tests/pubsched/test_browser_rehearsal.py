@@ -20,7 +20,8 @@ from pubsched.rehearsal import STEPS
 from pubsched.web.app import create_app
 from pubsched.week.runs import ensure_week
 from support.browser import DESKTOP, PHONE, desktop, fits, phone, served, shot
-from support.pub_web import NOW, PASSWORD, WEEK, make_pub, web_settings
+from support.pub_web import PASSWORD, web_settings
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 OPERATOR = "ops@example.com"
@@ -41,7 +42,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_OPERATOR_EMAIL=OPERATOR,
                                            PUBSCHED_SMTP_TIMEOUT="5"))
-        pub = make_pub(f"sqlite:///{tmp_path}/browser.db", mail, v2=False)
+        pub = make_pub(f"sqlite:///{tmp_path}/browser.db", mail, web=True, v2=False)
         ensure_week(pub, WEEK)
         try:
             with served(create_app(pub, web_settings(insecure=True), clock=lambda: NOW)) as url:

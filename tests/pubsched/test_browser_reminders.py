@@ -24,7 +24,8 @@ from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from support.browser import desktop, fits, phone, served, shot
 from support.pub_reminders import parts, reminded_of, reminders
-from support.pub_web import NOW, PASSWORD, WEEK, Tender, make_pub, people, web_settings
+from support.pub_web import PASSWORD, Tender, people, web_settings
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -45,7 +46,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_PUB_NAME="The Crown",
                                            PUBSCHED_SMTP_TIMEOUT="5"))
-        pub = make_pub(f"sqlite:///{folder}/reminders.db", mail)
+        pub = make_pub(f"sqlite:///{folder}/reminders.db", mail, web=True)
         team = people(pub)
         assert v2.open_form(pub, WEEK, now=NOW).applied
         made = weeks.shifts(pub, WEEK)

@@ -1,6 +1,7 @@
-"""The roster by hand on the week's page (issue 18): in Chromium at 1280 px and 375 px,
-take a tender off a shift and pin one on; and in-process, on SQLite and PostgreSQL, what a
-bad or refused edit posted to the page does (a flash with the reason, nothing written).
+"""The roster by hand on the week's page (issue 18): in Chromium at 1280 px and 375 px, take
+a tender off a shift and pin one on; and in-process, on SQLite (PostgreSQL where marked),
+what a bad or refused edit posted to the page does (a flash with the reason, nothing
+written).
 
 Screenshots go to support.browser's artifacts folder, to be looked at; the browser is the
 shared fixture's (skipped without Chromium, failed under PUBSCHED_REQUIRE_BROWSER=1).
@@ -22,7 +23,8 @@ from pubsched.week.runs import shifts
 from pubsched.week.view import week_show
 from support.browser import ARTIFACTS, PHONE, shot
 from support.browser import served as serving
-from support.pub_web import NOW, PASSWORD, WEEK, login, make_pub, people, web_settings
+from support.pub_web import PASSWORD, login, people, web_settings
+from support.pubs import NOW, WEEK, make_pub
 
 SHOTS = ARTIFACTS
 ALICE, BOB, CAROL = "alice@example.com", "bob@example.com", "carol@example.com"
@@ -51,7 +53,7 @@ def on(pub: Pub, shift: int) -> tuple[list[str], list[str]]:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pub]]:
     folder = tmp_path_factory.mktemp("browser_roster")
-    pub = make_pub(f"sqlite:///{folder}/roster.db")
+    pub = make_pub(f"sqlite:///{folder}/roster.db", web=True)
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     try:
         with serving(app) as url:
@@ -147,7 +149,7 @@ def test_take_off_and_pin_in_the_grid_on_a_desktop_and_a_phone(
         context.close()
 
 
-# -- in-process, both databases --------------------------------------------------------------
+# -- in-process -------------------------------------------------------------------------------
 
 
 @pytest.fixture

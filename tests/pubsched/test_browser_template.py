@@ -22,12 +22,13 @@ from pubsched.week import template
 from pubsched.week.submissions import submit
 from pubsched.week.view import week_show
 from support.browser import desktop, fits, phone, served, shot
-from support.pub_web import NOW, PASSWORD, WEEK, make_pub, people, web_settings
+from support.pub_web import PASSWORD, people, web_settings
+from support.pubs import NOW, WEEK, make_pub
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[tuple[str, Pub]]:
-    pub = make_pub(f"sqlite:///{tmp_path}/browser.db")
+    pub = make_pub(f"sqlite:///{tmp_path}/browser.db", web=True)
     try:
         with served(create_app(pub, web_settings(insecure=True), clock=lambda: NOW)) as url:
             yield url, pub

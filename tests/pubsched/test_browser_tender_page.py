@@ -18,9 +18,8 @@ from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from support.browser import desktop, fits, phone, served, shot
-from support.pub_web import NOW, WEEK, Tender, make_pub, people, web_settings, write
-
-NEXT = "2026-12-14"
+from support.pub_web import Tender, people, web_settings, write
+from support.pubs import NEXT, NOW, WEEK, make_pub
 
 
 @dataclass
@@ -36,7 +35,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """WEEK sent (Alice on all three shifts), NEXT open with its Friday needing the cellar
     skill, which Alice lacks."""
     folder: Path = tmp_path_factory.mktemp("tender_page")
-    pub = make_pub(f"sqlite:///{folder}/tender.db")
+    pub = make_pub(f"sqlite:///{folder}/tender.db", web=True)
     team = people(pub)
     assert v2.open_form(pub, WEEK, now=NOW).applied
     week_ids = [s.id for s in weeks.shifts(pub, WEEK)]

@@ -18,7 +18,8 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from support.browser import ARTIFACTS, PHONE, desktop, served
 from support.browser import phone as phone_page
-from support.pub_web import NOW, PASSWORD, make_pub, web_settings
+from support.pub_web import PASSWORD, web_settings
+from support.pubs import NOW, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -39,7 +40,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     with SmtpTestServer() as smtp:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_SMTP_TIMEOUT="5"))
-        pub = make_pub(f"sqlite:///{folder}/tenders.db", mail)
+        pub = make_pub(f"sqlite:///{folder}/tenders.db", mail, web=True)
         app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
         try:
             with served(app) as url:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,11 +31,9 @@ from pubsched import db as pubdb
 from pubsched.config import Config
 from pubsched.people import links, tenders
 from pubsched.pub import Pub
+from support.pubs import NEXT, NOW_ISO, WEEK
 from support.smtp_server import SmtpTestServer
 
-WEEK = "2026-12-07"  # a Monday; its form opens Mon 2026-11-30 10:00 New York time
-NEXT = "2026-12-14"
-T_OPEN = "2026-11-30T15:00:00Z"
 TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
           "pub_availability_shifts", "pub_assignments", "pub_mail", "pub_flags",
           "pub_mail_log", "rowstate_events")
@@ -137,11 +138,24 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
+@contextmanager
+def no_logging_configured() -> Iterator[None]:
+    """The root logger as in a plain ``pubsched`` process: no handler (pytest's own capture
+    handlers set aside), so a warning logged reaches stderr through logging's last resort."""
+    root = logging.getLogger()
+    kept = root.handlers[:]
+    root.handlers.clear()
+    try:
+        yield
+    finally:
+        root.handlers[:] = kept
+
+
 def to_approved(run: Cli, *, v2: bool = True) -> list[str]:
     """A staffed week through open, availability, close, generate and approve."""
     if v2:
         run.ok("flag", "v2", "on")
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     ids = shift_ids(run)
     run.ok("avail", WEEK, "ana@pub.example", ids[0], ids[1])
     run.ok("avail", WEEK, "ben@pub.example", ids[1], ids[2])
@@ -175,6 +189,7 @@ def flag_value(url: str) -> str | None:
     return str(rows[0]["value"]) if rows else None
 
 
+@pytest.mark.both_databases("init on a new database of each kind")
 @pytest.mark.empty_db
 def test_init_on_an_empty_database_starts_on_v2_and_says_so(
         db_url: str, env: SmtpTestServer, capsys: pytest.CaptureFixture[str]) -> None:
@@ -184,7 +199,7 @@ def test_init_on_an_empty_database_starts_on_v2_and_says_so(
     assert "engine: v2 (PUB_SCHEDULER_V2 on)" in first.out
     assert "starts on the v2 state machine" in first.out
     assert flag_value(db_url) == "on"
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     run.ok("week", "autopilot", WEEK, "on")  # refused under the legacy engine
     assert run.show()["engine"] == "v2"
     run.ok("flag", "v2", "off", "--force")  # an operator's choice ...
@@ -200,7 +215,7 @@ def test_init_on_a_database_with_legacy_weeks_keeps_the_legacy_engine(
     from pubsched.db.migrate import migrate
     from pubsched.engines import legacy
     from pubsched.engines.flags import set_v2
-    from support.pub_engines import make_pub
+    from support.pubs import make_pub
 
     migrate(db_url)  # a legacy install: migrated, a week run by the legacy engine
     pub = make_pub(db_url)
@@ -367,7 +382,7 @@ def test_tender_link_is_the_tenders_signed_link(staffed: Cli) -> None:
 def test_flag_and_cutover_check(staffed: Cli) -> None:
     assert staffed.ok("cutover", "check").code == 0  # a fresh install is idle
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.show()["engine"] == "v2"
     busy = staffed("cutover", "check")
     assert busy.code == 3
@@ -383,11 +398,12 @@ def test_flag_and_cutover_check(staffed: Cli) -> None:
 # -- a week, v2 ------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the whole week through the CLI")
 def test_a_whole_v2_week_with_its_json_and_emails(staffed: Cli, env: SmtpTestServer) -> None:
     run = staffed
     run.ok("flag", "v2", "on")
     assert run("week", "show", WEEK, "--json").code == 2  # no such week yet
-    opened = run.ok("week", "open", WEEK, "--now", T_OPEN)
+    opened = run.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert one_line(opened.out) == (
         "The form for the week of 7 Dec is open until Wed 2 Dec, 20:00 EST.")
     shown = run.show()
@@ -436,7 +452,7 @@ def test_a_whole_v2_week_with_its_json_and_emails(staffed: Cli, env: SmtpTestSer
 
 def test_week_show_json_has_the_documented_keys(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "off")  # a legacy week (a new database starts on v2: #17.11)
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     shown = staffed.show()
     assert {"week_of", "state", "legacy_status", "opens_at", "deadline_at", "autopilot",
             "shifts", "unfilled", "submissions", "last_error", "deliveries",
@@ -454,9 +470,9 @@ def test_week_show_json_has_the_documented_keys(staffed: Cli) -> None:
 
 def test_weeks_lists_every_week_with_its_state(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     staffed.ok("week", "close", WEEK)
-    staffed.ok("week", "open", NEXT, "--now", T_OPEN)
+    staffed.ok("week", "open", NEXT, "--now", NOW_ISO)
     listed = staffed.ok("weeks", "--json").json()
     assert [(w["week_of"], w["state"]) for w in listed] == [(WEEK, "CLOSED"),
                                                              (NEXT, "COLLECTING")]
@@ -468,12 +484,12 @@ def test_weeks_lists_every_week_with_its_state(staffed: Cli) -> None:
 
 def test_refusals_exit_3_with_one_line(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     for action in ("approve", "unapprove", "send", "generate", "reopen"):
         ran = staffed("week", action, WEEK)
         assert ran.code == 3, (action, ran)
         assert "refused" in one_line(ran.err)
-    second = staffed("week", "open", NEXT, "--now", T_OPEN)  # H3: one week collecting
+    second = staffed("week", "open", NEXT, "--now", NOW_ISO)  # H3: one week collecting
     assert second.code == 3
     one_line(second.err)
     staffed.ok("week", "close", WEEK)
@@ -484,7 +500,7 @@ def test_refusals_exit_3_with_one_line(staffed: Cli) -> None:
 
 def test_autopilot_on_and_off(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "off")  # the legacy engine's refusal first (#17.11: v2 is new
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)  # databases' default)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)  # databases' default)
     legacy = staffed("week", "autopilot", WEEK, "on")  # a v2 setting: refused with it off
     assert legacy.code == 3 and "NOT_IN_LEGACY" in one_line(legacy.err)
     staffed.ok("cutover", "rehearse")  # v2 on over a week: the rehearsal first (#17.7)
@@ -531,18 +547,19 @@ def test_a_refused_recipient_exits_1_and_the_retry_sends_only_to_them(
     assert [m.rcpt_tos for m in env.accepted[first:]] == [("ben@pub.example",)]
 
 
-def test_failed_recipients_are_one_stderr_line_from_the_console_script(
+def test_failed_recipients_are_one_stderr_line_as_the_operator_runs_it(
         staffed: Cli, env: SmtpTestServer) -> None:
     """Issue 17 item 14: exit 1 is ONE line on stderr (docs/cli.md), naming how many failed
     and where to see why, however many recipients failed; run as the operator runs it (a
-    process with no logging configured), where each refusal used to add a line of its own."""
+    process with no logging configured, where a warning reaches stderr through logging's
+    last resort), where each refusal used to add a line of its own."""
     to_approved(staffed)
     env.refuse_recipient("ben@pub.example")
     env.refuse_recipient("cleo@pub.example")
-    ran = subprocess.run([sys.executable, "-m", "pubsched", "--db", staffed.url, "week", "send",
-                          WEEK], capture_output=True, text=True, timeout=120, check=False)
-    assert ran.returncode == 1, ran
-    line = one_line(ran.stderr)
+    with no_logging_configured():
+        ran = staffed("week", "send", WEEK)
+    assert ran.code == 1, ran
+    line = one_line(ran.err)
     assert line.startswith("pubsched: failed: ") and "did not reach 2 tenders" in line, line
     assert "ben@pub.example" in line and "cleo@pub.example" in line
     assert f"pubsched week show {WEEK}" in line
@@ -634,7 +651,7 @@ def test_week_create_twice_is_refused_with_nothing_changed(staffed: Cli) -> None
     assert again.code == 3
     assert "WEEK_EXISTS" in one_line(again.err) and "exists already" in again.err
     assert snapshot(staffed.url) == before
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)  # nor is an open week re-created
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)  # nor is an open week re-created
     before = snapshot(staffed.url)
     assert staffed("week", "create", WEEK).code == 3
     assert snapshot(staffed.url) == before
@@ -648,7 +665,7 @@ def test_week_create_on_the_legacy_engine_is_a_plain_pending_row(staffed: Cli) -
         "legacy", "DRAFT", "pending")
     assert shown["v2_state"] is None and len(shown["shifts"]) == 3
     assert opened_at(staffed.url) is None
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.show()["state"] == "COLLECTING"
 
 
@@ -669,7 +686,7 @@ def test_autopilot_opens_a_created_draft_at_its_time(staffed: Cli) -> None:
 def test_tick_with_the_flag_on_nudges_the_operator_once(staffed: Cli,
                                                         env: SmtpTestServer) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.ok("tick", "--now", "2026-11-30T16:00:00Z").out.strip()
     assert env.accepted == []
     past = staffed.show()["deadline_at"].replace("Z", "+00:00")
@@ -685,7 +702,7 @@ def test_a_refused_nudge_makes_tick_exit_1_and_a_later_tick_delivers_it(
         staffed: Cli, env: SmtpTestServer) -> None:
     """#17.3: the operator's only reminder is never reported as done when it was not."""
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     past = staffed.show()["deadline_at"].replace("Z", "+00:00")
     later = datetime.fromisoformat(past).astimezone(UTC).replace(minute=30)
     env.fail_data(554)
@@ -702,7 +719,7 @@ def test_a_refused_nudge_makes_tick_exit_1_and_a_later_tick_delivers_it(
 
 def test_tick_with_the_flag_off_runs_the_legacy_crons(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "off")  # a new database starts on v2 (#17.11)
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert staffed.ok("tick", "--now", "2026-11-30T16:00:00Z").out.strip() == (
         "tick: nothing due")
     deadline = datetime.fromisoformat(staffed.show()["deadline_at"].replace("Z", "+00:00"))
@@ -737,11 +754,12 @@ BAD_INPUT = {
     "autopilot-unknown-week": ["week", "autopilot", "2026-12-21", "on"],
     "show-unknown-week": ["week", "show", "2026-12-21"],
     "close-unknown-week": ["week", "close", "2026-12-21"],
-    "extend-unknown-week": ["week", "extend", "2026-12-21", "--deadline", T_OPEN],
+    "extend-unknown-week": ["week", "extend", "2026-12-21", "--deadline", NOW_ISO],
     "unknown-tender-link": ["tender", "link", "nobody@pub.example"],
 }
 
 
+@pytest.mark.both_databases("nothing written, every table compared")
 def test_bad_input_exits_2_and_writes_nothing(staffed: Cli) -> None:
     """Each case on one database (a database per case would cost seconds on PostgreSQL):
     a week collecting, a second week with shifts, an inactive tender."""
@@ -750,7 +768,7 @@ def test_bad_input_exits_2_and_writes_nothing(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
     staffed.ok("tender", "add", "Dee", "dee@pub.example")
     staffed.ok("tender", "deactivate", "dee@pub.example")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     pub = Pub(pubdb.open_store(staffed.url), Config())
     try:
         ensure_week(pub, NEXT, now=datetime(2026, 11, 30, tzinfo=UTC))
@@ -827,20 +845,25 @@ def console_script() -> str:
     return str(script)
 
 
-def test_the_console_script_runs_commands(tmp_path: Path, env: SmtpTestServer) -> None:
+def test_the_console_script_runs_commands(tmp_path: Path, env: SmtpTestServer,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The installed script, once per command group of what the tests above run in-process
+    (``init``, ``tender``, ``week``): exit codes, one line on stderr, the JSON on stdout."""
     script = console_script()
-    environ = {**os.environ, "PUBSCHED_DB": f"sqlite:///{tmp_path}/script.db"}
+    url = f"sqlite:///{tmp_path}/script.db"
+    environ = {**os.environ, "PUBSCHED_DB": url}
 
     def call(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([script, *argv], capture_output=True, text=True, env=environ,
                               timeout=120, check=False)
 
-    assert call("init").returncode == 0
-    assert call("tender", "add", "Ana", "ana@pub.example").returncode == 0
+    made = call("init")
+    assert made.returncode == 0 and "migration(s)" in made.stdout, made
+    run = Cli(url, capsys)
+    run.ok("tender", "add", "Ana", "ana@pub.example")
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     twice = call("tender", "add", "Ana", "Ana@Pub.Example")
     assert twice.returncode == 3 and len(twice.stderr.strip().splitlines()) == 1
-    assert call("week", "open", "2026-12-08").returncode == 2
-    assert call("week", "open", WEEK, "--now", T_OPEN).returncode == 0
     shown = call("week", "show", WEEK, "--json")
     assert shown.returncode == 0
     assert json.loads(shown.stdout)["week_of"] == WEEK
@@ -856,26 +879,26 @@ def test_the_console_script_runs_the_demo(tmp_path: Path) -> None:
     assert "email 1 of" in ran.stdout
 
 
-def test_python_m_pubsched_is_the_console_script(tmp_path: Path, env: SmtpTestServer) -> None:
-    """``python -m pubsched`` runs the same command line: same output, same exit codes."""
-    environ = {**os.environ, "PUBSCHED_DB": f"sqlite:///{tmp_path}/module.db"}
+def test_python_m_pubsched_is_the_console_script(tmp_path: Path, env: SmtpTestServer,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m pubsched`` runs the same command line: the same exit codes as ``main``
+    in-process (``--help`` 0, bad usage 2, a refusal 3), the same line on stderr."""
+    url = f"sqlite:///{tmp_path}/module.db"
+    environ = {**os.environ, "PUBSCHED_DB": url}
 
     def call(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "pubsched", *argv], capture_output=True,
                               text=True, env=environ, timeout=120, check=False)
 
+    run = Cli(url, capsys)
     helped = call("--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: pubsched ")
     assert call("week", "show", WEEK).returncode == 2  # no database yet: bad usage
-    assert call("init").returncode == 0
-    assert call("tender", "add", "Ana", "ana@pub.example").returncode == 0
+    run.ok("init")
+    run.ok("tender", "add", "Ana", "ana@pub.example")
     twice = call("tender", "add", "Ana", "Ana@Pub.Example")
     assert twice.returncode == 3 and len(twice.stderr.strip().splitlines()) == 1
-    assert call("week", "open", "2026-12-08").returncode == 2
-    assert call("week", "open", WEEK, "--now", T_OPEN).returncode == 0
-    shown = call("week", "show", WEEK, "--json")
-    assert shown.returncode == 0
-    assert json.loads(shown.stdout)["week_of"] == WEEK
+    assert twice.stderr == run("tender", "add", "Ana", "Ana@Pub.Example").err
 
 
 def test_the_demo_falls_back_to_the_log_mailer_without_aiosmtpd(
@@ -894,10 +917,10 @@ def test_the_demo_falls_back_to_the_log_mailer_without_aiosmtpd(
 
 def test_now_before_the_command_is_the_instant_it_acts_at(staffed: Cli) -> None:
     staffed.ok("flag", "v2", "on")
-    staffed.ok("week", "open", WEEK, "--now", T_OPEN)
+    staffed.ok("week", "open", WEEK, "--now", NOW_ISO)
     ana = shift_ids(staffed)[0]
     deadline = staffed.show()["deadline_at"]
-    early = staffed.ok("--now", T_OPEN, "avail", WEEK, "ana@pub.example", ana)
+    early = staffed.ok("--now", NOW_ISO, "avail", WEEK, "ana@pub.example", ana)
     assert "deadline has passed" not in early.out
     late = staffed.ok("--now", "2026-12-05T10:00:00+01:00", "avail", WEEK, "ana@pub.example",
                       ana)
@@ -936,7 +959,7 @@ def test_two_tick_processes_deliver_a_refused_nudge_once_when_smtp_accepts_again
     the nudge as done; once it accepts, two ``pubsched tick`` at once deliver it once."""
     run = Cli(pg_db_url, capsys)
     run.ok("init")
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     past = datetime.fromisoformat(run.show()["deadline_at"].replace("Z", "+00:00"))
     later = past.astimezone(UTC).replace(minute=30).isoformat()
     script = console_script()

@@ -34,7 +34,7 @@ from pubsched.people import tenders
 from pubsched.pub import Pub
 from pubsched.tick.run import tick
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
-from support.pub_v2 import NOW, OPERATOR, WEEK
+from support.pubs import NOW, OPERATOR, WEEK, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -105,9 +105,8 @@ def _taken_mail(smtp: SmtpTestServer, *, received: bool = False) -> Counter[str]
 def test_two_take_processes_at_once_one_wins_the_roster_moves_once(
         pg_db_url: str, smtp: SmtpTestServer) -> None:
     from pubsched.engines.flags import set_v2
-    from support import pub_v2
 
-    pub = pub_v2.make_pub(pg_db_url, smtp)
+    pub = make_pub(pg_db_url, mail_settings(smtp))
     try:
         set_v2(pub, True, now=NOW)
         ids, cover = _asked(pub)
@@ -138,6 +137,7 @@ def test_two_take_processes_at_once_one_wins_the_roster_moves_once(
         pub.close()
 
 
+@pytest.mark.both_databases("a crash after the commit")
 def test_a_take_killed_after_its_commit_sends_each_email_once_at_the_next_tick(
         pub: Pub, db_url: str, smtp: SmtpTestServer) -> None:
     ids, cover = _asked(pub)
@@ -161,6 +161,7 @@ def test_a_take_killed_after_its_commit_sends_each_email_once_at_the_next_tick(
         {email("ann"): 1, email("dan"): 1, OPERATOR: 1})
 
 
+@pytest.mark.both_databases("a crash while the mail lease is held")
 def test_a_take_command_killed_while_its_first_email_hangs_never_sends_it_twice(
         pub: Pub, db_url: str, smtp: SmtpTestServer) -> None:
     ids, cover = _asked(pub)
@@ -214,9 +215,8 @@ def _at_once(pubs: list[Pub], call: Any) -> list[Any]:
 def test_asks_at_once_get_numbers_of_their_own_and_one_open_request_each(
         pg_db_url: str, smtp: SmtpTestServer) -> None:
     from pubsched.engines.flags import set_v2
-    from support import pub_v2
 
-    pubs = [pub_v2.make_pub(pg_db_url, smtp) for _ in range(6)]
+    pubs = [make_pub(pg_db_url, mail_settings(smtp)) for _ in range(6)]
     try:
         set_v2(pubs[0], True, now=NOW)
         ids = sent_week(pubs[0])
@@ -242,9 +242,8 @@ def test_asks_at_once_get_numbers_of_their_own_and_one_open_request_each(
 def test_ticks_at_once_end_a_request_once_and_mail_each_once(
         pg_db_url: str, smtp: SmtpTestServer) -> None:
     from pubsched.engines.flags import set_v2
-    from support import pub_v2
 
-    pubs = [pub_v2.make_pub(pg_db_url, smtp) for _ in range(3)]
+    pubs = [make_pub(pg_db_url, mail_settings(smtp)) for _ in range(3)]
     try:
         set_v2(pubs[0], True, now=NOW)
         ids, cover = _asked(pubs[0])

@@ -1,4 +1,4 @@
-"""Cover requests' rules (pubsched.covers, issue 19) on SQLite and PostgreSQL, with the
+"""Cover requests' rules (pubsched.covers, issue 19) on SQLite (PostgreSQL where marked), with the
 pub's real mailer and a real SMTP server on loopback.
 
 Who may take a request, in which order; the take re-judged at its moment; one take moves
@@ -28,7 +28,7 @@ from pubsched.tick.run import tick
 from pubsched.verdicts import BadInput
 from pubsched.week.view import tender_calendar, week_show
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
-from support.pub_v2 import NOW, OPERATOR, WEEK
+from support.pubs import NOW, OPERATOR, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 THURSDAY_START = NOW.replace(month=12, day=10, hour=23)  # Thu 10 Dec 18:00 New York
@@ -143,6 +143,7 @@ def test_only_someone_on_a_shift_of_a_sent_week_not_started_may_ask(pub: Pub) ->
     assert covers.listed(pub) == []
 
 
+@pytest.mark.both_databases("the ask: the request, its offers and notes in one unit")
 def test_asking_owes_each_offer_and_the_operators_note_once(pub: Pub,
                                                             smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
@@ -232,6 +233,7 @@ def test_the_take_judges_anew_and_a_stale_offer_is_dropped(pub: Pub,
 # -- cancelling and expiring -------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the cancel's compare-and-set")
 def test_a_cancel_drops_unsent_offers_and_tells_the_asker_and_the_operator(
         pub: Pub, smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
@@ -276,9 +278,8 @@ def test_the_tick_ends_a_request_when_its_shift_starts(pub: Pub, smtp: SmtpTestS
 
 def test_the_operators_notes_wait_for_an_address(db_url: str, smtp: SmtpTestServer) -> None:
     from pubsched.mail.settings import load_mail_settings
-    from support import pub_engines
 
-    pub = pub_engines.make_pub(db_url, load_mail_settings(
+    pub = make_pub(db_url, load_mail_settings(
         smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test")))
     try:
         set_v2(pub, True, now=NOW)
@@ -322,6 +323,7 @@ def test_the_offer_names_the_pub_the_shift_the_note_and_a_link_to_take_it(
     assert covers.verify_offer(pub.config, tender_token(pub.config, cat.id)) is None
 
 
+@pytest.mark.both_databases("the take, and both calendars read back")
 def test_the_take_cancels_the_askers_event_by_its_uid_and_adds_the_takers(
         pub: Pub, smtp: SmtpTestServer) -> None:
     ids = sent_week(pub)
@@ -367,7 +369,6 @@ def test_the_take_cancels_the_askers_event_by_its_uid_and_adds_the_takers(
     assert shift_uid(week, ids[THU], email("dan")) in uids("dan")
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_every_cover_email_reads_on_a_phone(pub: Pub, smtp: SmtpTestServer, tmp_path: Any,
                                             browser: Any) -> None:
     """Each kind of cover email as received, opened in Chromium at 375 px: nothing scrolls

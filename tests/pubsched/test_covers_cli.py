@@ -1,9 +1,9 @@
-"""``pubsched cover ask|take|cancel|list`` (issue 19) on SQLite and PostgreSQL, through the
-real command line with mail to a real SMTP server on loopback: every command's exit code,
-its words, its JSON; bad input exits 2 with nothing written, a refusal exits 3 with its
-reason; ``week show --json`` gains ``covers`` and shows the roster as it is now; the
-commands deliver their emails right after their commit, and what SMTP refused is left for
-``pubsched tick``."""
+"""``pubsched cover ask|take|cancel|list`` (issue 19) on SQLite (PostgreSQL where marked),
+through the real command line with mail to a real SMTP server on loopback: every command's
+exit code, its words, its JSON; bad input exits 2 with nothing written, a refusal exits 3
+with its reason; ``week show --json`` gains ``covers`` and shows the roster as it is now;
+the commands deliver their emails right after their commit, and what SMTP refused is left
+for ``pubsched tick``."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ def cover_subjects(smtp: SmtpTestServer) -> list[tuple[str, str]]:
                   if "your shifts" not in str(m.message["Subject"]))
 
 
+@pytest.mark.both_databases("the cover commands end to end")
 def test_ask_take_list_and_week_show(run: Cli, db_url: str, smtp: SmtpTestServer) -> None:
     ids = sent_week(run)
     asked = run.ok("cover", "ask", WEEK, str(ids[0]), ANN, "--note", "dentist",

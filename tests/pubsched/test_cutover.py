@@ -23,7 +23,8 @@ from support.pub_engines import (
 from support.pub_rehearsal import rehearse
 from support.smtp_server import SmtpTestServer
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("the flip takes the flag's lock, PostgreSQL's own")]
 
 
 def everyone_submits(pub: Pub, week: str) -> None:

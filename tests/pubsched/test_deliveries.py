@@ -1,8 +1,9 @@
-"""Owed mail (pubsched.deliveries, the mail machine) on SQLite and PostgreSQL, with a real
-SMTP server on loopback: once per person per thing, a rollback owes nothing, two delivers at
-once send one, a refused email is retried by a later deliver (at most MAX_ATTEMPTS tries),
-one of unknown fate is never re-sent (a sender that died mid-send included), and a
-composer's None drops it. (Until issue 28 this was the notices outbox, pubsched.notices.)"""
+"""Owed mail (pubsched.deliveries, the mail machine) on SQLite (PostgreSQL where marked),
+with a real SMTP server on loopback: once per person per thing, a rollback owes nothing, two
+delivers at once send one, a refused email is retried by a later deliver (at most
+MAX_ATTEMPTS tries), one of unknown fate is never re-sent (a sender that died mid-send
+included), and a composer's None drops it. (Until issue 28 this was the notices outbox,
+pubsched.notices.)"""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.pub import Pub
 from pubsched.tick import run as tick
 from rowstate.cli import main
-from support.pub_v2 import NOW, OPERATOR
+from support.pubs import NOW, OPERATOR
 from support.smtp_server import SmtpTestServer
 
 KIND = "test_note"
@@ -62,6 +63,7 @@ def test_a_rolled_back_unit_owes_nothing(pub: Pub) -> None:
     assert notices.listed(pub) == []
 
 
+@pytest.mark.both_databases("the mail machine: owe, claim, send, finish")
 def test_deliver_sends_each_owed_notice_once(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     owe(pub, "b")
@@ -78,6 +80,7 @@ def test_kinds_without_a_composer_wait(pub: Pub, smtp: SmtpTestServer) -> None:
     assert statuses(pub) == {"a": ("pending", 0)}
 
 
+@pytest.mark.both_databases("races: two delivers claim one email")
 def test_two_delivers_at_once_send_one(pub: Pub, smtp: SmtpTestServer) -> None:
     for i in range(6):
         owe(pub, f"n{i}")
@@ -127,6 +130,7 @@ def test_a_refused_notice_is_retried_after_its_wait_then_left_failed(
     assert statuses(pub)["b"] == ("sent", 2)
 
 
+@pytest.mark.both_databases("races: two delivers claim one retry")
 def test_two_delivers_that_read_the_same_refused_notice_try_it_once(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
@@ -157,6 +161,7 @@ def test_the_tick_tells_an_unknown_fate_from_a_refusal_by_the_state_not_the_text
     assert said.startswith("an email may not have arrived")
 
 
+@pytest.mark.both_databases("the unknown fate's finish")
 def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.drop_after_data()
@@ -168,6 +173,7 @@ def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServ
     assert (only.status, only.attempts) == ("in_flight", 1) and only.error
 
 
+@pytest.mark.both_databases("the drop's finish")
 def test_a_composer_saying_none_drops_the_notice(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     out = deliver(pub, {KIND: lambda p, n, now: None}, NOW)
@@ -175,6 +181,7 @@ def test_a_composer_saying_none_drops_the_notice(pub: Pub, smtp: SmtpTestServer)
     assert statuses(pub) == {"a": ("dropped", 1)} and smtp.accepted == []
 
 
+@pytest.mark.both_databases("a failed try's timed retry")
 def test_a_composer_not_ready_fails_the_try_and_it_is_retried(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
@@ -188,6 +195,7 @@ def test_a_composer_not_ready_fails_the_try_and_it_is_retried(
     assert deliver(pub, {KIND: note}, NOW + timedelta(minutes=1))[0].applied
 
 
+@pytest.mark.both_databases("a crash: the mail lease of a dead sender")
 def test_a_sender_that_died_mid_send_leaves_it_unknown_never_resent(
         pub: Pub, smtp: SmtpTestServer) -> None:
     """A claim whose sender died (killed between the claim and the server's answer) holds a
@@ -216,6 +224,7 @@ def test_a_sender_that_died_mid_send_leaves_it_unknown_never_resent(
                        ("resend", "OWED", "operator:ops"), ("send", "SENT", None)]
 
 
+@pytest.mark.both_databases("rowstate inspect and stuck: PostgreSQL's own interval SQL")
 def test_rowstate_inspect_and_stuck_read_the_mail(pub: Pub, db_url: str,
                                                   smtp: SmtpTestServer) -> None:
     """The operator's tools work on mail like on any machine: a send whose sender died is

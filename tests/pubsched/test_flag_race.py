@@ -6,10 +6,6 @@ gap) or the flip lands first (and the action is refused, FLAG_CHANGED, writing n
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,11 +19,14 @@ from pubsched.pub import Pub
 from pubsched.tick.run import tick
 from pubsched.verdicts import Verdict
 from pubsched.week.runs import ensure_week
-from support.pub_engines import WEEK, make_pub, moment, row
+from support.line_child import LineChild, at_once
+from support.pub_engines import WEEK, moment, row
 from support.pub_rehearsal import rehearse
+from support.pubs import make_pub
 from support.smtp_server import SmtpTestServer
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("races: the flag's lock against an action in flight")]
 TRIALS = 12
 HERE = Path(__file__).resolve().parent
 
@@ -113,42 +112,43 @@ CHILD = """
 import json, sys
 sys.path[:0] = [{tests!r}]
 from datetime import datetime
-from support.pub_engines import make_pub, WEEK
+from support.pub_engines import WEEK
+from support.pubs import make_pub
 from pubsched.engines import actions
 from pubsched.engines.cutover import flip
-pub = make_pub(sys.argv[1])
-at = datetime.fromisoformat(sys.argv[3])
-sys.stdin.readline()
-if sys.argv[2] == "open":
-    got = actions.perform(pub, "open", WEEK, now=at)
-else:
-    got = flip(pub, False)
-print(json.dumps({{"applied": got.applied, "reason": got.reason,
-                  "changed": (got.detail or {{}}).get("changed")}}))
-pub.close()
+url, what, at = sys.argv[1], sys.argv[2], datetime.fromisoformat(sys.argv[3])
+while sys.stdin.readline():  # a trial: connect and say so, then act on the next line
+    pub = make_pub(url)
+    print(json.dumps("connected"), flush=True)
+    sys.stdin.readline()
+    got = actions.perform(pub, "open", WEEK, now=at) if what == "open" else flip(pub, False)
+    print(json.dumps({{"applied": got.applied, "reason": got.reason,
+                      "changed": (got.detail or {{}}).get("changed")}}), flush=True)
+    pub.close()
 """
 
 
 def test_processes_racing_a_rollback_against_an_open(pub: Pub, db_url: str) -> None:
+    """Two processes (support.line_child: started once, warm), each trial connected and
+    waiting before both are let go together."""
     at = moment(pub, WEEK, "opens_at", 60)
     script = CHILD.format(tests=str(HERE.parent))
-    for _ in range(4):
-        _reset(pub, True)
-        kids = [subprocess.Popen([sys.executable, "-c", script, db_url, what, at.isoformat()],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 env=dict(os.environ))
-                for what in ("open", "flip")]
-        for kid in kids:  # both are connected and waiting: let them go together
-            assert kid.stdin is not None
-            kid.stdin.write("go\n")
-            kid.stdin.flush()
-        opened, flipped = (json.loads(k.communicate(timeout=60)[0]) for k in kids)
-        week = row(pub, WEEK)
-        if flipped["applied"] and flipped["changed"]:
-            assert opened["applied"] or opened["reason"] == "FLAG_CHANGED", opened
-            assert week.get("v2_state") in (None, "DRAFT"), week  # never v2's open after it
-        else:
-            assert flipped["reason"] == "NOT_IDLE" and week["v2_state"] == "COLLECTING"
+    kids = [LineChild(script, db_url, what, at.isoformat()) for what in ("open", "flip")]
+    with kids[0], kids[1]:
+        for _ in range(4):
+            _reset(pub, True)
+            assert at_once(kids, ["connect", "connect"]) == ["connected", "connected"]
+            opened, flipped = at_once(kids, ["go", "go"])
+            _check_trial(pub, opened, flipped)
+
+
+def _check_trial(pub: Pub, opened: dict[str, Any], flipped: dict[str, Any]) -> None:
+    week = row(pub, WEEK)
+    if flipped["applied"] and flipped["changed"]:
+        assert opened["applied"] or opened["reason"] == "FLAG_CHANGED", opened
+        assert week.get("v2_state") in (None, "DRAFT"), week  # never v2's open after it
+    else:
+        assert flipped["reason"] == "NOT_IDLE" and week["v2_state"] == "COLLECTING"
 
 
 def test_every_unfenced_path_acts_only_on_a_week_in_flight() -> None:

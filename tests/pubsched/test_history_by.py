@@ -1,8 +1,8 @@
 """Who moved each week (issues 18, 21): every v2 move records ``by`` in its event's own
 ``actor`` column (rowstate's ``by=``: ``operator:EMAIL`` from the web, ``cli:USER`` from the
-CLI, ``tick`` from the tick), and ``week show --json``'s ``history[].by`` and the week page's
-"By" column show it. On SQLite and PostgreSQL; the web through its app in-process, the CLI
-through its own entry point."""
+CLI, ``tick`` from the tick), and ``week show --json``'s ``history[].by`` and the week
+page's "By" column show it. On SQLite (PostgreSQL where marked); the web through its app
+in-process, the CLI through its own entry point."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from pubsched.week.view import week_show
-from support.pub_web import FAST_HASH, NOW, WEEK, login, people, seen, web_settings
+from support.pub_web import FAST_HASH, login, people, seen, web_settings
+from support.pubs import NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
 GOOD = "correct horse battery"
@@ -63,6 +64,7 @@ def event_actors(pub: Pub) -> list[tuple[Any, Any]]:
 # -- the CLI ---------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the events' actor column")
 def test_the_cli_records_cli_user_or_by_name(db_url: str, pub: Pub) -> None:
     ok(db_url, "week", "open", WEEK, "--now", NOW.isoformat())
     ids = [str(s.id) for s in weeks.shifts(pub, WEEK)]

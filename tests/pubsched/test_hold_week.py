@@ -12,7 +12,8 @@ from pubsched.verdicts import BadInput
 from pubsched.week.runs import ensure_week
 from support.pub_engines import WEEK, moment
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("a hold: FOR SHARE on PostgreSQL, a lock on SQLite")]
 
 BEFORE_ROSTER = ("DRAFT", "COLLECTING", "CLOSED")
 

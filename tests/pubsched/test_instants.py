@@ -40,6 +40,7 @@ def test_null_stays_none() -> None:
     assert maybe_instant("2026-12-14T15:00:00.250Z") == AT
 
 
+@pytest.mark.both_databases("each database hands an instant back in its own type")
 def test_the_apps_own_sql_reads_back_through_it(db_url: str) -> None:
     pub = Pub(open_store(db_url))
     try:

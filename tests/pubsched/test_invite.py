@@ -1,12 +1,11 @@
 """``pubsched tender invite EMAIL|--all`` (issue 18): one email per tender with their
-personal links, through the real SMTP test server on loopback, on SQLite and PostgreSQL.
+personal links, through the real SMTP test server on loopback, on SQLite (PostgreSQL where marked).
 A run mails every active tender once; a refused recipient is reported (exit 1) while the
 others are mailed; running it again retries them (and mails everyone again: an invitation
 is the same message for the same links)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
 
@@ -20,12 +19,11 @@ from pubsched.mail.settings import load_mail_settings
 from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from support.pub_cli import OPERATOR, Cli, snapshot, use_env
-from support.pub_engines import make_pub
+from support.pubs import NOW, make_pub
 from support.smtp_server import SmtpTestServer
 
 CREW = (("Ana", "ana@pub.example"), ("Ben", "ben@pub.example"),
         ("Cleo", "cleo@pub.example"))
-NOW = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -102,6 +100,7 @@ def test_invite_with_a_base_url(run: Cli, smtp: SmtpTestServer) -> None:
     assert form.startswith("https://pub.example/t/") and form in text and feed in text
 
 
+@pytest.mark.both_databases("invitations owed and sent")
 def test_invite_all_mails_every_active_tender_once(run: Cli, smtp: SmtpTestServer) -> None:
     ran = run.ok("tender", "invite", "--all")
     assert ran.out.splitlines() == ["Invitation sent to ana@pub.example",
@@ -211,7 +210,6 @@ def test_in_rehearsal_the_invitation_goes_to_the_operator(
     assert mail_log(db_url) == [(None, "invite", OPERATOR)]
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_compose_invite_is_text_and_html_with_a_message_id_per_links(db_url: str) -> None:
     settings = load_mail_settings({"PUBSCHED_MAIL_FROM": "pub@pub.example"})
     ana = Recipient("ana@pub.example", "Ana")

@@ -1,5 +1,6 @@
-"""The legacy engine (flag off): its crons and the operator's actions, on SQLite and on a real
-PostgreSQL, with real mail to a loopback SMTP server; two instances at once on PostgreSQL.
+"""The legacy engine (flag off): its crons and the operator's actions, on SQLite (a real
+PostgreSQL where marked), with real mail to a loopback SMTP server; two instances at once on
+PostgreSQL.
 
 The legacy state lives in which timestamps are NULL; each test reads them back, because
 that IS the state a rollback lands on."""
@@ -33,11 +34,10 @@ from support.pub_engines import (
     WEEK,
     accepted_by_recipient,
     add_tenders,
-    mail_settings,
-    make_pub,
     moment,
     row,
 )
+from support.pubs import mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 KINDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -68,6 +68,7 @@ def backdate_send_lease(pub: Pub, week: str, seconds: float) -> None:
 # -- the crons ------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the legacy engine's SQL by dialect: clock_timestamp(), FOR UPDATE")
 def test_the_crons_open_close_and_generate_a_week_at_its_times(pub: Pub) -> None:
     ensure_week(pub, WEEK, now=moment(pub, WEEK, "opens_at", -86400))
     assert legacy.crons(pub, moment(pub, WEEK, "opens_at", -1)) == []
@@ -119,6 +120,7 @@ def test_one_survey_at_a_time_and_the_next_week_opens_when_the_first_closes(pub:
     assert legacy.reopen(pub, WEEK, now=moment(pub, NEXT, "opens_at", 120))
 
 
+@pytest.mark.both_databases("the override is JSONB on PostgreSQL, text on SQLite")
 def test_the_cron_opens_the_next_week_in_the_tick_that_closes_the_open_one(pub: Pub) -> None:
     for week in (WEEK, NEXT):
         ensure_week(pub, week)
@@ -150,6 +152,7 @@ def test_the_crons_stand_down_when_the_flag_is_on(pub: Pub) -> None:
     assert row(pub, WEEK)["opened_at"] is None
 
 
+@pytest.mark.both_databases("the override is JSONB on PostgreSQL, text on SQLite")
 def test_a_bad_settings_override_is_reported_and_the_other_weeks_go_on(pub: Pub) -> None:
     ensure_week(pub, WEEK)
     ensure_week(pub, NEXT)
@@ -269,6 +272,7 @@ def test_a_refused_recipient_fails_the_send_and_the_retry_sends_only_to_them(
     assert row(pub, WEEK)["last_error"] is None
 
 
+@pytest.mark.both_databases("the legacy send's failed finish")
 def test_smtp_down_fails_the_send_and_the_retry_sends_once(
         pub: Pub, smtp: SmtpTestServer) -> None:
     t = approved_week(pub)
@@ -281,6 +285,7 @@ def test_smtp_down_fails_the_send_and_the_retry_sends_once(
     assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 1)
 
 
+@pytest.mark.both_databases("the legacy send lease: clock_timestamp() and FOR UPDATE on PostgreSQL")
 def test_a_live_send_lease_blocks_unapprove_and_a_second_send_until_its_ttl(
         pub: Pub, smtp: SmtpTestServer) -> None:
     t = approved_week(pub)
@@ -294,6 +299,7 @@ def test_a_live_send_lease_blocks_unapprove_and_a_second_send_until_its_ttl(
     assert accepted_by_recipient(smtp) == dict.fromkeys(EMAILS, 1)
 
 
+@pytest.mark.both_databases("a lease taken over under a zombie")
 def test_a_zombie_sender_hands_nothing_over_once_its_lease_was_taken(
         pub: Pub, smtp: SmtpTestServer) -> None:
     approved_week(pub)
@@ -313,6 +319,7 @@ def test_a_zombie_sender_hands_nothing_over_once_its_lease_was_taken(
         tx.execute("SELECT 1")
 
 
+@pytest.mark.both_databases("a crash: the legacy send lease's TTL")
 def test_a_send_that_died_midway_is_taken_over_after_the_ttl_and_mails_no_one_twice(
         pub: Pub, smtp: SmtpTestServer) -> None:
     """The dead sender had marked one recipient in flight (its message's fate unknown):
@@ -334,6 +341,7 @@ def test_a_send_that_died_midway_is_taken_over_after_the_ttl_and_mails_no_one_tw
     assert legacy.send(pub, WEEK, now=t).reason == "STATE_MISMATCH"
 
 
+@pytest.mark.both_databases("the legacy send reads the v2 lease")
 def test_the_legacy_send_refuses_while_a_v2_lease_is_live(pub: Pub) -> None:
     """Only a forced flip can leave one there; the legacy engine stands back from it."""
     t = approved_week(pub)

@@ -12,7 +12,7 @@ from icalendar import Calendar
 from pubsched.mail.compose import Outgoing, Recipient, compose_schedule
 from pubsched.mail.mailer import Delivery, LogMailer, Outcome, SmtpMailer, mailer_for
 from pubsched.mail.settings import MailSettings, load_mail_settings
-from support.mail_samples import ALICE, BOB, CAROL, NOW, OPERATOR, OWN, ROSTER, WEEK
+from support.mail_samples import ALICE, BOB, CAROL, COMPOSED_AT, OPERATOR, OWN, ROSTER, WEEK
 from support.smtp_server import SmtpTestServer
 
 
@@ -26,7 +26,7 @@ def settings_for(server: SmtpTestServer, **extra: str) -> MailSettings:
 
 
 def schedule(tender: Recipient, settings: MailSettings) -> Outgoing:
-    return compose_schedule(ROSTER, tender, OWN[tender], settings=settings, now=NOW)
+    return compose_schedule(ROSTER, tender, OWN[tender], settings=settings, now=COMPOSED_AT)
 
 
 def send_all(settings: MailSettings, tenders: list[Recipient]) -> list[Outcome]:
@@ -273,7 +273,7 @@ def test_names_beyond_ascii_arrive_intact_over_a_seven_bit_transfer(
 ) -> None:
     settings = settings_for(smtp)
     zoe = Recipient("zoe@example.com", "Zoë Ångström")
-    outgoing = compose_schedule(ROSTER, zoe, {101}, settings=settings, now=NOW)
+    outgoing = compose_schedule(ROSTER, zoe, {101}, settings=settings, now=COMPOSED_AT)
     with mailer_for(settings).session() as mail:
         assert mail.send(outgoing).delivery is Delivery.DELIVERED
     [arrived] = smtp.accepted

@@ -22,7 +22,19 @@ from pubsched.mail.compose import (
 )
 from pubsched.mail.settings import MailSettings
 from pubsched.people.calendar import shift_uid
-from support.mail_samples import ALICE, BOB, FRI, NOW, OPERATOR, OWN, ROSTER, SAT, THU, TZ, WEEK
+from support.mail_samples import (
+    ALICE,
+    BOB,
+    COMPOSED_AT,
+    FRI,
+    OPERATOR,
+    OWN,
+    ROSTER,
+    SAT,
+    THU,
+    TZ,
+    WEEK,
+)
 
 SETTINGS = MailSettings(mail_from="pub@example.com", operator_email=OPERATOR)
 REHEARSAL = replace(SETTINGS, rehearsal=True)
@@ -49,7 +61,7 @@ def text_html_ics(message: EmailMessage) -> tuple[str, str, Calendar]:
 
 
 def schedule_for(tender: Recipient, settings: MailSettings = SETTINGS) -> Outgoing:
-    return compose_schedule(ROSTER, tender, OWN[tender], settings=settings, now=NOW)
+    return compose_schedule(ROSTER, tender, OWN[tender], settings=settings, now=COMPOSED_AT)
 
 
 def test_the_schedule_has_text_html_and_a_calendar_of_the_tenders_own_shifts() -> None:
@@ -116,7 +128,7 @@ def test_html_escapes_every_name_and_label() -> None:
     shift = replace(THU, label="<b>Thu</b>", assigned=(hostile.name, stored))
     roster = Roster(WEEK, (shift,))
     html = text_html_ics(
-        reparsed(compose_schedule(roster, hostile, {101}, settings=SETTINGS, now=NOW))
+        reparsed(compose_schedule(roster, hostile, {101}, settings=SETTINGS, now=COMPOSED_AT))
     )[1]
     assert "<script>" not in html and "<b>Thu</b>" not in html
     assert "Hi Eve &amp; co&#x27;s," in html
@@ -166,7 +178,7 @@ def test_the_message_id_is_the_same_each_time_a_message_is_composed() -> None:
 def test_nudges_go_to_the_operator(nudge: Nudge, subject: str, says: str) -> None:
     due = datetime(2026, 12, 3, 23, tzinfo=UTC)
     outgoing = compose_nudge(
-        nudge, WEEK, due_at=due, tz=TZ, settings=SETTINGS, now=NOW, admin_url="https://pub/admin"
+        nudge, WEEK, due_at=due, tz=TZ, settings=SETTINGS, now=COMPOSED_AT, admin_url="https://pub/admin"
     )
     assert outgoing.envelope_to == OPERATOR == outgoing.intended.email
     message = reparsed(outgoing)
@@ -180,7 +192,8 @@ def test_nudges_go_to_the_operator(nudge: Nudge, subject: str, says: str) -> Non
 def test_a_nudge_with_no_operator_to_send_to_is_an_error() -> None:
     with pytest.raises(ValueError, match="PUBSCHED_OPERATOR_EMAIL"):
         compose_nudge(
-            Nudge.READY_TO_CLOSE, WEEK, due_at=NOW, tz=TZ, settings=MailSettings(), now=NOW
+            Nudge.READY_TO_CLOSE, WEEK, due_at=COMPOSED_AT, tz=TZ, settings=MailSettings(),
+            now=COMPOSED_AT,
         )
 
 
@@ -196,9 +209,9 @@ def test_bad_input_is_refused_before_any_message_is_made() -> None:
     with pytest.raises(ValueError, match="not a bare address"):
         Recipient("alice", "Alice")
     with pytest.raises(ValueError, match="no shift"):
-        compose_schedule(ROSTER, ALICE, set(), settings=SETTINGS, now=NOW)
+        compose_schedule(ROSTER, ALICE, set(), settings=SETTINGS, now=COMPOSED_AT)
     with pytest.raises(ValueError, match="not in the roster"):
-        compose_schedule(ROSTER, ALICE, {999}, settings=SETTINGS, now=NOW)
+        compose_schedule(ROSTER, ALICE, {999}, settings=SETTINGS, now=COMPOSED_AT)
     with pytest.raises(ValueError, match="aware"):
         compose_schedule(ROSTER, ALICE, {101}, settings=SETTINGS, now=datetime(2026, 12, 5))
 
@@ -214,7 +227,8 @@ def test_a_shift_within_one_day_shows_one_day() -> None:
     )
     text = text_html_ics(
         reparsed(
-            compose_schedule(Roster(WEEK, (afternoon, FRI)), ALICE, {7}, settings=SETTINGS, now=NOW)
+            compose_schedule(Roster(WEEK, (afternoon, FRI)), ALICE, {7}, settings=SETTINGS,
+                             now=COMPOSED_AT)
         )
     )[0]
     assert "* Sun 13 Dec, 11:00 - 15:00 (Sunday brunch)" in text
@@ -224,7 +238,7 @@ def test_a_shift_within_one_day_shows_one_day() -> None:
 def test_the_tenders_links_are_in_both_parts_and_the_subscription_is_webcal() -> None:
     links = TenderLinks("https://pub.example/t/tok", "https://pub.example/cal/cal.ics",
                         "webcal://pub.example/cal/cal.ics")
-    outgoing = compose_schedule(ROSTER, ALICE, OWN[ALICE], settings=SETTINGS, now=NOW,
+    outgoing = compose_schedule(ROSTER, ALICE, OWN[ALICE], settings=SETTINGS, now=COMPOSED_AT,
                                 links=links)
     text, html, _ = text_html_ics(reparsed(outgoing))
     for link in (links.page, links.calendar, links.webcal):

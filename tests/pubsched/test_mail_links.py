@@ -26,11 +26,12 @@ from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from pubsched.week.view import week_show
-from support.pub_web import NOW, WEEK, login, make_pub, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import BASE_URL, NOW, WEEK, make_pub
 from support.smtp_server import ReceivedMail, SmtpTestServer
 
 OPERATOR = "boss@pub.example"
-BASE = "https://pub.example"  # pub_web's PUBSCHED_BASE_URL: the client is that host
+BASE = BASE_URL  # the web pub's PUBSCHED_BASE_URL: the client is that host
 URL = re.compile(r"https?://[^\s<>\"']+")
 WEBCAL = re.compile(r"webcal://[^\s<>\"']+")
 
@@ -40,7 +41,7 @@ def pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
     mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.example",
                                        PUBSCHED_OPERATOR_EMAIL=OPERATOR,
                                        PUBSCHED_SMTP_TIMEOUT="2"))
-    made = make_pub(db_url, mail)
+    made = make_pub(db_url, mail, web=True)
     try:
         yield made
     finally:
@@ -55,6 +56,7 @@ def links_of(mail: ReceivedMail, pattern: re.Pattern[str] = URL) -> list[str]:
     return sorted(set(found))
 
 
+@pytest.mark.both_databases("the tick's unsent-alert claim reaches PostgreSQL only here")
 def test_every_link_of_every_email_opens_the_page_it_names(
         pub: Pub, smtp: SmtpTestServer) -> None:
     team = people(pub)

@@ -13,7 +13,7 @@ import pytest
 from pubsched.mail.compose import Outgoing, compose_schedule
 from pubsched.mail.mailer import Delivery, Outcome, mailer_for
 from pubsched.mail.settings import MailConfigError, MailSettings, load_mail_settings
-from support.mail_samples import ALICE, NOW, OPERATOR, OWN, ROSTER
+from support.mail_samples import ALICE, COMPOSED_AT, OPERATOR, OWN, ROSTER
 from support.smtp_server import SmtpTestServer
 from support.tls import Certificate, self_signed
 
@@ -43,7 +43,7 @@ def settings(server: SmtpTestServer, **extra: str) -> MailSettings:
 
 
 def send(mail: MailSettings) -> Outcome:
-    outgoing: Outgoing = compose_schedule(ROSTER, ALICE, OWN[ALICE], settings=mail, now=NOW)
+    outgoing: Outgoing = compose_schedule(ROSTER, ALICE, OWN[ALICE], settings=mail, now=COMPOSED_AT)
     with mailer_for(mail).session() as session:
         return session.send(outgoing)
 

@@ -1,5 +1,5 @@
 """``/metrics`` (issue 20), parsed with prometheus-client's own parser: behind the operator
-login in-process on both databases (weeks by state, deliveries and notices by status, the
+login in-process (weeks by state, deliveries and notices by status, the
 mail log's failures, the tick's record, request latency by route template, never a
 tender's token), and ``serve --metrics-port`` as a real process with
 ``PUBSCHED_LOG_FORMAT=json`` (every line it writes is a JSON record)."""
@@ -19,13 +19,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
+from pubsched.cli.dispatch import run as cli_run
 from pubsched.deliveries import outbox as notices
 from pubsched.engines import actions
 from pubsched.pub import Pub
 from pubsched.tick.status import run_tick
 from pubsched.web.app import create_app
 from pubsched.week.submissions import submit
-from support.pub_web import NOW, WEEK, login, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NOW, WEEK
 from support.services import free_port, http_answers, wait_for_process
 
 pytestmark = pytest.mark.pub_setup("web")
@@ -50,6 +52,7 @@ def test_metrics_need_the_operator(client: TestClient) -> None:
     assert reply.status_code == 303 and "/admin/login" in reply.headers["location"]
 
 
+@pytest.mark.both_databases("the metrics' counting queries")
 def test_the_database_figures_and_the_requests(pub: Pub, client: TestClient) -> None:
     assert actions.perform(pub, "open", WEEK, now=NOW)
     alice = people(pub)["Alice"]
@@ -120,8 +123,7 @@ def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
                               stderr=subprocess.STDOUT, text=True)
     try:
         metrics = f"http://127.0.0.1:{scrape}/metrics"
-        health = f"http://127.0.0.1:{port}/healthz"
-        # the metrics listener opens before the site's: wait for both
+        health = f"http://127.0.0.1:{port}/healthz"  # its own listener, up a moment apart
         wait_for_process(server, lambda: http_answers(metrics) and http_answers(health),
                          "pubsched serve")
         with urllib.request.urlopen(metrics, timeout=5) as r:
@@ -144,10 +146,11 @@ def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
     assert "stopped" in said
 
 
-def test_a_bad_log_format_is_refused_at_start(tmp_path: Path) -> None:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")},
-           "PUBSCHED_DB": f"sqlite:///{tmp_path}/pub.db", "PUBSCHED_LOG_FORMAT": "xml"}
-    done = subprocess.run([str(PUBSCHED), "serve", "--port", str(free_port())], env=env,
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0 and "PUBSCHED_LOG_FORMAT is text or json" in done.stderr
+def test_a_bad_log_format_is_refused_at_start(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process: the check comes first, before logging is configured or anything served
+    (the test above runs ``pubsched serve`` itself)."""
+    monkeypatch.setenv("PUBSCHED_LOG_FORMAT", "xml")
+    with pytest.raises(SystemExit, match="PUBSCHED_LOG_FORMAT is text or json"):
+        cli_run(["--db", f"sqlite:///{tmp_path}/pub.db", "serve", "--port", str(free_port())])
 

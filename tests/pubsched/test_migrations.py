@@ -36,7 +36,8 @@ LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
-pytestmark = pytest.mark.empty_db  # db_url is empty: these tests migrate it
+pytestmark = [pytest.mark.empty_db,  # db_url is empty: these tests migrate it
+              pytest.mark.both_databases("the migrations are SQL files of each dialect")]
 
 
 @pytest.fixture

@@ -19,11 +19,9 @@ from pubsched.verdicts import BadInput
 from pubsched.week.runs import week_key
 from pubsched.week.time import BadSettings, BadWeek, WeekTimeError, as_utc, run_times, week_of
 from support.pub_cli import one_line, snapshot
+from support.pubs import NEXT, NOW_ISO, WEEK
 
 ENV = {"PUBSCHED_MAIL_FROM": "schedule@pub.example", "PUBSCHED_OPERATOR_EMAIL": "ops@pub.example"}
-WEEK = "2026-12-07"
-NEXT = "2026-12-14"
-T_OPEN = "2026-11-30T15:00:00Z"
 
 
 @dataclass(frozen=True)
@@ -95,14 +93,15 @@ def shift_count(url: str, week: str) -> int:
         store.close()
 
 
+@pytest.mark.both_databases("each engine's query for the other open week")
 @pytest.mark.parametrize("engine", ["off", "on"])
 def test_a_refused_open_writes_nothing_and_names_the_open_week(db_url: str,
                                                                engine: str) -> None:
     ok(db_url, "init")
     ok(db_url, "flag", "v2", engine)
-    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    ok(db_url, "week", "open", WEEK, "--now", NOW_ISO)
     before = snapshot(db_url)
-    ran = pubsched(db_url, "week", "open", NEXT, "--now", T_OPEN)
+    ran = pubsched(db_url, "week", "open", NEXT, "--now", NOW_ISO)
     assert ran.code == 3, ran
     line = one_line(ran.err)
     assert "refused (INVARIANT)" in line and "(the week of 7 Dec)" in line
@@ -123,7 +122,7 @@ def test_a_week_left_without_shifts_gets_them_on_the_next_legacy_open(db_url: st
     finally:
         store.close()
     assert shift_count(db_url, WEEK) == 0
-    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    ok(db_url, "week", "open", WEEK, "--now", NOW_ISO)
     assert shift_count(db_url, WEEK) == 3
 
 
@@ -145,11 +144,12 @@ def run_row(url: str, week: str) -> dict[str, Any]:
 def test_a_week_the_legacy_engine_creates_has_no_v2_state_nor_event(db_url: str) -> None:
     ok(db_url, "init")
     ok(db_url, "flag", "v2", "off")
-    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    ok(db_url, "week", "open", WEEK, "--now", NOW_ISO)
     row = run_row(db_url, WEEK)
     assert (row["v2_state"], row["opened_at"] is not None, row["events"]) == (None, True, [])
 
 
+@pytest.mark.both_databases("a row as the legacy engine left it, adopted by v2")
 def test_v2_adopts_a_week_not_yet_adopted_from_its_legacy_status(db_url: str) -> None:
     """A legacy row (``v2_state`` NULL, status pending: DRAFT to v2) after the cutover: the
     flip gives it its due times, v2 opens it and seeds its state with that first move."""
@@ -167,7 +167,7 @@ def test_v2_adopts_a_week_not_yet_adopted_from_its_legacy_status(db_url: str) ->
     ok(db_url, "flag", "v2", "on")
     row = run_row(db_url, WEEK)
     assert (row["v2_state"], row["deadline_at"] is not None) == (None, True)
-    assert "is open until" in ok(db_url, "week", "open", WEEK, "--now", T_OPEN).out
+    assert "is open until" in ok(db_url, "week", "open", WEEK, "--now", NOW_ISO).out
     row = run_row(db_url, WEEK)
     assert row["v2_state"] == "COLLECTING"
     assert [e[1:] for e in row["events"]] == [("DRAFT", "COLLECTING")]
@@ -182,7 +182,7 @@ def test_extend_moves_the_deadline_past_the_generate_time_and_the_later_times_fo
         db_url: str, engine: str) -> None:
     ok(db_url, "init")
     ok(db_url, "flag", "v2", engine)
-    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    ok(db_url, "week", "open", WEEK, "--now", NOW_ISO)
     # Thu 2026-12-03 15:00 New York: after the generate time (10:00) and the send window's
     # start (12:00)
     ran = ok(db_url, "week", "extend", WEEK, "--deadline", "2026-12-03T20:00:00Z")
@@ -205,7 +205,7 @@ def test_an_extension_past_the_send_window_moves_it_on_both_engines(
     send_window_at, so a stale one would nudge the moment the week is approved."""
     ok(db_url, "init")
     ok(db_url, "flag", "v2", engine)
-    ok(db_url, "week", "open", WEEK, "--now", T_OPEN)
+    ok(db_url, "week", "open", WEEK, "--now", NOW_ISO)
     ok(db_url, "week", "extend", WEEK, "--deadline", "2026-12-05T20:00:00Z")  # Sat 15:00
     shown = json_show(db_url)
     deadline, generate, window = (shown[k] for k in ("deadline_at", "generate_at",
@@ -269,6 +269,7 @@ def record(url: str, sql: str) -> None:
         store.close()
 
 
+@pytest.mark.both_databases("each dialect's migrator reads its record")
 @pytest.mark.parametrize(("drift", "says"), [
     ("UPDATE pubsched_migrations SET checksum = 'edited' WHERE version = '0033'",
      "was changed after it was applied"),

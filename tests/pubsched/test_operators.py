@@ -1,6 +1,6 @@
 """Operator accounts (issue 18): ``pubsched operator add|list|remove`` and the domain under
-it (:mod:`pubsched.people.operators`), on SQLite and PostgreSQL. Bad input exits 2 and writes
-nothing (every table compared before and after); a duplicate exits 3 with its reason.
+it (:mod:`pubsched.people.operators`), on SQLite (PostgreSQL where marked). Bad input exits
+2 and writes nothing (every table compared before and after); a duplicate exits 3 with its reason.
 The terminal path (asked twice, unechoed) runs the console script in a real pty."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import json
 import os
 import pty
 import select
-import subprocess
 import sys
 import threading
 import time
@@ -72,6 +71,7 @@ def pub(db_url: str) -> Any:
 # -- the CLI ------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the accounts' inserts, reads and deletes")
 def test_add_list_remove_round_trip(db_url: str, pub: Pub) -> None:
     added = cli(db_url, "operator", "add", " Ann@Pub.example ", "--password-stdin",
                 stdin=GOOD + "\n")
@@ -139,7 +139,6 @@ def test_removing_an_unknown_account_exits_2(db_url: str) -> None:
     assert snapshot(db_url) == before
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_on_a_terminal_the_password_is_asked_twice(db_url: str) -> None:
     """The console script in a real pty: two answers that differ save nothing (exit 2);
     the same twice adds the account. Nothing typed is echoed."""
@@ -221,6 +220,7 @@ def test_bad_input_is_refused_before_any_write(pub: Pub) -> None:
     assert operators.all_operators(pub) == []
 
 
+@pytest.mark.both_databases("races: two adds of one account")
 def test_two_adds_racing_make_one_account(db_url: str, tmp_path: Path) -> None:
     """Each add on its own connection at once: one applies, the other is OPERATOR_EXISTS."""
     barrier = threading.Barrier(2)
@@ -245,14 +245,18 @@ def test_two_adds_racing_make_one_account(db_url: str, tmp_path: Path) -> None:
     assert len(snapshot(db_url)["pub_operators"]) == 1
 
 
-def test_the_console_script_reads_the_password_from_stdin(db_url: str, pub: Pub) -> None:
-    ran = subprocess.run([sys.executable, "-m", "pubsched", "--db", db_url, "operator", "add",
-                          "cli@pub.example", "--password-stdin"], input=GOOD + "\n",
-                         capture_output=True, text=True, timeout=120, check=False)
-    assert ran.returncode == 0, ran.stderr
+def test_the_command_line_reads_the_password_from_its_own_stdin(
+        db_url: str, pub: Pub, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """No stream handed in: the process's stdin, as the console script reads it (the
+    terminal test above runs the script itself)."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(GOOD + "\n"))
+    code = cli_run(["--db", db_url, "operator", "add", "cli@pub.example", "--password-stdin"])
+    assert code == 0, capsys.readouterr().err
     assert [o.email for o in operators.all_operators(pub)] == ["cli@pub.example"]
 
 
+@pytest.mark.both_databases("races: two removals")
 def test_two_removals_racing_never_leave_none_when_one_must_stay(db_url: str,
                                                                  pub: Pub) -> None:
     """keep_one (the web's rule): the last two accounts removed at once on two
@@ -286,6 +290,7 @@ def test_two_removals_racing_never_leave_none_when_one_must_stay(db_url: str,
 NEW = "a brand new passphrase"
 
 
+@pytest.mark.both_databases("the password's compare-and-set")
 def test_operator_password_sets_a_new_password_from_stdin(db_url: str, pub: Pub) -> None:
     assert cli(db_url, "operator", "add", "ann@pub.example", "--password-stdin",
                stdin=GOOD + "\n").code == 0

@@ -33,7 +33,8 @@ from pubsched.picker import (
     pick,
 )
 
-WEEK = date(2026, 11, 30)
+MONDAY = date(2026, 11, 30)  # the picker's week: it breaks ties by the week, so the rosters
+# asserted below are this one's
 THU, FRI, SAT = date(2026, 12, 3), date(2026, 12, 4), date(2026, 12, 5)
 
 
@@ -125,7 +126,7 @@ _maxima = st.one_of(st.none(), st.integers(0, 3))
 @st.composite
 def instances(draw: st.DrawFn, max_tenders: int = 5, max_shifts: int = 5) -> Instance:
     """<= 5 tenders, <= 5 shifts with 0-2 slots on 3 nights, random availability."""
-    week_of = WEEK + timedelta(weeks=draw(st.integers(0, 3)))
+    week_of = MONDAY + timedelta(weeks=draw(st.integers(0, 3)))
     nights = [week_of + timedelta(days=d) for d in (3, 4, 5)]
     shifts = tuple(
         Shift(f"s{i}", draw(st.sampled_from(nights)), draw(st.integers(0, 2)))
@@ -211,14 +212,14 @@ def test_greedy_trap_both_nights_filled() -> None:
     # Fri comes first everywhere: a greedy picker puts A (free Fri and Sat, max 1) on Fri.
     shifts = [Shift("fri", FRI, 1), Shift("sat", SAT, 1)]
     tenders = [Tender("A", max_per_week=1), Tender("B")]
-    roster = pick(WEEK, shifts, tenders, {"A": ["fri", "sat"], "B": ["fri"]})
+    roster = pick(MONDAY, shifts, tenders, {"A": ["fri", "sat"], "B": ["fri"]})
     assert dict(roster.assignments) == {"fri": ("B",), "sat": ("A",)}
     assert dict(roster.unfilled) == {"fri": 0, "sat": 0}
 
 
 def test_unfillable_slots_are_reported_not_invented() -> None:
     shifts = [Shift("thu", THU, 2), Shift("fri", FRI, 2), Shift("sat", SAT, 1)]
-    roster = pick(WEEK, shifts, [Tender("A"), Tender("B")], {"A": ["thu", "fri"], "B": ["thu"]})
+    roster = pick(MONDAY, shifts, [Tender("A"), Tender("B")], {"A": ["thu", "fri"], "B": ["thu"]})
     assert dict(roster.assignments) == {"thu": ("A", "B"), "fri": ("A",), "sat": ()}
     assert dict(roster.unfilled) == {"thu": 0, "fri": 1, "sat": 1}
     assert roster.filled == 3
@@ -228,7 +229,7 @@ def test_history_sends_the_shift_to_the_less_worked_tender() -> None:
     # Over many weeks (many tiebreak seeds) the one who worked less always gets it.
     for week in range(20):
         roster = pick(
-            WEEK + timedelta(weeks=week),
+            MONDAY + timedelta(weeks=week),
             [Shift("fri", FRI, 1)],
             [Tender("busy", history=3), Tender("fresh", history=2)],
             {"busy": ["fri"], "fresh": ["fri"]},
@@ -238,17 +239,17 @@ def test_history_sends_the_shift_to_the_less_worked_tender() -> None:
 
 def test_load_this_week_is_spread_before_history_is_equalised() -> None:
     # Four shifts, two tenders free for all, equal history: two each, never 3 + 1.
-    shifts = [Shift(f"s{d}", WEEK + timedelta(days=d), 1) for d in range(4)]
-    roster = pick(WEEK, shifts, [Tender("A"), Tender("B")], {"A": [s.id for s in shifts],
+    shifts = [Shift(f"s{d}", MONDAY + timedelta(days=d), 1) for d in range(4)]
+    roster = pick(MONDAY, shifts, [Tender("A"), Tender("B")], {"A": [s.id for s in shifts],
                                                              "B": [s.id for s in shifts]})
     assert dict(roster.loads) == {"A": 2, "B": 2}
 
 
 def test_history_is_folded_into_the_level() -> None:
     # A worked 2 more in the trailing weeks: B gets 3 of 4 shifts, A one (adjusted 3 and 3).
-    shifts = [Shift(f"s{d}", WEEK + timedelta(days=d), 1) for d in range(4)]
+    shifts = [Shift(f"s{d}", MONDAY + timedelta(days=d), 1) for d in range(4)]
     everything = [s.id for s in shifts]
-    roster = pick(WEEK, shifts, [Tender("A", history=2), Tender("B")],
+    roster = pick(MONDAY, shifts, [Tender("A", history=2), Tender("B")],
                   {"A": everything, "B": everything})
     assert dict(roster.loads) == {"A": 1, "B": 3}
 
@@ -262,7 +263,7 @@ def test_the_smaller_maximum_wins(
 ) -> None:
     shifts = [Shift("thu", THU, 1), Shift("fri", FRI, 1), Shift("sat", SAT, 1)]
     tender = Tender("A", max_per_week=max_per_week, max_this_week=max_this_week)
-    roster = pick(WEEK, shifts, [tender], {"A": ["thu", "fri", "sat"]})
+    roster = pick(MONDAY, shifts, [tender], {"A": ["thu", "fri", "sat"]})
     assert roster.loads["A"] == expected
     assert sum(roster.unfilled.values()) == 3 - expected
 
@@ -270,18 +271,18 @@ def test_the_smaller_maximum_wins(
 def test_at_most_one_shift_per_night() -> None:
     # An early and a late shift on Friday; the late one crosses midnight but is Friday's.
     shifts = [Shift("fri-early", FRI, 1), Shift("fri-late", FRI, 1), Shift("sat", SAT, 1)]
-    roster = pick(WEEK, shifts, [Tender("A")], {"A": ["fri-early", "fri-late", "sat"]})
+    roster = pick(MONDAY, shifts, [Tender("A")], {"A": ["fri-early", "fri-late", "sat"]})
     assert roster.loads["A"] == 2
     assert roster.assignments["sat"] == ("A",)
     assert sum(roster.unfilled.values()) == 1
 
 
 def test_empty_and_degenerate_weeks() -> None:
-    assert pick(WEEK, [], [], {}).filled == 0
-    roster = pick(WEEK, [Shift("fri", FRI, 0)], [Tender("A")], {"A": ["fri"]})
+    assert pick(MONDAY, [], [], {}).filled == 0
+    roster = pick(MONDAY, [Shift("fri", FRI, 0)], [Tender("A")], {"A": ["fri"]})
     assert dict(roster.assignments) == {"fri": ()} and dict(roster.unfilled) == {"fri": 0}
     # A tender who did not answer is available for nothing, and still has a load.
-    roster = pick(WEEK, [Shift("fri", FRI, 1)], [Tender("A"), Tender("B")], {"B": ["fri"]})
+    roster = pick(MONDAY, [Shift("fri", FRI, 1)], [Tender("A"), Tender("B")], {"B": ["fri"]})
     assert dict(roster.loads) == {"A": 0, "B": 1}
 
 
@@ -293,20 +294,20 @@ def test_load_vector_definition() -> None:
 
 def test_roster_shifts_of_a_tender() -> None:
     shifts = [Shift("fri", FRI, 1), Shift("sat", SAT, 1)]
-    roster = pick(WEEK, shifts, [Tender("A")], {"A": ["sat", "fri"]})
+    roster = pick(MONDAY, shifts, [Tender("A")], {"A": ["sat", "fri"]})
     assert roster.shifts_of("A") == ("fri", "sat")
     assert roster.shifts_of("nobody") == ()
 
 
 # -- determinism -----------------------------------------------------------------------------
 
-SYMMETRIC_SHIFTS = tuple(Shift(f"s{d}", WEEK + timedelta(days=d), 2) for d in range(3, 6))
+SYMMETRIC_SHIFTS = tuple(Shift(f"s{d}", MONDAY + timedelta(days=d), 2) for d in range(3, 6))
 SYMMETRIC_TENDERS = tuple(Tender(f"t{i}") for i in range(5))
 SYMMETRIC_AVAILABILITY = {t.id: tuple(s.id for s in SYMMETRIC_SHIFTS) for t in SYMMETRIC_TENDERS}
 
 
 def test_same_input_in_any_order_gives_the_same_roster() -> None:
-    expected = pick(WEEK, SYMMETRIC_SHIFTS, SYMMETRIC_TENDERS, SYMMETRIC_AVAILABILITY)
+    expected = pick(MONDAY, SYMMETRIC_SHIFTS, SYMMETRIC_TENDERS, SYMMETRIC_AVAILABILITY)
     shuffle = random.Random(11)
     for _ in range(20):
         shifts, tenders = list(SYMMETRIC_SHIFTS), list(SYMMETRIC_TENDERS)
@@ -315,7 +316,7 @@ def test_same_input_in_any_order_gives_the_same_roster() -> None:
         items = list(SYMMETRIC_AVAILABILITY.items())
         shuffle.shuffle(items)
         availability = {t: tuple(shuffle.sample(a, len(a))) for t, a in items}
-        assert pick(WEEK, shifts, tenders, availability) == expected
+        assert pick(MONDAY, shifts, tenders, availability) == expected
 
 
 _IN_SUBPROCESS = """
@@ -340,7 +341,7 @@ def test_same_roster_in_processes_with_different_hash_seeds() -> None:
         )
         answers.add(done.stdout)
     assert len(answers) == 1
-    here = pick(WEEK, SYMMETRIC_SHIFTS, SYMMETRIC_TENDERS, SYMMETRIC_AVAILABILITY)
+    here = pick(MONDAY, SYMMETRIC_SHIFTS, SYMMETRIC_TENDERS, SYMMETRIC_AVAILABILITY)
     assert json.loads(answers.pop()) == {k: list(v) for k, v in here.assignments.items()}
 
 
@@ -348,7 +349,7 @@ def test_ties_are_broken_differently_from_week_to_week() -> None:
     # Five equal tenders, six slots: someone gets two, and who it is rotates with the week.
     rosters = []
     for week in range(12):
-        week_of = WEEK + timedelta(weeks=week)
+        week_of = MONDAY + timedelta(weeks=week)
         shifts = [Shift(s.id, s.night + timedelta(weeks=week), s.slots) for s in SYMMETRIC_SHIFTS]
         roster = pick(week_of, shifts, SYMMETRIC_TENDERS, SYMMETRIC_AVAILABILITY)
         assert sorted(roster.loads.values()) == [1, 1, 1, 1, 2]
@@ -400,7 +401,7 @@ def test_inconsistent_input_is_refused(
     message: str,
 ) -> None:
     with pytest.raises(PickerInputError, match=message):
-        pick(WEEK, shifts, tenders, availability)
+        pick(MONDAY, shifts, tenders, availability)
 
 
 def test_week_must_be_a_date() -> None:
@@ -413,12 +414,12 @@ def test_a_busy_week_is_valid_and_fills_what_is_fillable() -> None:
     # Too big for the brute force: 60 tenders, 9 shifts on 7 nights. Every slot has more
     # than enough tenders available, so all of them must be filled.
     rng = random.Random(7)
-    shifts = tuple(Shift(f"s{i}", WEEK + timedelta(days=i % 7), rng.randint(1, 4))
+    shifts = tuple(Shift(f"s{i}", MONDAY + timedelta(days=i % 7), rng.randint(1, 4))
                    for i in range(9))
     tenders = tuple(Tender(f"t{i:02}", rng.randint(0, 24), rng.choice([None, 1, 2]),
                            rng.choice([None, 1, 2, 3])) for i in range(60))
     availability = {t.id: tuple(s.id for s in shifts if rng.random() < 0.6) for t in tenders}
-    instance = Instance(WEEK, shifts, tenders, availability)
+    instance = Instance(MONDAY, shifts, tenders, availability)
     roster = instance.pick()
     assert_valid(instance, roster)
     assert sum(roster.unfilled.values()) == 0

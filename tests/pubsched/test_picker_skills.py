@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from pubsched.picker import PickerInputError, Roster, Shift, Tender, load_vector, pick
 
-WEEK = date(2026, 11, 30)
+MONDAY = date(2026, 11, 30)  # the picker's week (test_picker.py's): ties are broken by it
 THU, FRI, SAT = date(2026, 12, 3), date(2026, 12, 4), date(2026, 12, 5)
 SKILLS = ("cellar", "keys", "till")
 
@@ -38,7 +38,7 @@ class Instance:
     exclusions: frozenset[tuple[str, str]]
 
     def pick(self) -> Roster:
-        return pick(WEEK, self.shifts, self.tenders, self.availability,
+        return pick(MONDAY, self.shifts, self.tenders, self.availability,
                     pins=self.pins, exclusions=self.exclusions)
 
 
@@ -265,7 +265,7 @@ def test_skills_oracle_agrees_with_plain_enumeration(instance: Instance) -> None
 
 def _pick(shifts: list[Shift], tenders: list[Tender], availability: dict[str, list[str]],
           pins: tuple[tuple[str, str], ...] = (), exclusions: tuple[tuple[str, str], ...] = (),
-          week: date = WEEK) -> Roster:
+          week: date = MONDAY) -> Roster:
     return pick(week, shifts, tenders, availability, pins=pins, exclusions=exclusions)
 
 
@@ -274,7 +274,7 @@ def test_a_need_reserves_a_slot_for_a_tender_with_the_skill() -> None:
     everyone = {"A": ["fri"], "B": ["fri"], "C": ["fri"]}
     tenders = [Tender("A", history=9, skills=("keys",)), Tender("B"), Tender("C")]
     for week in range(8):  # whatever the tiebreak, A (the busiest) is on: the keys
-        roster = _pick(shifts, tenders, everyone, week=WEEK + timedelta(weeks=week))
+        roster = _pick(shifts, tenders, everyone, week=MONDAY + timedelta(weeks=week))
         assert "A" in roster.assignments["fri"] and roster.missing["fri"] == ()
     # Nobody with keys: the reserved slot stays empty and the need is reported.
     roster = _pick(shifts, [Tender("B"), Tender("C")], {"B": ["fri"], "C": ["fri"]})
@@ -297,7 +297,7 @@ def test_needs_are_met_before_the_load_is_spread() -> None:
     for week in range(12):
         shifts = [Shift("fri", FRI, 1, ("keys",)), Shift("sat", SAT, 1)]
         roster = _pick(shifts, [Tender("A", max_per_week=1, skills=("keys",))],
-                       {"A": ["fri", "sat"]}, week=WEEK + timedelta(weeks=week))
+                       {"A": ["fri", "sat"]}, week=MONDAY + timedelta(weeks=week))
         assert roster.assignments["fri"] == ("A",) and roster.missing["fri"] == ()
 
 
@@ -388,4 +388,4 @@ def test_inconsistent_pins_and_exclusions_are_refused(
     pins: tuple[tuple[str, str], ...], exclusions: tuple[tuple[str, str], ...], message: str
 ) -> None:
     with pytest.raises(PickerInputError, match=message):
-        pick(WEEK, _FRI, _AB, {}, pins=pins, exclusions=exclusions)
+        pick(MONDAY, _FRI, _AB, {}, pins=pins, exclusions=exclusions)

@@ -34,11 +34,13 @@ from pubsched.rehearsal import (
 from pubsched.rehearsal import record as records
 from pubsched.verdicts import BadInput
 from pubsched.week.runs import ensure_week
-from support.pub_engines import EMAILS, OPERATOR, WEEK, make_pub, moment
+from support.pub_engines import EMAILS, OPERATOR, WEEK, moment
 from support.pub_rehearsal import rehearse
+from support.pubs import make_pub
 from support.smtp_server import SmtpTestServer
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("the rehearsal's copy is of the real database's dialect")]
 
 REAL_TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
                "pub_availability_shifts", "pub_assignments", "pub_mail", "pub_flags",

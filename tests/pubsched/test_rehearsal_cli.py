@@ -14,9 +14,9 @@ import pytest
 from pubsched import cli
 from pubsched.rehearsal import STEPS
 from support.pub_cli import one_line, snapshot
+from support.pubs import WEEK
 from support.smtp_server import SmtpTestServer
 
-WEEK = "2026-12-07"
 OPERATOR = "ops@pub.example"
 
 

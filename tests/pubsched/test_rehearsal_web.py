@@ -1,8 +1,8 @@
 """The cutover page's rehearsal wizard (#17.7) in-process (Starlette's TestClient), on
-SQLite and PostgreSQL, mail to a loopback SMTP server: one step per press, the state in the
-record (a reload sees it), a stale or repeated press runs nothing, stop drops the copy, a
-failed step keeps the switch disabled, bad input and a missing operator write nothing.
-What a person sees is test_browser_rehearsal.py's."""
+SQLite (PostgreSQL where marked), mail to a loopback SMTP server: one step per press, the
+state in the record (a reload sees it), a stale or repeated press runs nothing, stop drops
+the copy, a failed step keeps the switch disabled, bad input and a missing operator write
+nothing. What a person sees is test_browser_rehearsal.py's."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from pubsched.rehearsal import STEPS, scratch
 from pubsched.rehearsal import record as records
 from pubsched.web.app import create_app
 from pubsched.week.runs import ensure_week
-from support.pub_web import NOW, WEEK, login, make_pub, web_settings
+from support.pub_web import login, web_settings
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 OPERATOR = "boss@pub.example"
@@ -34,7 +35,7 @@ def legacy_pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
     mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.example",
                                        PUBSCHED_OPERATOR_EMAIL=OPERATOR,
                                        PUBSCHED_SMTP_TIMEOUT="5"))
-    pub = make_pub(db_url, mail, v2=False)
+    pub = make_pub(db_url, mail, web=True, v2=False)
     ensure_week(pub, WEEK)
     try:
         yield pub
@@ -106,6 +107,7 @@ def test_a_reload_and_a_second_browser_see_the_same_wizard_and_a_stale_press_run
     assert next_form(again)["step"] == "2"
 
 
+@pytest.mark.both_databases("races: two presses at once")
 def test_two_operators_pressing_next_at_once_run_the_step_once(
         operator: TestClient, legacy_pub: Pub) -> None:
     operator.post("/admin/cutover/rehearsal")
@@ -164,7 +166,8 @@ def test_bad_input_and_no_operator_write_nothing(operator: TestClient, legacy_pu
         page = press_next(operator, fields)
         assert "is not a number" in page, fields
     assert legacy_pub.query("SELECT * FROM pub_rehearsals") == []
-    bare = make_pub(db_url, replace(legacy_pub.config.mail, operator_email=None), v2=False)
+    bare = make_pub(db_url, replace(legacy_pub.config.mail, operator_email=None), web=True,
+                    v2=False)
     try:
         with client_for(bare) as c:
             assert login(c).status_code == 303

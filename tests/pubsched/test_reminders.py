@@ -1,5 +1,5 @@
-"""The tick's reminders (pubsched.tick.reminders) on SQLite and PostgreSQL, with a real SMTP
-server on loopback: each kind sent once at its moment and not a minute before; a refused
+"""The tick's reminders (pubsched.tick.reminders) on SQLite (PostgreSQL where marked), with a
+real SMTP server on loopback: each kind sent once at its moment and not a minute before; a refused
 one retried by a later tick; one that became untrue by its turn dropped; `0` turns each
 off; away tenders, inactive ones and those who switched theirs off get none; a ticker
 that was down past the thing sends nothing late; and in the weeks the clocks change (New
@@ -40,10 +40,9 @@ from support.pub_reminders import (
     run_week,
     statuses,
 )
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew
+from support.pubs import NEXT, NOW, OPERATOR, WEEK, crew
 from support.smtp_server import SmtpTestServer
 
-NEXT = "2026-12-14"
 CREW = (("ann", None), ("bob", None), ("cat", None), ("dan", None))
 EMAILS = [f"{name}@pub.test" for name, _ in CREW]
 EVERYONE: dict[str, list[int] | None] = {email: None for email in EMAILS}
@@ -272,6 +271,7 @@ def test_an_extension_reminds_once_more_before_the_new_deadline_and_an_answer_st
 # -- the operator --------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the review note's queries")
 def test_the_operator_hears_once_that_an_autopilot_roster_waits(pub: Pub,
                                                                  smtp: SmtpTestServer) -> None:
     crew(pub, *CREW)
@@ -426,7 +426,6 @@ def test_the_settings_are_read_and_checked_at_start_up() -> None:
                 Config.from_env({name: bad})
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_cli_switches_a_tenders_reminders_and_a_bad_setting_is_exit_2(
         db_url: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -501,6 +500,7 @@ def test_in_the_weeks_the_clocks_change_reminders_come_at_the_wall_clock_moment(
 # -- the switch on the web, in-process -----------------------------------------------------------
 
 
+@pytest.mark.both_databases("the reminders switch's update")
 @pytest.mark.pub_setup("web")
 def test_the_tenders_switch_posts_and_refuses_what_it_must(pub: Pub) -> None:
     from starlette.testclient import TestClient

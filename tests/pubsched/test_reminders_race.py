@@ -1,19 +1,16 @@
 """Several ticker processes at once (``pubsched tick --now ...``, each its own process and
-connection, released together) against one PostgreSQL database send each reminder once,
-counted at the SMTP server: the outbox's UNIQUE owes it once, the claim's compare-and-set
-hands it to one of them. A reminder the server refuses in one round makes exactly one of
-the ticks exit 1, and a later round's ticks send it, once. SQLite's one writer is run the
-same way."""
+connection, released together; the same processes serve every round) against one PostgreSQL
+database send each reminder once, counted at the SMTP server: the outbox's UNIQUE owes it
+once, the claim's compare-and-set hands it to one of them. A reminder the server refuses in
+one round makes exactly one of the ticks exit 1, and a later round's ticks send it, once.
+SQLite's one writer is run the same way."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from collections import Counter
+from contextlib import ExitStack
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,43 +18,40 @@ import pytest
 from pubsched.db.instants import instant
 from pubsched.engines import v2
 from pubsched.pub import Pub
+from support.line_child import LineChild, at_once
 from support.pub_reminders import on_shift, reminders, run_week
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew
+from support.pubs import NEXT, NOW, OPERATOR, WEEK, crew
 from support.smtp_server import SmtpTestServer
 
-HERE = Path(__file__).resolve().parent
 TICKERS = 4
-NEXT = "2026-12-14"
 EXTRA = [f"extra{i}" for i in range(12)]  # no answers: each owed the next week's form
 
 CHILD = """
 import io, json, sys
-sys.path[:0] = [{tests!r}]
 from pubsched.cli import dispatch  # warm: the imports are not part of the race
 import pubsched.tick.run, pubsched.tick.reminders, pubsched.engines.v2, pubsched.db.store
-url, now = sys.argv[1], sys.argv[2]
-sys.stdin.readline()
-out, err = io.StringIO(), io.StringIO()
-code = dispatch.run(["--db", url, "tick", "--now", now], stdout=out, stderr=err)
-print(json.dumps({{"code": code, "out": out.getvalue(), "err": err.getvalue()}}))
+url = sys.argv[1]
+while line := sys.stdin.readline():  # a round: the instant to tick at
+    out, err = io.StringIO(), io.StringIO()
+    code = dispatch.run(["--db", url, "tick", "--now", json.loads(line)], stdout=out,
+                        stderr=err)
+    print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()}), flush=True)
 """
 
 
-def ticks_at_once(db_url: str, smtp: SmtpTestServer, at: datetime) -> list[dict[str, Any]]:
-    """``TICKERS`` processes of ``pubsched tick --now AT``, started, then released by one
-    line on their stdin at once; what each said and its exit code."""
+def tickers(db_url: str, smtp: SmtpTestServer) -> list[LineChild]:
+    """``TICKERS`` processes that run ``pubsched tick --now AT`` for each round's ``AT``
+    (support.line_child: started once, each its own process and connection)."""
     env = {**os.environ, **smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test",
                                      PUBSCHED_OPERATOR_EMAIL=OPERATOR,
                                      PUBSCHED_SMTP_TIMEOUT="5")}
-    script = CHILD.format(tests=str(HERE.parent))
-    kids = [subprocess.Popen([sys.executable, "-c", script, db_url, at.isoformat()],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-            for _ in range(TICKERS)]
-    for kid in kids:
-        assert kid.stdin is not None
-        kid.stdin.write("go\n")
-        kid.stdin.flush()
-    return [json.loads(kid.communicate(timeout=120)[0]) for kid in kids]
+    return [LineChild(CHILD, db_url, env=env) for _ in range(TICKERS)]
+
+
+def ticks_at_once(kids: list[LineChild], at: datetime) -> list[dict[str, Any]]:
+    """Every ticker's ``pubsched tick --now AT``, released by one line each at once; what
+    each said and its exit code."""
+    return at_once(kids, [at.isoformat()] * len(kids))
 
 
 def sent_per_reminder(smtp: SmtpTestServer) -> Counter[tuple[str, str]]:
@@ -86,18 +80,22 @@ def test_several_ticker_processes_send_each_reminder_once(pub: Pub, db_url: str,
               instant(thursday.starts_at) - timedelta(hours=5),  # (the refused one again)
               instant(saturday.starts_at) - timedelta(hours=24)]  # Saturday is short
     failed_rounds = []
-    for i, at in enumerate(rounds):
-        if i == 1:
-            smtp.refuse_recipient(refused)  # for the round of Thursday's reminders only
-        said = ticks_at_once(db_url, smtp, at)
-        assert all(s["code"] in (0, 1) for s in said), said
-        failed_rounds.append(sum(s["code"] == 1 for s in said))
-        if i == 1:  # the refused reminder: a ticker that tried it says so and exits 1
-            losers = [s for s in said if s["code"] == 1]
-            assert losers, said
-            assert all("an email did not go through" in s["err"] and refused in s["err"]
-                       for s in losers)
-            smtp.clear_faults()
+    kids = tickers(db_url, smtp)
+    with ExitStack() as running:
+        for kid in kids:
+            running.enter_context(kid)
+        for i, at in enumerate(rounds):
+            if i == 1:
+                smtp.refuse_recipient(refused)  # for the round of Thursday's reminders only
+            said = ticks_at_once(kids, at)
+            assert all(s["code"] in (0, 1) for s in said), said
+            failed_rounds.append(sum(s["code"] == 1 for s in said))
+            if i == 1:  # the refused reminder: a ticker that tried it says so and exits 1
+                losers = [s for s in said if s["code"] == 1]
+                assert losers, said
+                assert all("an email did not go through" in s["err"] and refused in s["err"]
+                           for s in losers)
+                smtp.clear_faults()
     # a ticker of the same round may try it again (it is failed, so due): one claim each
     assert failed_rounds[0] == failed_rounds[2] == failed_rounds[3] == 0
     assert failed_rounds[1] >= 1

@@ -1,7 +1,7 @@
 """``pubsched report hours`` (issue 19): each tender's shifts and hours in sent weeks
-between two dates, on both databases: only sent weeks count, a shift counts on the day it
-starts, a night across a clock change as long as it was worked; the CLI's table, CSV and
-JSON; bad dates exit 2."""
+between two dates (on PostgreSQL too where marked): only sent weeks count, a shift counts on
+the day it starts, a night across a clock change as long as it was worked; the CLI's table,
+CSV and JSON; bad dates exit 2."""
 
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ def test_only_sent_weeks_count_and_a_shift_counts_on_the_day_it_starts(
     assert sum(h.shifts for h in hours_worked(pub, date(2026, 12, 20), date(2026, 12, 20))) == 0
 
 
+@pytest.mark.both_databases("lengths from PostgreSQL's own time type across a clock change")
 def test_a_night_across_the_clock_change_counts_its_real_length(
         pub: Pub, smtp: SmtpTestServer) -> None:
     set_v2(pub, True)
@@ -67,6 +68,7 @@ def test_the_range_runs_forwards(pub: Pub) -> None:
         hours_worked(pub, date(2026, 12, 20), date(2026, 12, 14))
 
 
+@pytest.mark.both_databases("the report's queries")
 def test_the_cli_prints_a_table_csv_and_json(db_url: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     run = Cli(db_url, capsys)

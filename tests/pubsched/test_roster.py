@@ -14,10 +14,8 @@ import pytest
 
 from pubsched import cli
 from pubsched import db as pubdb
+from support.pubs import NEXT, NOW_ISO, WEEK
 
-WEEK = "2026-12-07"  # its form opens Mon 2026-11-30 10:00 New York time
-OTHER = "2026-12-14"
-T_OPEN = "2026-11-30T15:00:00Z"
 TABLES = ("pub_tenders", "pub_schedule_runs", "pub_shifts", "pub_availability",
           "pub_availability_shifts", "pub_assignments", "pub_roster_edits", "rowstate_events")
 ANA, BEN, CLEO, DEE = (f"{n}@pub.example" for n in ("ana", "ben", "cleo", "dee"))
@@ -81,7 +79,7 @@ def run(db_url: str, capsys: pytest.CaptureFixture[str],
 
 def collecting(run: Cli, v2: bool = True) -> list[int]:
     run.ok("flag", "v2", "on" if v2 else "off", "--force")
-    run.ok("week", "open", WEEK, "--now", T_OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     return [int(s["id"]) for s in run.show()["shifts"]]
 
 
@@ -97,6 +95,7 @@ def assigned(run: Cli, v2: bool = True) -> list[int]:
     return ids
 
 
+@pytest.mark.both_databases("the pin's upsert and the regenerate that keeps it")
 def test_assign_pins_a_tender_and_regenerate_keeps_the_pin(run: Cli) -> None:
     thu, _fri, sat = assigned(run)
     assert run.on(sat) == [CLEO]
@@ -125,6 +124,7 @@ def test_assign_with_availability_gives_no_warning_and_is_idempotent(run: Cli) -
     assert run.sql("SELECT * FROM pub_assignments ORDER BY shift_id, tender_id") == before
 
 
+@pytest.mark.both_databases("the unassign's delete")
 def test_unassign_takes_off_and_regenerate_does_not_put_back(run: Cli) -> None:
     thu, fri, _sat = assigned(run)
     assert run.on(thu) == [ANA, BEN] and run.on(fri) == [ANA, BEN]
@@ -174,7 +174,7 @@ def test_a_full_shift_and_a_second_shift_that_night_are_refused(run: Cli) -> Non
 @pytest.mark.parametrize("argv", [
     ("assign", WEEK, "{sat}", "nobody@pub.example"),      # no such tender
     ("assign", WEEK, "999999", ANA),                      # no such shift
-    ("assign", OTHER, "{sat}", ANA),                      # no such week
+    ("assign", NEXT, "{sat}", ANA),                      # no such week
     ("assign", WEEK, "{other}", ANA),                     # a shift of another week
     ("assign", WEEK, "sat", ANA),                         # not a number
     ("assign", "2026-12-08", "{sat}", ANA),               # not a Monday

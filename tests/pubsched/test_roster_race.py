@@ -5,20 +5,17 @@ assignments and moves it to APPROVED. Whatever the order they commit in, an appr
 never has a pin, or an assignment, that the approved roster lacks: either the assign lands
 first (and approve stamps the pinned tender too) or approve does (and the assign is refused,
 writing nothing). Both orders must be seen over the trials, or the test proves nothing.
-Each trial's children are started, connected and waiting before both are let go at once,
-each after its own small random delay so that both orders come up.
+The two children are started once (support.line_child: warm, each its own process and
+connections) and given each trial's command at once, each after its own small random delay
+so that both orders come up.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,25 +26,26 @@ from pubsched.people import tenders
 from pubsched.pub import Pub
 from pubsched.week import roster, submissions
 from pubsched.week.runs import ensure_week, shifts
-from support.pub_engines import WEEK, make_pub, moment
+from support.line_child import LineChild, at_once
+from support.pub_engines import WEEK, moment
+from support.pubs import make_pub
 
 pytestmark = [pytest.mark.pub_setup("engines")]
-HERE = Path(__file__).resolve().parent
 TRIALS = 16
 PINNED = "dee@pub.example"
 
 CHILD = """
 import io, json, sys, time
-sys.path[:0] = [{tests!r}]
 from pubsched import cli
 from pubsched.week import roster  # warm: the imports are not part of the race
 import pubsched.engines.v2, pubsched.engines.legacy
-url, delay, argv = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
-sys.stdin.readline()
-time.sleep(delay)
-out, err = io.StringIO(), io.StringIO()
-code = cli.run(["--db", url, *argv], stdout=out, stderr=err)
-print(json.dumps({{"code": code, "out": out.getvalue(), "err": err.getvalue()}}))
+url = sys.argv[1]
+while line := sys.stdin.readline():  # a trial: its delay and its command
+    delay, argv = json.loads(line)
+    time.sleep(delay)
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(["--db", url, *argv], stdout=out, stderr=err)
+    print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue()}), flush=True)
 """
 
 
@@ -78,39 +76,36 @@ def _reset(pub: Pub) -> None:
 def test_assign_racing_approve_never_leaves_a_pin_the_approved_roster_lacks(
         pub: Pub, db_url: str) -> None:
     sat = _week(pub)
-    script = CHILD.format(tests=str(HERE.parent))
     shuffle = random.Random(18)
     outcomes: set[str] = set()
-    for _ in range(TRIALS):
-        _reset(pub)
-        commands = (["week", "assign", WEEK, str(sat), PINNED], ["week", "approve", WEEK])
-        kids = [subprocess.Popen([sys.executable, "-c", script, db_url,
-                                  str(shuffle.uniform(0, 0.03)), *argv],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 env=dict(os.environ)) for argv in commands]
-        for kid in kids:
-            assert kid.stdin is not None
-            kid.stdin.write("go\n")
-            kid.stdin.flush()
-        assigned, approved = (json.loads(k.communicate(timeout=120)[0]) for k in kids)
-        assert approved["code"] == 0, approved  # approve always wins or waits: never refused
-        assert pub.runs.state(WEEK) == "APPROVED"
-        rows = pub.query("SELECT t.email, a.approved_at FROM pub_assignments a "
-                         "JOIN pub_tenders t ON t.id = a.tender_id WHERE a.week_of = %s",
-                         [WEEK])
-        unstamped = [r["email"] for r in rows if r["approved_at"] is None]
-        assert unstamped == [], (assigned, rows)  # nothing the approved roster lacks
-        pins = pub.query("SELECT tender_id FROM pub_roster_edits WHERE kind = 'pin'")
-        on_sat = PINNED in {r["email"] for r in rows}
-        if assigned["code"] == 0:
-            assert on_sat and len(pins) == 1, (assigned, rows)
-            outcomes.add("assign first")
-        else:
-            assert assigned["code"] == 3 and "(STATE_MISMATCH)" in assigned["err"], assigned
-            assert "un-approve it first" in assigned["err"]
-            assert not on_sat and pins == [], (assigned, rows)
-            outcomes.add("approve first")
+    commands = (["week", "assign", WEEK, str(sat), PINNED], ["week", "approve", WEEK])
+    with LineChild(CHILD, db_url) as assigner, LineChild(CHILD, db_url) as approver:
+        for _ in range(TRIALS):
+            _reset(pub)
+            assigned, approved = at_once((assigner, approver),
+                                         [(shuffle.uniform(0, 0.03), argv) for argv in commands])
+            _check_trial(pub, assigned, approved, outcomes)
     assert outcomes == {"assign first", "approve first"}
+
+
+def _check_trial(pub: Pub, assigned: dict[str, Any], approved: dict[str, Any],
+                 outcomes: set[str]) -> None:
+    assert approved["code"] == 0, approved  # approve always wins or waits: never refused
+    assert pub.runs.state(WEEK) == "APPROVED"
+    rows = pub.query("SELECT t.email, a.approved_at FROM pub_assignments a "
+                     "JOIN pub_tenders t ON t.id = a.tender_id WHERE a.week_of = %s", [WEEK])
+    unstamped = [r["email"] for r in rows if r["approved_at"] is None]
+    assert unstamped == [], (assigned, rows)  # nothing the approved roster lacks
+    pins = pub.query("SELECT tender_id FROM pub_roster_edits WHERE kind = 'pin'")
+    on_sat = PINNED in {r["email"] for r in rows}
+    if assigned["code"] == 0:
+        assert on_sat and len(pins) == 1, (assigned, rows)
+        outcomes.add("assign first")
+    else:
+        assert assigned["code"] == 3 and "(STATE_MISMATCH)" in assigned["err"], assigned
+        assert "un-approve it first" in assigned["err"]
+        assert not on_sat and pins == [], (assigned, rows)
+        outcomes.add("approve first")
 
 
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)

@@ -24,6 +24,7 @@ def test_each_flag_follows_its_own_migration() -> None:
     assert SchemaLevel.of(INTRODUCED.values()) == SchemaLevel.full()
 
 
+@pytest.mark.both_databases("the level is read with each dialect's catalogue query")
 def test_a_migrated_database_has_every_feature(db_url: str) -> None:
     pub = Pub(open_store(db_url))
     try:
@@ -32,6 +33,7 @@ def test_a_migrated_database_has_every_feature(db_url: str) -> None:
         pub.close()
 
 
+@pytest.mark.both_databases("the level is read with each dialect's catalogue query")
 @pytest.mark.empty_db
 def test_the_level_is_read_when_the_pub_opens(db_url: str) -> None:
     """Nothing applied: the legacy level (no error); at 0034, the same; a pub opened after

@@ -2,12 +2,13 @@
 ``PUBSCHED_SECRET`` with the old key in ``PUBSCHED_SECRET_PREVIOUS`` keeps every link
 already mailed and every session already open working, while everything new is signed
 with the new key; a key taken off the list opens nothing. Checked through the real app
-(in-process) on both databases: a tender's form and calendar links, the operator's
+(in-process): a tender's form and calendar links, the operator's
 session, and the refusal to serve beyond loopback with a weak old key."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 import subprocess
 import sys
@@ -16,13 +17,15 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from pubsched.cli.dispatch import run as cli_run
 from pubsched.config import Config
 from pubsched.people import links
 from pubsched.pub import Pub
 from pubsched.web import serve
 from pubsched.web.app import create_app
 from pubsched.web.settings import WebSettings
-from support.pub_web import NOW, login, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NOW
 
 pytestmark = pytest.mark.pub_setup("web")
 PUBSCHED = Path(sys.executable).parent / "pubsched"
@@ -31,14 +34,18 @@ OLDER = "older-key-9fHg4uMi6pLz0aEk5Jq0vVd3oZl8sYw2nQ"
 
 
 def test_secret_new_prints_a_strong_key_and_only_the_key() -> None:
+    """Once as the installed script, once in-process: a new key each time."""
+    done = subprocess.run([str(PUBSCHED), "secret", "new"], capture_output=True,
+                          text=True, timeout=60)
+    out, err = io.StringIO(), io.StringIO()
+    code = cli_run(["secret", "new"], stdout=out, stderr=err)
     keys = []
-    for _ in range(2):
-        done = subprocess.run([str(PUBSCHED), "secret", "new"], capture_output=True,
-                              text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        (key,) = done.stdout.split()
+    for ran in ((done.returncode, done.stdout, done.stderr),
+                (code, out.getvalue(), err.getvalue())):
+        assert ran[0] == 0, ran
+        (key,) = ran[1].split()
         assert re.fullmatch(r"[A-Za-z0-9_-]{43}", key)  # 32 random bytes, URL-safe
-        assert "PUBSCHED_SECRET_PREVIOUS" in done.stderr
+        assert "PUBSCHED_SECRET_PREVIOUS" in ran[2]
         keys.append(key)
     assert keys[0] != keys[1]
     serve.check_exposure("0.0.0.0", Config(secret=keys[0]), WebSettings.from_env({}))

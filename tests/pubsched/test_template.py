@@ -1,5 +1,5 @@
 """The pub's week (issue 18): ``pubsched shift add|list|edit|remove`` and ``week create``
-reading the template from the database, on SQLite and PostgreSQL. Bad values exit 2 with
+reading the template from the database, on SQLite (PostgreSQL where marked). Bad values exit 2 with
 every table as it was; a template change reaches only the weeks created after it."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pubsched.db import open_store
 from pubsched.week.template import read
 from pubsched.week.time import DEFAULT_TEMPLATE
 from support.pub_cli import Cli, snapshot
+from support.pubs import NEXT, WEEK
 
-WEEK, NEXT = "2026-12-07", "2026-12-14"
 SEEDED = [
     {"id": 1, "label": "Thursday night", "day": "thu", "start": "18:00", "end": "02:00",
      "slots": 2, "needs": []},
@@ -115,6 +115,7 @@ def test_bad_values_exit_2_and_write_nothing(run: Cli, argv: tuple[str, ...]) ->
     assert snapshot(run.url) == before
 
 
+@pytest.mark.both_databases("the template's updates")
 def test_shift_edit_changes_only_what_is_given(run: Cli) -> None:
     run.ok("shift", "add", "Late bar", "--day", "fri", "--start", "22:00", "--end", "03:00",
            "--needs", "bar")
@@ -128,6 +129,7 @@ def test_shift_edit_changes_only_what_is_given(run: Cli) -> None:
     assert listed[1]["label"] == "Thursday night" and listed[1]["end"] == "02:00"
 
 
+@pytest.mark.both_databases("the template's insert and delete, and weeks made from it")
 def test_template_changes_reach_only_weeks_created_afterwards(run: Cli) -> None:
     run.ok("week", "create", WEEK)
     before = week_shifts(run, WEEK)

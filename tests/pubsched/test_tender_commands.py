@@ -1,5 +1,5 @@
 """``pubsched tender add|edit|activate|list`` with skills (issue 18): exit codes, the JSON,
-nothing written on bad input, on SQLite and PostgreSQL; and the one rule that an email
+nothing written on bad input, on SQLite (PostgreSQL where marked); and the one rule that an email
 belongs to one tender, held by the UNIQUE index even when the check would have passed."""
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def test_add_with_skills_stores_them_as_words(run: Cli) -> None:
     assert "skills" in text and "bar cellar" in text
 
 
+@pytest.mark.both_databases("the tender's partial updates")
 def test_edit_changes_only_what_is_given(run: Cli) -> None:
     before = run.tenders()["ana@pub.example"]
     ran = run.ok("tender", "edit", "ANA@pub.example", "--name", "Ana Alvarez")
@@ -87,6 +88,7 @@ def test_a_new_email_keeps_the_tenders_links_working(run: Cli) -> None:
     run.ok("tender", "add", "Another Ana", "ana@pub.example")
 
 
+@pytest.mark.both_databases("the unique index refuses the address")
 @pytest.mark.parametrize("taken", ["ben@pub.example", "BEN@pub.example", " ben@Pub.example "])
 def test_edit_onto_another_tenders_email_is_refused_with_nothing_changed(
         run: Cli, taken: str) -> None:
@@ -141,6 +143,7 @@ def test_bad_skills_at_add_exit_2_and_write_nothing(run: Cli) -> None:
         assert snapshot(run.url) == before, skill
 
 
+@pytest.mark.both_databases("reactivation's update")
 def test_activate_brings_back_an_inactive_tender_and_their_link(run: Cli) -> None:
     link = run.ok("tender", "link", "ben@pub.example").out.strip()
     token = link.rsplit("/", 1)[1]
@@ -162,6 +165,7 @@ def test_activate_brings_back_an_inactive_tender_and_their_link(run: Cli) -> Non
     assert snapshot(run.url) == before
 
 
+@pytest.mark.both_databases("the unique index, not a read, refuses the email")
 def test_the_unique_index_decides_an_email_taken_after_the_edit_began(run: Cli) -> None:
     """Another unit inserts the address and has not committed when the edit starts: a
     check that read first would see it free. The edit waits on the index, then is refused
@@ -201,6 +205,7 @@ def test_the_unique_index_decides_an_email_taken_after_the_edit_began(run: Cli) 
     assert not failures
 
 
+@pytest.mark.both_databases("races: two edits onto one address")
 def test_two_edits_racing_onto_one_address_one_wins(run: Cli) -> None:
     pubs = [open_pub(run.url), open_pub(run.url)]
     gate = threading.Barrier(2)

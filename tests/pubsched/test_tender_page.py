@@ -1,7 +1,8 @@
-"""Issue #18: the tender's own page, driven in-process on SQLite and PostgreSQL: their next
-shifts (sent weeks only, until each ends) above the open week's form; a shift that needs a
-skill they lack shown but not tickable, a shift already started not offered; and the server
-(the web's POST, the CLI's ``avail``) refusing a tick of either with nothing written."""
+"""Issue #18: the tender's own page, driven in-process on SQLite (PostgreSQL where marked):
+their next shifts (sent weeks only, until each ends) above the open week's form; a shift
+that needs a skill they lack shown but not tickable, a shift already started not offered;
+and the server (the web's POST, the CLI's ``avail``) refusing a tick of either with nothing
+written."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from pubsched.week.view import tender_calendar, tender_form
-from support.pub_web import NOW, WEEK, people, web_settings, write
+from support.pub_web import people, web_settings, write
+from support.pubs import NEXT, NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
-NEXT = "2026-12-14"
 
 
 class Clock:
@@ -85,6 +86,7 @@ def send_week(pub: Pub) -> None:
         assert step(pub, WEEK, now=NOW).applied, step
 
 
+@pytest.mark.both_databases("the tender page's reads")
 def test_the_page_shows_the_tenders_next_shifts_from_sent_weeks_above_the_form(
         client: TestClient, pub: Pub, clock: Clock) -> None:
     team = people(pub)

@@ -1,8 +1,8 @@
-"""A tender's usual (issue 19, standing availability) on SQLite and PostgreSQL: saved with
-an answer (``avail --usual``, the form's "save this as my usual"), shown by ``tender show``;
-a week they never answer is answered from it by the close (the v2 close, the tick's
-autopilot close, the legacy close), marked "usual" in ``week show`` and its JSON; their
-own answer after a reopen replaces it; nights they are away are not taken from it."""
+"""A tender's usual (issue 19, standing availability) on SQLite (PostgreSQL where marked):
+saved with an answer (``avail --usual``, the form's "save this as my usual"), shown by
+``tender show``; a week they never answer is answered from it by the close (the v2 close,
+the tick's autopilot close, the legacy close), marked "usual" in ``week show`` and its JSON;
+their own answer after a reopen replaces it; nights they are away are not taken from it."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from support.pub_cli import Cli, one_line, snapshot, use_env
 from support.smtp_server import SmtpTestServer
 
 A, B = "2026-12-14", "2026-12-21"  # Thu, Fri, Sat 18:00 - 02:00 New York, two slots each
-NOW = "2026-12-08T15:00:00Z"
+FORM_OPEN = "2026-12-08T15:00:00Z"  # Tue 8 Dec, 10:00 in New York: A's form is open
 ANA, BEN, CLEO = "ana@pub.example", "ben@pub.example", "cleo@pub.example"
 
 
 class Pub(Cli):
     def __call__(self, *argv: str) -> Any:
-        return super().__call__(*argv, *(() if "--now" in argv else ("--now", NOW)))
+        return super().__call__(*argv, *(() if "--now" in argv else ("--now", FORM_OPEN)))
 
     def show(self, week: str) -> dict[str, Any]:
         shown: dict[str, Any] = self.json("week", "show", week)
@@ -55,6 +55,7 @@ def usual_saved_in_week_a(run: Pub) -> None:
     run.ok("week", "close", A)
 
 
+@pytest.mark.both_databases("the usual's upsert and the close that reads it")
 def test_the_close_answers_for_a_tender_who_did_not_from_their_usual(run: Pub) -> None:
     usual_saved_in_week_a(run)
     shown = run.json("tender", "show", ANA)

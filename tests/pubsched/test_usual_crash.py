@@ -23,14 +23,14 @@ from pubsched.engines import v2
 from pubsched.people import tenders, usual
 from pubsched.pub import Pub
 from pubsched.week import runs as weeks
-from support.pub_v2 import NOW, WEEK
+from support.pubs import NOW, WEEK
 
 HERE = Path(__file__).resolve().parent
 PEOPLE = 40
 CLOSE_IN_A_CHILD = """
 import sys
 sys.path[:0] = [{tests!r}]
-from support.pub_v2 import NOW, WEEK
+from support.pubs import NOW, WEEK
 from pubsched.engines import v2
 from pubsched.config import Config
 from pubsched.pub import Pub

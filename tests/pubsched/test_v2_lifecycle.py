@@ -21,7 +21,7 @@ from pubsched.verdicts import BadInput
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from pubsched.week.view import week_show
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
+from support.pubs import NOW, OPERATOR, WEEK, crew, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -33,6 +33,7 @@ def state(pub: Pub, week: str = WEEK) -> str:
     return str(week_show(pub, week)["state"])
 
 
+@pytest.mark.both_databases("the v2 week end to end")
 def test_the_dress_rehearsal_runs_the_whole_lifecycle_and_mails_each_tender_once(
         pub: Pub, smtp: SmtpTestServer) -> None:
     crew(pub, ("ann", None), ("bob", 1), ("cy", None), ("dee", 2))
@@ -185,6 +186,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(pub: Pub) -> None:
     assert (again.applied, again.reason) == (False, "TENDER_EXISTS")
 
 
+@pytest.mark.both_databases("a send's lease refuses the unapprove")
 def test_h3_one_week_collecting_and_h4_no_unapprove_during_a_send(pub: Pub) -> None:
     crew(pub, ("ann", None))
     assert v2.open_form(pub, WEEK, now=NOW)
@@ -240,7 +242,7 @@ def test_rehearsal_mode_sends_everything_to_the_operator_only(
     operator, the intended recipient named in the subject; delivery records as usual."""
     from pubsched.engines.flags import set_v2
 
-    rehearsing = make_pub(db_url, smtp, PUBSCHED_REHEARSAL="1")
+    rehearsing = make_pub(db_url, mail_settings(smtp, PUBSCHED_REHEARSAL="1"))
     try:
         set_v2(rehearsing, True, now=NOW)
         crew(rehearsing, ("ann", None), ("bob", None))

@@ -25,7 +25,7 @@ from pubsched.pub import Pub
 from pubsched.week import generate, submissions
 from pubsched.week import runs as weeks
 from pubsched.week.view import week_show
-from support.pub_v2 import NOW, WEEK, crew, make_pub
+from support.pubs import NOW, WEEK, crew, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 HERE = Path(__file__).resolve().parent
@@ -33,7 +33,7 @@ SEND_IN_A_CHILD = """
 import json, sys
 sys.path[:0] = [{tests!r}]
 from datetime import datetime
-from support.pub_v2 import NOW, WEEK
+from support.pubs import NOW, WEEK
 from pubsched.engines import v2
 from pubsched.config import Config
 from pubsched.pub import Pub
@@ -75,6 +75,7 @@ def _age_lease(pub: Pub, seconds: float) -> None:
                    [row["acting_at"] - timedelta(seconds=seconds), WEEK])
 
 
+@pytest.mark.both_databases("races: two processes take the send lease")
 def test_a_double_clicked_send_from_two_processes_mails_each_tender_once(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     _approved(pub, "ann", "bob", "cy")
@@ -88,6 +89,7 @@ def test_a_double_clicked_send_from_two_processes_mails_each_tender_once(
     assert week_show(pub, WEEK)["state"] == "SENT"
 
 
+@pytest.mark.both_databases("a crash: the send lease reclaimed after its TTL")
 def test_a_send_killed_midway_is_reclaimed_by_send_only_and_never_mails_twice(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     _approved(pub, "ann", "bob", "cy")
@@ -115,6 +117,7 @@ def test_a_send_killed_midway_is_reclaimed_by_send_only_and_never_mails_twice(
     assert statuses["bob@pub.test"] == "in_flight"  # shown as uncertain, not re-sent
 
 
+@pytest.mark.both_databases("a lease reclaimed under a zombie")
 def test_a_zombie_generate_whose_lease_was_reclaimed_writes_no_assignment(pub: Pub) -> None:
     crew(pub, ("ann", None), ("bob", None))
     assert v2.open_form(pub, WEEK, now=NOW)
@@ -134,13 +137,14 @@ def test_a_zombie_generate_whose_lease_was_reclaimed_writes_no_assignment(pub: P
     assert not pub.runs.finalize(WEEK, zombie).applied
 
 
+@pytest.mark.both_databases("races: submissions against the close")
 def test_submissions_racing_the_close_land_before_it_or_are_refused(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     names = [f"t{i}" for i in range(6)]
     crew(pub, *((n, None) for n in names))
     assert v2.open_form(pub, WEEK, now=NOW)
     ids = [s.id for s in weeks.shifts(pub, WEEK)]
-    others = [make_pub(db_url, smtp) for _ in names]
+    others = [make_pub(db_url, mail_settings(smtp)) for _ in names]
     results: dict[str, Any] = {}
     barrier = threading.Barrier(len(names) + 1)
 
@@ -174,6 +178,7 @@ def test_submissions_racing_the_close_land_before_it_or_are_refused(
     assert (late.applied, late.reason) == (False, "FORM_CLOSED")
 
 
+@pytest.mark.both_databases("races: two resends at once")
 def test_two_resends_at_once_mail_the_uncertain_tender_once(
         pub: Pub, smtp: SmtpTestServer, db_url: str) -> None:
     """Issue 17 item 6: two operators (two instances) resend the same uncertain recipient at
@@ -182,7 +187,6 @@ def test_two_resends_at_once_mail_the_uncertain_tender_once(
     while the first is still handing over."""
     from pubsched.engines.actions import perform
     from pubsched.mail.settings import load_mail_settings
-    from support import pub_engines
 
     _approved(pub, "ann", "bob")
     smtp.drop_after_data(for_recipient="ann@pub.test")
@@ -192,7 +196,7 @@ def test_two_resends_at_once_mail_the_uncertain_tender_once(
     smtp.hang_after_data(for_recipient="ann@pub.test")
     mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test",
                                        PUBSCHED_SMTP_TIMEOUT="1"))
-    operators = [pub_engines.make_pub(db_url, mail) for _ in range(2)]
+    operators = [make_pub(db_url, mail) for _ in range(2)]
     barrier = threading.Barrier(len(operators))
     results: list[Any] = []
 

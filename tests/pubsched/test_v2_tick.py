@@ -23,8 +23,7 @@ from pubsched.verdicts import BadInput
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
 from pubsched.week.view import week_show
-from support import pub_engines
-from support.pub_v2 import NOW, OPERATOR, WEEK, crew, make_pub
+from support.pubs import NOW, OPERATOR, WEEK, crew, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
 
 DEALT = "tick: 1 email dealt with (sent, or no longer needed)"  # how the tick says a nudge went
@@ -50,6 +49,7 @@ def test_a_manual_week_past_its_deadline_gets_one_nudge_and_no_move(
     assert week_show(pub, WEEK)["state"] == COLLECTING  # nudges never change state
 
 
+@pytest.mark.both_databases("autopilot's timed moves under their leases")
 def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
         pub: Pub, smtp: SmtpTestServer) -> None:
     crew(pub, ("ann", None), ("bob", None))
@@ -78,6 +78,7 @@ def test_autopilot_advances_the_timed_steps_and_stops_at_assigned(
             for m in smtp.accepted] == [([OPERATOR], True)]
 
 
+@pytest.mark.both_databases("races: two ticks at once")
 def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestServer,
                                                        db_url: str) -> None:
 
@@ -86,7 +87,7 @@ def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestS
     weeks.set_autopilot(pub, "2026-12-14", True)
     due = deadline(pub)
     assert isinstance(due, type(NOW))
-    other = make_pub(db_url, smtp)
+    other = make_pub(db_url, mail_settings(smtp))
     try:
         barrier = threading.Barrier(2)
         results: list[list[object]] = [[], []]
@@ -109,6 +110,7 @@ def test_two_ticks_at_once_nudge_once_and_advance_once(pub: Pub, smtp: SmtpTestS
     assert len([m for m in smtp.accepted if list(m.rcpt_tos) == [OPERATOR]]) == 1
 
 
+@pytest.mark.both_databases("races: an extension against a close in flight")
 def test_an_extension_cannot_stomp_a_close_in_flight(pub: Pub) -> None:
     assert v2.open_form(pub, WEEK, now=NOW)
     claim = pub.runs.claim(WEEK, "close", holder="closer")
@@ -153,7 +155,7 @@ def test_a_refused_nudge_fails_the_tick_and_a_later_tick_delivers_it_once(
     assert tick(pub, due + timedelta(seconds=30)) == []  # waiting its minute
     assert [bool(v.failed) for v in tick(pub, due + timedelta(minutes=1))] == [True]
     smtp.clear_faults()
-    other = make_pub(db_url, smtp)
+    other = make_pub(db_url, mail_settings(smtp))
     try:
         barrier = threading.Barrier(2)
         results: list[list[str]] = [[], []]
@@ -183,7 +185,7 @@ def test_a_nudge_with_no_operator_address_fails_the_tick_until_one_is_set(
     assert v2.open_form(pub, WEEK, now=NOW)
     due = deadline(pub)
     assert isinstance(due, type(NOW))
-    nowhere = pub_engines.make_pub(db_url, load_mail_settings(
+    nowhere = make_pub(db_url, load_mail_settings(
         smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test")))
     try:
         got = tick(nowhere, due)
@@ -251,6 +253,7 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     assert week_show(pub, WEEK)["unfilled"] == 0
 
 
+@pytest.mark.both_databases("autopilot's open of a created draft")
 def test_an_autopilot_open_on_time_keeps_the_weeks_deadline(pub: Pub,
                                                            smtp: SmtpTestServer) -> None:
     row = weeks.ensure_week(pub, WEEK, now=NOW)
@@ -262,7 +265,6 @@ def test_an_autopilot_open_on_time_keeps_the_weeks_deadline(pub: Pub,
     assert deadline(pub) == before and smtp.accepted == []
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_minimum_collecting_time_is_a_setting(pub: Pub, smtp: SmtpTestServer) -> None:
     """Read once with the pub's settings (a bad value refused at start-up, exit 2), never
     from the environment at tick time."""

@@ -1,4 +1,4 @@
-"""The web front end in-process (Starlette's TestClient), on SQLite and PostgreSQL: the
+"""The web front end in-process (Starlette's TestClient), on SQLite (PostgreSQL where marked): the
 login and its cookie, the cross-origin check, the buttons, refusals, double clicks, the
 tender's signed links and the calendar feed. What a person sees is test_browser.py's."""
 
@@ -21,24 +21,11 @@ from pubsched.web.auth import LoginThrottle
 from pubsched.web.buttons import fingerprint
 from pubsched.week import runs as weeks
 from pubsched.week.view import week_show
-from support.pub_web import (
-    NOW,
-    PASSWORD,
-    WEEK,
-    Tender,
-    buttons,
-    login,
-    make_pub,
-    people,
-    seen,
-    web_settings,
-)
+from support.pub_web import PASSWORD, Tender, buttons, login, people, seen, web_settings
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import SmtpTestServer
 
 EVIL = "https://evil.example"
-# the login, cookie and header tests do not read the database in any way that differs
-# between the two: SQLite only, to keep the suite quick
-sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 pytestmark = pytest.mark.pub_setup("web")
@@ -73,7 +60,6 @@ def press(client: TestClient, action: str, **data: str) -> str:
 # -- health and the admin gate ---------------------------------------------------------
 
 
-@sqlite_only
 def test_an_unexpected_error_is_a_short_page_without_a_trace(
         pub: Pub, monkeypatch: pytest.MonkeyPatch) -> None:
     import pubsched.week.view
@@ -90,7 +76,6 @@ def test_an_unexpected_error_is_a_short_page_without_a_trace(
     assert "secret internals" not in reply.text and "Traceback" not in reply.text
 
 
-@sqlite_only
 def test_healthz_says_when_the_database_is_down(pub: Pub,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     def down(*args: object) -> None:
@@ -103,13 +88,11 @@ def test_healthz_says_when_the_database_is_down(pub: Pub,
     assert reply.status_code == 503 and reply.json()["ok"] is False
 
 
-@sqlite_only
 def test_healthz_answers_without_login(client: TestClient) -> None:
     reply = client.get("/healthz")
     assert reply.status_code == 200 and reply.json() == {"ok": True, "database": "ok"}
 
 
-@sqlite_only
 @pytest.mark.parametrize("path", ["/admin/", f"/admin/weeks/{WEEK}", "/admin/tenders",
                                   "/admin/cutover"])
 def test_every_admin_page_needs_the_login(client: TestClient, path: str) -> None:
@@ -139,7 +122,6 @@ def test_a_tender_link_on_an_admin_url_meets_the_login(client: TestClient, pub: 
 # -- login, cookie, logout, throttle ---------------------------------------------------
 
 
-@sqlite_only
 def test_login_sets_a_strict_short_cookie(client: TestClient) -> None:
     reply = login(client)
     assert reply.status_code == 303 and reply.headers["location"] == "/admin/"
@@ -151,7 +133,6 @@ def test_login_sets_a_strict_short_cookie(client: TestClient) -> None:
     assert client.get("/admin/").status_code == 200
 
 
-@sqlite_only
 def test_insecure_cookies_only_when_asked(pub: Pub) -> None:
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)
     with TestClient(app) as c:
@@ -160,7 +141,6 @@ def test_insecure_cookies_only_when_asked(pub: Pub) -> None:
         assert c.get("/admin/").status_code == 200
 
 
-@sqlite_only
 def test_a_wrong_password_is_refused(client: TestClient) -> None:
     reply = login(client, "wrong")
     assert reply.status_code == 401 and "Wrong password" in reply.text
@@ -168,7 +148,6 @@ def test_a_wrong_password_is_refused(client: TestClient) -> None:
     assert client.get("/admin/", follow_redirects=False).status_code == 303
 
 
-@sqlite_only
 def test_each_login_gets_a_new_session_and_logout_ends_it(client: TestClient) -> None:
     first = login(client).cookies["pubsched_admin"]
     second = login(client).cookies["pubsched_admin"]
@@ -179,7 +158,6 @@ def test_each_login_gets_a_new_session_and_logout_ends_it(client: TestClient) ->
     assert client.get("/admin/", follow_redirects=False).status_code == 303
 
 
-@sqlite_only
 def test_a_forged_or_expired_session_is_refused(pub: Pub) -> None:
     app = create_app(pub, web_settings(), clock=lambda: NOW)
     with TestClient(app, base_url="https://testserver") as c:
@@ -191,7 +169,6 @@ def test_a_forged_or_expired_session_is_refused(pub: Pub) -> None:
     assert web.sessions.valid(expired) is None
 
 
-@sqlite_only
 def test_login_goes_only_to_our_own_admin_pages(client: TestClient) -> None:
     for target in ("https://evil.example/", "//evil.example/admin/", "/t/x"):
         reply = client.post("/admin/login", data={"password": PASSWORD, "next": target},
@@ -202,7 +179,6 @@ def test_login_goes_only_to_our_own_admin_pages(client: TestClient) -> None:
     assert reply.headers["location"] == "/admin/cutover"
 
 
-@sqlite_only
 def test_failed_logins_slow_the_next_ones(pub: Pub) -> None:
     clock = [1000.0]
     throttle = LoginThrottle(free=3, base=2.0, cap=60.0, clock=lambda: clock[0])
@@ -252,7 +228,6 @@ def test_cross_origin_posts_are_refused_and_change_nothing(operator: TestClient,
     assert same.status_code == 303
 
 
-@sqlite_only
 def test_pages_forbid_framing_and_referrers(client: TestClient) -> None:
     reply = client.get("/admin/login")
     assert reply.headers["x-frame-options"] == "DENY"
@@ -301,6 +276,7 @@ def test_create_as_draft_makes_the_week_and_its_page_shows_it(operator: TestClie
     assert bad.status_code == 200 and pub.runs.get(tuesday) is None
 
 
+@pytest.mark.both_databases("the week page's reads and every button's move")
 def test_a_week_runs_through_its_buttons(operator: TestClient, pub: Pub) -> None:
     team = who(pub)
     operator.post("/admin/open", data={"week": WEEK})
@@ -391,6 +367,7 @@ def test_a_refused_click_shows_the_reason_not_a_trace(operator: TestClient,
     assert operator.get("/admin/weeks/2026-12-08").status_code == 404  # not a Monday
 
 
+@pytest.mark.both_databases("races: a double click's two posts")
 def test_a_double_click_has_one_effect(operator: TestClient, pub: Pub) -> None:
     operator.post("/admin/open", data={"week": WEEK})
     page = operator.get(f"/admin/weeks/{WEEK}").text
@@ -500,6 +477,7 @@ def test_a_revoked_or_deactivated_tender_link_is_dead(client: TestClient, pub: P
     assert client.get(team["Bob"].form(pub)).status_code == 404
 
 
+@pytest.mark.both_databases("the link version's update")
 def test_the_operator_revokes_a_link_on_the_tenders_page(operator: TestClient,
                                                          pub: Pub) -> None:
     alice = who(pub)["Alice"]
@@ -541,7 +519,7 @@ def test_an_uncertain_delivery_is_marked_and_resent_on_request(tmp_path: Path) -
     with SmtpTestServer() as smtp:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_SMTP_TIMEOUT="2"))
-        pub = make_pub(f"sqlite:///{tmp_path}/uncertain.db", mail)
+        pub = make_pub(f"sqlite:///{tmp_path}/uncertain.db", mail, web=True)
         try:
             team = who(pub)
             v2.open_form(pub, WEEK, now=NOW)
@@ -573,7 +551,7 @@ def test_a_failed_send_shows_last_error_and_stays_retryable(tmp_path: Path) -> N
     with SmtpTestServer() as smtp:
         mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                            PUBSCHED_SMTP_TIMEOUT="2"))
-        pub = make_pub(f"sqlite:///{tmp_path}/failed.db", mail)
+        pub = make_pub(f"sqlite:///{tmp_path}/failed.db", mail, web=True)
         try:
             team = who(pub)
             v2.open_form(pub, WEEK, now=NOW)

@@ -1,9 +1,10 @@
-"""Issue 19 on the web, in-process on SQLite and PostgreSQL: the tender's page lists their
-time off with add and cancel, shows the open week's shifts on those nights as away (and the
-server refuses a tick of one), refuses time off over a shift of a sent schedule in the
-tender's words; "save this as my usual", the next week's form starting from it, "we used
-your usual" after a close; the operator's edit page of a tender with the same time off
-forms, and the week page flagging an away tender on the roster and an answer from a usual."""
+"""Issue 19 on the web, in-process on SQLite (PostgreSQL where marked): the tender's page
+lists their time off with add and cancel, shows the open week's shifts on those nights as
+away (and the server refuses a tick of one), refuses time off over a shift of a sent
+schedule in the tender's words; "save this as my usual", the next week's form starting from
+it, "we used your usual" after a close; the operator's edit page of a tender with the same
+time off forms, and the week page flagging an away tender on the roster and an answer from a
+usual."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from pubsched.week import submissions
-from support.pub_web import NOW, WEEK, login, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NEXT, NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
-NEXT = "2026-12-14"  # WEEK is Mon 7 Dec: Thu 10, Fri 11, Sat 12 Dec 18:00 - 02:00
 
 
 class Clock:

@@ -1,8 +1,8 @@
-"""Cover requests on the web (issue 19), in-process on SQLite and PostgreSQL, with real mail
-(aiosmtpd on loopback): the tender's page (ask, cancel, the shifts they could take), the
-offer link ``/c/{token}`` (a GET never takes; the first POST wins; every other answer in
-words), the admin's covers page (every request, the emails, cancel) and a sent week's
-roster as it is now.
+"""Cover requests on the web (issue 19), in-process on SQLite (PostgreSQL where marked),
+with real mail (aiosmtpd on loopback): the tender's page (ask, cancel, the shifts they could
+take), the offer link ``/c/{token}`` (a GET never takes; the first POST wins; every other
+answer in words), the admin's covers page (every request, the emails, cancel) and a sent
+week's roster as it is now.
 
 The week (support.cover_web): sent, Alice on Thursday, Bob on Friday, Carol on Saturday;
 Alice's request for Thursday is offered to Bob and Carol."""
@@ -33,7 +33,8 @@ from pubsched.week.view import week_show
 from support.browser import served
 from support.cover_web import OPERATOR, after_start, cover_pub, offers_to, path_of, sent_week, team
 from support.pub_cli import snapshot
-from support.pub_web import NOW, WEEK, login, web_settings
+from support.pub_web import login, web_settings
+from support.pubs import NOW, WEEK
 from support.smtp_server import SmtpTestServer
 
 
@@ -300,6 +301,7 @@ def test_logs_name_the_cover_and_the_tender_never_the_token(pub: Pub,
     assert loggable_path("/c/nonsense", pub.config) == "/c/<bad link>"
 
 
+@pytest.mark.both_databases("races: four takes at once")
 def test_four_takes_at_once_through_the_web_give_it_to_one(
         pub: Pub, week: list[Shift], smtp: SmtpTestServer) -> None:
     """Four tenders press "I'll take it" in the same instant (four threads, four HTTP

@@ -22,11 +22,10 @@ from pubsched.web.auth import AdminPassword, LoginThrottle
 from pubsched.web.logs import loggable_path
 from pubsched.web.proxy import ForwardedClient, parse_proxies, real_client
 from pubsched.web.settings import WebSettings
-from support.pub_web import NOW, PASSWORD, people
+from support.pub_web import PASSWORD, people
+from support.pubs import NOW
 
 pytestmark = pytest.mark.pub_setup("web")
-# none of these reads the database in a way that differs between the two: SQLite only
-sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 
 
 class CountingHasher(PasswordHasher):
@@ -57,7 +56,6 @@ def guess(client: TestClient, password: str = "guess",
 # -- 23: parallel guesses ----------------------------------------------------------------
 
 
-@sqlite_only
 def test_parallel_wrong_passwords_are_throttled_like_serial_ones(pub: Pub) -> None:
     hasher = CountingHasher()
     throttle = LoginThrottle(free=3, base=1.0, cap=60.0, clock=lambda: 1000.0)  # no time passes
@@ -89,7 +87,6 @@ def proxied(pub: Pub, trusted: str, peer: str = "127.0.0.1"
     return TestClient(app, base_url="https://testserver", client=(peer, 40000)), throttle
 
 
-@sqlite_only
 def test_a_stranger_behind_the_trusted_proxy_cannot_lock_the_operator_out(pub: Pub) -> None:
     client, throttle = proxied(pub, "127.0.0.1, ::1")
     with client:
@@ -105,7 +102,6 @@ def test_a_stranger_behind_the_trusted_proxy_cannot_lock_the_operator_out(pub: P
         assert throttle.wait("127.0.0.1") == 0.0  # the proxy itself was never counted
 
 
-@sqlite_only
 def test_forwarded_headers_from_an_untrusted_peer_are_ignored(pub: Pub) -> None:
     for trusted in ("", "10.0.0.0/8"):  # none, or another proxy than this peer
         client, throttle = proxied(pub, trusted)
@@ -143,7 +139,6 @@ def test_the_forwarded_scheme_and_client_reach_the_app_only_from_a_trusted_proxy
 # -- 26: our own log lines -----------------------------------------------------------------
 
 
-@sqlite_only
 def test_a_refused_post_to_a_tender_link_logs_the_tender_not_the_token(
         pub: Pub, caplog: pytest.LogCaptureFixture) -> None:
     alice = people(pub)["Alice"]
@@ -198,7 +193,6 @@ class Sender:
                 "client": ("127.0.0.1", 1), "server": ("testserver", 443), "state": {}}
 
 
-@sqlite_only
 @pytest.mark.parametrize("length", [150 * MB, None], ids=["content-length", "chunked"])
 def test_a_huge_login_body_is_refused_without_being_read(pub: Pub, length: int | None) -> None:
     hasher = CountingHasher()
@@ -214,7 +208,6 @@ def test_a_huge_login_body_is_refused_without_being_read(pub: Pub, length: int |
     assert hasher.checked == 0
 
 
-@sqlite_only
 def test_bodies_over_the_limit_get_413_and_normal_ones_pass(pub: Pub) -> None:
     hasher = CountingHasher()
     app = create_app(pub, settings(hasher, LoginThrottle()), clock=lambda: NOW)

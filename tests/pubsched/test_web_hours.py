@@ -18,7 +18,8 @@ from pubsched.web.app import create_app
 from pubsched.week.runs import ensure_week, shifts
 from pubsched.week.submissions import submit
 from support.browser import PHONE, desktop, fits, phone, served, shot
-from support.pub_web import NOW, PASSWORD, WEEK, login, people, web_settings
+from support.pub_web import PASSWORD, login, people, web_settings
+from support.pubs import NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
 
@@ -43,6 +44,7 @@ def operator(pub: Pub) -> Iterator[TestClient]:
         yield client
 
 
+@pytest.mark.both_databases("the page's own queries")
 def test_the_page_shows_the_reports_lines_and_the_download_is_its_csv(
         operator: TestClient, pub: Pub) -> None:
     sent_week(pub)
@@ -78,7 +80,6 @@ def test_the_report_needs_the_operator(pub: Pub) -> None:
             assert client.get(path, follow_redirects=False).status_code == 303
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_report_in_a_browser_on_a_desktop_and_a_phone(pub: Pub, browser: Any) -> None:
     sent_week(pub)
     app = create_app(pub, web_settings(insecure=True), clock=lambda: NOW)

@@ -1,7 +1,7 @@
-"""Operator accounts on the web (issue 18), in-process on SQLite and PostgreSQL: the login by
-email and password beside the quick start's ``admin``, the throttle seeing both alike, a
-removed operator's session ending at its next request, and the operators page (list, add
-with the password twice, remove; bad input saves nothing). What a person sees is
+"""Operator accounts on the web (issue 18), in-process on SQLite (PostgreSQL where marked):
+the login by email and password beside the quick start's ``admin``, the throttle seeing both
+alike, a removed operator's session ending at its next request, and the operators page
+(list, add with the password twice, remove; bad input saves nothing). What a person sees is
 test_browser_login.py's."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.web.auth import AdminPassword, LoginThrottle
 from pubsched.web.settings import WebSettings
-from support.pub_web import FAST_HASH, NOW, login, web_settings
+from support.pub_web import FAST_HASH, login, web_settings
+from support.pubs import NOW
 
 pytestmark = pytest.mark.pub_setup("web")
 GOOD = "correct horse battery"
@@ -51,6 +52,7 @@ def flash_of(reply: Any) -> str:
 # -- the login ------------------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the login's lookup and stamp")
 def test_an_operator_logs_in_by_email_in_any_case(client: TestClient, pub: Pub) -> None:
     add(pub)
     reply = login(client, GOOD, "  ANN@pub.example ")
@@ -77,7 +79,6 @@ def test_a_wrong_password_and_an_unknown_email_get_the_same_answer(
     assert login(client, GOOD).status_code == 401
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_throttle_counts_operator_failures_per_client(pub: Pub) -> None:
     add(pub)
     clock = [1000.0]
@@ -119,7 +120,6 @@ def test_a_removed_operators_session_ends_at_the_next_request(
     assert client.get("/admin/", follow_redirects=False).status_code == 303
 
 
-@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_session_cookie_cannot_be_bent_to_another_account(pub: Pub) -> None:
     app = create_app(pub, web_settings(), clock=lambda: NOW)
     sessions = app.state.web.sessions
@@ -137,6 +137,7 @@ def test_a_session_cookie_cannot_be_bent_to_another_account(pub: Pub) -> None:
 # -- the operators page ----------------------------------------------------------------------
 
 
+@pytest.mark.both_databases("the session's account lookup")
 def test_the_page_lists_adds_and_removes(client: TestClient, pub: Pub) -> None:
     assert login(client).status_code == 303
     page = client.get("/admin/operators").text

@@ -18,7 +18,8 @@ from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from support.pub_cli import snapshot
-from support.pub_web import NOW, login, make_pub, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NOW, make_pub
 from support.smtp_server import SmtpTestServer
 
 
@@ -26,7 +27,7 @@ from support.smtp_server import SmtpTestServer
 def site_pub(db_url: str, smtp: SmtpTestServer) -> Iterator[Pub]:
     mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@example.com",
                                        PUBSCHED_SMTP_TIMEOUT="5"))
-    made = make_pub(db_url, mail)
+    made = make_pub(db_url, mail, web=True)
     try:
         yield made
     finally:
@@ -88,6 +89,7 @@ def test_a_bad_add_is_drawn_again_with_the_reason_and_writes_nothing(
     assert snapshot(site_pub.config.db_url) == before
 
 
+@pytest.mark.both_databases("the page's update of every field")
 def test_edit_a_tender_keeps_their_links(operator: TestClient, site_pub: Pub) -> None:
     alice = people(site_pub)["Alice"]
     old_link = alice.form(site_pub)

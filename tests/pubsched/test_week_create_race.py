@@ -14,9 +14,11 @@ from pubsched.engines import legacy as LEGACY
 from pubsched.engines import v2 as V2
 from pubsched.engines.base import Engine
 from pubsched.pub import Pub
-from support.pub_engines import WEEK, make_pub
+from support.pub_engines import WEEK
+from support.pubs import make_pub
 
-pytestmark = pytest.mark.pub_setup("engines")
+pytestmark = [pytest.mark.pub_setup("engines"),
+              pytest.mark.both_databases("races: two connections create one week")]
 TRIALS = 8
 
 

@@ -1,4 +1,4 @@
-"""The week page's grid as the operator reads it (issue 17 #22), on SQLite and PostgreSQL:
+"""The week page's grid as the operator reads it (issue 17 #22), on SQLite:
 every tender who offered a shift is a column headed by their name, and the unfilled count
 appears only once there is a roster."""
 
@@ -13,7 +13,8 @@ from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from pubsched.week.view import week_show
-from support.pub_web import NOW, WEEK, login, people, seen, web_settings
+from support.pub_web import login, people, seen, web_settings
+from support.pubs import NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
 

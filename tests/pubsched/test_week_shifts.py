@@ -1,7 +1,7 @@
 """A week's own shifts (issue 18): ``pubsched week shift add|remove`` before the roster
 (DRAFT, COLLECTING, CLOSED, COLLECTING after a reopen), refused from ASSIGNED on (exit 3)
 until a reopen, bad input exit 2 with nothing written; a removal drops the ticks for the
-shift and the tenders' form says so. On SQLite and PostgreSQL, with either engine; the
+shift and the tenders' form says so. On SQLite (PostgreSQL where marked), with either engine; the
 week page's forms and the tender's note through the web app in-process."""
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from pubsched.week import runs as weeks
 from pubsched.week import shifts as week_shifts
 from pubsched.week.view import tender_form, week_show
 from support.pub_cli import Cli, snapshot
-from support.pub_engines import make_pub
-from support.pub_web import NOW, login, people, web_settings
+from support.pub_web import login, people, web_settings
+from support.pubs import NOW, NOW_ISO, WEEK, make_pub
 
-WEEK = "2026-12-07"
-OPEN, CLOSE = "2026-11-30T15:00:00Z", "2026-12-02T15:00:00Z"
+CLOSE = "2026-12-02T15:00:00Z"  # Wed 2 Dec, 10:00 New York, before the form's deadline
 TENDERS = (("Ana", "ana@pub.example"), ("Ben", "ben@pub.example"))
 
 
@@ -66,7 +65,7 @@ def test_one_off_shifts_are_added_in_draft_collecting_and_closed(run: Cli) -> No
     run.ok("week", "create", WEEK)
     added = add(run, "Quiz night", "2026-12-08", "--slots", "3", "--needs", "Quiz")
     assert added.code == 0 and "to the week of 2026-12-07 only" in added.out
-    run.ok("week", "open", WEEK, "--now", OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert add(run, "Carols", "2026-12-13").code == 0
     run.ok("week", "close", WEEK, "--now", CLOSE)
     assert add(run, "Darts", "2026-12-07").code == 0  # the Monday is in the week
@@ -78,10 +77,11 @@ def test_one_off_shifts_are_added_in_draft_collecting_and_closed(run: Cli) -> No
     assert len(run.json("shift", "list")) == 3  # the pub's week is not changed
 
 
+@pytest.mark.both_databases("a week's own shifts added and removed, on each engine")
 def test_from_assigned_on_it_is_refused_until_a_reopen(run: Cli) -> None:
-    run.ok("week", "open", WEEK, "--now", OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     first = shown(run)["shifts"][0]["id"]
-    run.ok("avail", WEEK, "ana@pub.example", str(first), "--now", OPEN)
+    run.ok("avail", WEEK, "ana@pub.example", str(first), "--now", NOW_ISO)
     run.ok("week", "close", WEEK, "--now", CLOSE)
     run.ok("week", "generate", WEEK, "--now", CLOSE)
     before = snapshot(run.url)
@@ -100,11 +100,11 @@ def test_from_assigned_on_it_is_refused_until_a_reopen(run: Cli) -> None:
 
 
 def test_a_removal_drops_the_ticks_and_the_form_says_so(run: Cli, db_url: str) -> None:
-    run.ok("week", "open", WEEK, "--now", OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     ids = [s["id"] for s in shown(run)["shifts"]]
-    run.ok("avail", WEEK, "ana@pub.example", *map(str, ids), "--now", OPEN)
-    run.ok("avail", WEEK, "ben@pub.example", str(ids[0]), "--now", OPEN)
-    removed = run.ok("week", "shift", "remove", WEEK, str(ids[2]), "--now", OPEN)
+    run.ok("avail", WEEK, "ana@pub.example", *map(str, ids), "--now", NOW_ISO)
+    run.ok("avail", WEEK, "ben@pub.example", str(ids[0]), "--now", NOW_ISO)
+    removed = run.ok("week", "shift", "remove", WEEK, str(ids[2]), "--now", NOW_ISO)
     assert "1 tender(s) had ticked it" in removed.out
     subs = {s["email"]: s["shift_ids"] for s in shown(run)["submissions"]}
     assert subs == {"ana@pub.example": ids[:2], "ben@pub.example": [ids[0]]}
@@ -120,11 +120,12 @@ def test_a_removal_drops_the_ticks_and_the_form_says_so(run: Cli, db_url: str) -
     assert ben["removed"] == []  # Ben had not ticked it: nothing to tell him
 
 
+@pytest.mark.both_databases("the removed shifts' query")
 def test_a_week_whose_nights_are_all_removed_is_not_refilled(run: Cli) -> None:
     run.ok("week", "create", WEEK)
     for shift in shown(run)["shifts"]:
         run.ok("week", "shift", "remove", WEEK, str(shift["id"]))
-    run.ok("week", "open", WEEK, "--now", OPEN)
+    run.ok("week", "open", WEEK, "--now", NOW_ISO)
     assert labels(run) == []
 
 

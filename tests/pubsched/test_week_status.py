@@ -1,6 +1,6 @@
-"""What the week page (and ``week show``) says first: where the week is and what to do
-next, for every state, in words and local time, on both databases; a short roster and a
-send that left someone uncertain are warnings."""
+"""What the week page (and ``week show``) says first: where the week is and what to do next,
+for every state, in words and local time (on PostgreSQL too where marked); a short roster
+and a send that left someone uncertain are warnings."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def said(pub: Pub) -> tuple[str, str, str]:
     return status.now, status.next, status.tone
 
 
+@pytest.mark.both_databases("sentences from the moments each database hands back")
 def test_every_state_says_where_it_is_and_what_comes_next(pub: Pub,
                                                          smtp: SmtpTestServer) -> None:
     set_v2(pub, True)

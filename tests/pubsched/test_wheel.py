@@ -6,7 +6,10 @@ HTTP) must all work from what the wheel carries: the templates, the static files
 migrations are package data, and nothing may be read from the source tree.
 
 The dependencies come from the package index as a user's would (pip's own cache makes a
-second run quick)."""
+second run quick). The wheels are built without isolation, on the dev environment's
+hatchling and hatch-vcs (as tests/test_distributions.py builds), and the venv is made
+without pip, the dev environment's pip installing into it (``--python``): the same wheels
+and the same install, without fetching the backend or bootstrapping pip each time."""
 
 from __future__ import annotations
 
@@ -38,22 +41,24 @@ class Installed:
                 "HOME": str(home), "LANG": "C.UTF-8", **extra}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module")  # one worker runs this module: tests/conftest.py ONE_WORKER
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     where = tmp_path_factory.mktemp("wheel")
     dist = where / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist),
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--no-build-isolation", "-w", str(dist),
                     *(str(CHECKOUT / "packages" / name) for name in ("rowstate", "pubsched"))],
                    check=True, capture_output=True, timeout=300)
     wheels = sorted(dist.glob("*.whl"))
     assert [w.name.split("-")[0] for w in wheels] == ["pubsched", "rowstate"]
     venv = where / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
     bin_dir = venv / "bin"
     pip_env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PUBSCHED_", "PYTHON", "VIRTUAL_ENV"))}
-    done = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q",
-                           *map(str, wheels)],
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"),
+                           "--disable-pip-version-check", "install", "-q", *map(str, wheels)],
                           env=pip_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     yield Installed(venv, bin_dir)

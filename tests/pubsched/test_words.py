@@ -1,5 +1,6 @@
-"""What the operator reads: each action's verdict in the pub's words and local time, on
-both engines and both databases; never a state name, a reason code or UTC in the sentence."""
+"""What the operator reads: each action's verdict in the pub's words and local time, on both
+engines (and PostgreSQL where marked); never a state name, a reason code or UTC in the
+sentence."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def said(pub: Pub, name: str, week: str = WEEK, **options: object) -> Verdict:
     return got
 
 
+@pytest.mark.both_databases("sentences from the moments each database hands back")
 @pytest.mark.parametrize("v2", [True, False], ids=["v2", "legacy"])
 def test_the_lifecycle_is_told_in_words_and_local_time(pub: Pub, v2: bool) -> None:
     set_v2(pub, v2)

@@ -16,9 +16,11 @@ The engine (tests/rowstate) and the dataset lifecycle (tests/dataset_lifecycle):
   dataset      dataset_lifecycle's persistence paths (``Env``) and direct row pokes
 
 The pub scheduler (tests/pubsched):
+  pubs         the week and moment the tests run at, the mail settings, make_pub, a crew
   pub_db       empty databases and clones of one migrated once per session
-  pub_v2       the v2 domain tests' week, pub and crew
-  pub_engines  the legacy and cutover tests' week, pub, tenders and moments
-  pub_web      the web tests' pub, settings, login and page scraping
+  pub_engines  the legacy and cutover tests' own weeks, tenders and moments
+  pub_web      the web tests' settings, login and page scraping
+  pub_cli      the operator CLI in-process, and every table's rows
+  line_child   a warm child process that serves every round of a process race
   mail_samples a small roster and its people, for the mail tests
 """

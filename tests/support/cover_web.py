@@ -2,7 +2,7 @@
 test_browser_covers.py in Chromium): a pub with real mail, a sent week with a roster, and
 reading the offer link out of an email the SMTP server received.
 
-The week: WEEK (support.pub_web's, shifts Thu 10, Fri 11 and Sat 12 Dec from 18:00 New
+The week: WEEK (support.pubs', shifts Thu 10, Fri 11 and Sat 12 Dec from 18:00 New
 York), sent with Alice on Thursday, Bob on Friday and Carol on Saturday (each offered only
 that one), so that a request of Alice's for Thursday is offered to Bob and Carol.
 """
@@ -17,19 +17,20 @@ from pubsched.mail.settings import load_mail_settings
 from pubsched.pub import Pub
 from pubsched.week import submissions
 from pubsched.week.runs import Shift, shifts
-from support.pub_web import NOW, WEEK, Tender, make_pub, people
+from support.pub_web import Tender, people
+from support.pubs import NOW, WEEK, make_pub
 from support.smtp_server import ReceivedMail, SmtpTestServer
 
 OPERATOR = "boss@pub.example"
 
 
 def cover_pub(url: str, smtp: SmtpTestServer) -> Pub:
-    """support.pub_web's pub (three tenders, signed links, v2) with mail to ``smtp``."""
+    """The web tests' pub (three tenders, signed links, v2) with mail to ``smtp``."""
     mail = load_mail_settings(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.example",
                                        PUBSCHED_OPERATOR_EMAIL=OPERATOR,
                                        PUBSCHED_PUB_NAME="The Crown",
                                        PUBSCHED_SMTP_TIMEOUT="5"))
-    return make_pub(url, mail)
+    return make_pub(url, mail, web=True)
 
 
 def sent_week(pub: Pub) -> list[Shift]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 from pubsched.mail.compose import Recipient, Roster, ShiftLine
+from support import pubs
 
-WEEK = date(2026, 12, 7)  # a Monday
-NOW = datetime(2026, 12, 5, 15, 30, tzinfo=UTC)
+WEEK = date.fromisoformat(pubs.WEEK)  # the pub tests' week, as the composers take it
+COMPOSED_AT = datetime(2026, 12, 5, 15, 30, tzinfo=UTC)  # when the samples are composed
 TZ = "America/New_York"
 OPERATOR = "ops@example.com"
 

@@ -1,6 +1,6 @@
 """Helpers of the cover request tests: a crew and a SENT week whose roster is known.
 
-The week is support.pub_v2's (``WEEK``, the default template: Thursday, Friday and
+The week is support.pubs' (``WEEK``, the default template: Thursday, Friday and
 Saturday nights, 18:00-02:00 New York, two slots each), run through the real engine at
 ``NOW``: each tender offers only the nights ``AVAILABLE`` gives them, so the picker's
 roster is the one below, and the schedule goes out by the pub's mailer.
@@ -19,7 +19,7 @@ from pubsched.people import tenders
 from pubsched.pub import Pub
 from pubsched.week.runs import shifts
 from pubsched.week.submissions import submit
-from support.pub_v2 import NOW, WEEK
+from support.pubs import NOW, WEEK
 
 THU, FRI, SAT = 0, 1, 2  # the week's shifts, in time order
 AVAILABLE: dict[str, tuple[int, ...]] = {

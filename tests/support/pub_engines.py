@@ -1,9 +1,13 @@
-"""Helpers for the engine tests (legacy, cutover): a pub on a migrated database, tenders,
-a week's moments, and SQL by hand.
+"""Helpers for the engine tests (legacy, cutover, the tick's timings): their weeks, their
+tenders, a week's moments, and SQL by hand.
 
-tests/pubsched/conftest.py makes the pub these tests get (``make_pub`` with
-``mail_settings`` and ``add_tenders``) for a module marked ``pub_setup("engines")``; the
-databases are support.pub_db's.
+tests/pubsched/conftest.py makes the pub these tests get (support.pubs' ``make_pub``, mail to
+``OPERATOR``, ``add_tenders``) for a module marked ``pub_setup("engines")``; the databases
+are support.pub_db's.
+
+Their weeks are their own, not support.pubs' ``WEEK`` (a week later, and two more after
+it): these tests take their moments from the pub's own settings (``moment``) rather than
+support.pubs' ``NOW``, and their assertions read these dates ("the week of 14 Dec").
 """
 
 from __future__ import annotations
@@ -11,9 +15,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from pubsched.config import Config
-from pubsched.db import open_store
-from pubsched.mail.settings import MailSettings, load_mail_settings
 from pubsched.people import tenders
 from pubsched.pub import Pub
 from pubsched.week.runs import times_of
@@ -24,18 +25,6 @@ WEEK = "2026-12-14"      # opens Mon 12-07 10:00 NY, deadline Wed 12-09 20:00, g
 NEXT = "2026-12-21"
 AFTER = "2026-12-28"
 EMAILS = [f"tender{i}@pub.example" for i in range(1, 5)]
-
-
-def mail_settings(server: SmtpTestServer) -> MailSettings:
-    return load_mail_settings(server.env(PUBSCHED_MAIL_FROM="pub@pub.example",
-                                         PUBSCHED_OPERATOR_EMAIL=OPERATOR,
-                                         PUBSCHED_SMTP_TIMEOUT="2"))
-
-
-def make_pub(url: str, mail: MailSettings | None = None) -> Pub:
-    """A pub on ``url``, as one app instance opens it (its own store)."""
-    config = Config(db_url=url) if mail is None else Config(db_url=url, mail=mail)
-    return Pub(open_store(url), config)
 
 
 def add_tenders(pub: Pub, emails: list[str] = EMAILS) -> None:

@@ -2,7 +2,7 @@
 test_browser_reminders.py): a week run to SENT through the engine's actions, time off
 written as ``tender away`` writes it, and the reminders a test SMTP server accepted.
 
-The pubs are tests/pubsched/conftest.py's (support.pub_v2: the flag on, mail to the
+The pubs are tests/pubsched/conftest.py's (support.pubs: the flag on, mail to the
 loopback server, the operator ``boss@pub.test``, the pub in New York unless told).
 """
 

@@ -1,30 +1,21 @@
-"""What the web tests share: a migrated pub with tenders, the app's settings, a login."""
+"""What the web tests share: the app's settings, a login, the tenders' links and reading a
+page. Their pub is support.pubs' ``make_pub(url, web=True)``: three tenders, signed links."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from argon2 import PasswordHasher
 from starlette.testclient import TestClient
 
-from pubsched.config import Config
-from pubsched.db import open_store
-from pubsched.engines import flags
-from pubsched.mail.settings import MailSettings
 from pubsched.people import links, tenders
 from pubsched.pub import Pub
 from pubsched.web.auth import AdminPassword, LoginThrottle
 from pubsched.web.settings import WebSettings
 
 PASSWORD = "correct horse battery staple"
-SECRET = "web-tests-secret-0123456789abcdef"
-WEEK = "2026-12-07"
-NOW = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)  # the week's form is due to be open
-TENDERS = (("Alice", "alice@example.com"), ("Bob", "bob@example.com"),
-           ("Carol", "carol@example.com"))
 # a cheap hash for tests (the default parameters cost ~50 ms a check, by design)
 FAST_HASH = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
@@ -46,17 +37,6 @@ class Tender:
     def calendar(self, pub: Pub) -> str:
         return "/cal/" + links.tender_token(pub.config, self.id, self.version(pub),
                                             "calendar") + ".ics"
-
-
-def make_pub(url: str, mail: MailSettings | None = None, *, v2: bool = True) -> Pub:
-    extra: dict[str, Any] = {"mail": mail} if mail is not None else {}
-    config = Config(db_url=url, secret=SECRET, base_url="https://pub.example", **extra)
-    pub = Pub(open_store(url, migrate=True), config)
-    for name, email in TENDERS:
-        tenders.add(pub, name, email, now=NOW)
-    if v2:
-        flags.set_v2(pub, True, now=NOW)
-    return pub
 
 
 def people(pub: Pub) -> dict[str, Tender]:

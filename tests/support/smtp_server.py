@@ -28,6 +28,9 @@ messages whose envelope holds that address; None: every message):
                                   is closed with no reply (UNKNOWN)
 ``hang_after_data()``             the data is received, then no reply ever (UNKNOWN once the
                                   client's timeout passes; keep PUBSCHED_SMTP_TIMEOUT small)
+``release_hung()``                the connections hanging now are closed, as a drop closes
+                                  them (UNKNOWN too): a test that has seen what it needed
+                                  while a send hung need not wait for the client's timeout
 ``stop()`` / ``start()``          stopped: the port is closed, connections are refused
                                   (REFUSED); started again on the same port
 
@@ -137,6 +140,9 @@ class _RecordingHandler:
         if action == "drop":
             assert isinstance(server.transport, asyncio.Transport)
             server.transport.abort()  # connection_lost() then cancels this coroutine
+        if action == "hang":
+            assert isinstance(server.transport, asyncio.Transport)
+            self._owner._hanging(asyncio.get_running_loop(), server.transport)
         if action in ("drop", "hang"):
             await asyncio.get_running_loop().create_future()  # never answered
         return action
@@ -175,6 +181,7 @@ class SmtpTestServer:
             self._context.load_cert_chain(certificate.cert, certificate.key)
         self._lock = threading.Lock()
         self._received: list[ReceivedMail] = []
+        self._hung: list[tuple[asyncio.AbstractEventLoop, asyncio.Transport]] = []
         self._faults = _Faults()
         self._port = 0  # 0 until first started: the OS picks one, which is then kept
         self._controller: _EphemeralPortController | None = None
@@ -281,6 +288,13 @@ class SmtpTestServer:
         with self._lock:
             self._faults = _Faults()
 
+    def release_hung(self) -> None:
+        """Close every connection hanging after its data now (the client sees it lost)."""
+        with self._lock:
+            hung, self._hung = self._hung, []
+        for loop, transport in hung:
+            loop.call_soon_threadsafe(transport.abort)
+
     # -- called by the handler, in the server's thread -----------------------------------
 
     def _authenticate(
@@ -325,6 +339,10 @@ class SmtpTestServer:
                 if k in faults.data_reply:
                     return faults.data_reply[k]
         return "250 OK"
+
+    def _hanging(self, loop: asyncio.AbstractEventLoop, transport: asyncio.Transport) -> None:
+        with self._lock:
+            self._hung.append((loop, transport))
 
     def _record(self, envelope: Envelope, rcpt_tos: tuple[str, ...], reply: str,
                 secure: bool = False) -> None:
