@@ -71,7 +71,7 @@ def test_a_night_across_the_clock_change_counts_its_real_length(
 
 
 def test_the_range_runs_forwards(pub: Pub) -> None:
-    with pytest.raises(BadInput, match="to a later date"):
+    with pytest.raises(BadInput, match="is before the first, 2026-12-20"):
         hours_worked(pub, date(2026, 12, 20), date(2026, 12, 14))
 
 

@@ -59,8 +59,8 @@ class Hours:
 
 def check_range(start: date, end: date) -> None:
     if end < start:
-        raise BadInput(f"the report runs from {start.isoformat()} to a later date, "
-                       f"got --to {end.isoformat()}")
+        raise BadInput(f"the last day, {end.isoformat()}, is before the first, "
+                       f"{start.isoformat()}: the report runs from a day to a later one")
 
 
 def hours_worked(pub: Pub, start: date, end: date, *,
