@@ -42,8 +42,8 @@ BOX = """el => {
   const r = el.getBoundingClientRect(), box = el.closest('.scroll').getBoundingClientRect();
   const top = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
   return {left: r.left, right: r.right, top: r.top, bottom: r.bottom,
-          boxLeft: box.left, boxRight: box.right, width: window.innerWidth, height: window.innerHeight,
-        hit: top === null ? null : top.outerHTML.slice(0, 80),
+          boxLeft: box.left, boxRight: box.right, width: window.innerWidth,
+          hit: top === null ? null : top.outerHTML.slice(0, 80),
           onTop: top !== null && (top === el || el.contains(top))};
 }"""
 

@@ -27,7 +27,7 @@ from pubsched.week import submissions
 from pubsched.week.runs import shifts
 from pubsched.week.view import week_show
 from support.pub_cli import Cli
-from support.pub_web import FAST_HASH, PASSWORD, login, people, web_settings
+from support.pub_web import FAST_HASH, login, people, web_settings
 from support.pubs import NOW, WEEK
 
 pytestmark = pytest.mark.pub_setup("web")
