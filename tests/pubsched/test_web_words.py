@@ -174,7 +174,7 @@ def test_a_tender_with_a_maximum_of_three_reads_three(operator: TestClient, pub:
             tender.get(alice.form(pub)).text)
     week = operator.get(f"/admin/weeks/{WEEK}").text
     row = week[week.index(f'title="{alice.email}">Alice</td>'):]
-    assert re.search(r'data-label="Maximum">3 \(said 5; theirs is 3\)</td>', row[:800])
+    assert re.search(r'data-label="Maximum">3 \(said 5; their maximum is 3\)</td>', row[:800])
     bob = people(pub)["Bob"]  # no maximum of his own, none given: no limit, as before
     assert submissions.submit(pub, WEEK, bob.email, [int(i) for i in ids], now=NOW)
     week = operator.get(f"/admin/weeks/{WEEK}").text
