@@ -79,6 +79,7 @@ def test_the_pages_of_item_6_at_1280_and_375_px(browser: Any, site: tuple[str, s
     url, only_ann, pub = site
     alice = Tender(*next((t.id, t.name, t.email) for t in people(pub).values()
                          if t.name == "Alice"))
+    asked: list[str] = []  # the question a dialog asked
     for viewport, name in VIEWPORTS:
         page = opened(browser, viewport, accept=False)
         try:
@@ -96,7 +97,7 @@ def test_the_pages_of_item_6_at_1280_and_375_px(browser: Any, site: tuple[str, s
             close = page.locator("button[data-edge=close]")
             assert "primary" not in (close.get_attribute("class") or "")
             assert close.evaluate("b => getComputedStyle(b).color") != "rgb(255, 255, 255)"
-            asked: list[str] = []
+            asked.clear()
             page.once("dialog", lambda dialog: asked.append(dialog.message))
             close.click()
             page.wait_for_timeout(300)
