@@ -101,7 +101,7 @@ def test_assign_pins_a_tender_and_regenerate_keeps_the_pin(run: Cli) -> None:
     assert run.on(sat) == [CLEO]
     pinned = run("week", "assign", WEEK, str(sat), DEE)
     assert pinned.code == 0, pinned
-    assert pinned.out.strip() == f"pinned Dee <{DEE}> on {run.show()['shifts'][2]['label']}"
+    assert pinned.out.strip() == f"pinned Dee on {run.show()['shifts'][2]['label']}"
     warning = pinned.err.strip().splitlines()
     assert len(warning) == 1 and warning[0].startswith("pubsched: warning: Dee")
     assert "did not say they can work" in warning[0]

@@ -179,8 +179,10 @@ def test_revoke_from_the_page(operator: TestClient, site_pub: Pub) -> None:
     alice = people(site_pub)["Alice"]
     old = alice.form(site_pub)
     page = post(operator, f"/admin/tenders/{alice.id}/revoke")
-    assert flash(page) == ("ok: revoked the links of alice@example.com: the new link is on "
-                           "this page")
+    assert flash(page) == (
+        "ok: revoked the links of Alice: the form link and the calendar feed they have stop "
+        "working now (their calendar stops updating until they subscribe to the new one). "
+        "Alice is not mailed about it: the new links are on this page, and Invite emails them")
     assert old not in page and alice.form(site_pub) in page
 
 

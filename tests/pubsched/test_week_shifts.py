@@ -257,7 +257,7 @@ def test_the_week_page_adds_and_removes_while_allowed(operator: TestClient, pub:
     done = operator.post(f"/admin/weeks/{WEEK}/shifts/add", data={
         "label": "Quiz night", "date": "2026-12-08", "start": "19:00", "end": "23:00",
         "slots": "2", "needs": "Quiz, bar"}, follow_redirects=True)
-    assert flash(done.text).startswith("ok: added shift")
+    assert flash(done.text).startswith("ok: added Quiz night (Tue 8 Dec 19:00-23:00, 2 slots) to")
     bad = operator.post(f"/admin/weeks/{WEEK}/shifts/add", data={
         "label": "Next week", "date": "2026-12-15", "start": "19:00", "end": "23:00",
         "slots": "2"}, follow_redirects=True)
@@ -265,7 +265,7 @@ def test_the_week_page_adds_and_removes_while_allowed(operator: TestClient, pub:
     quiz = week_show(pub, WEEK)["shifts"][0]
     assert (quiz["label"], quiz["needs"]) == ("Quiz night", ["quiz", "bar"])
     gone = operator.post(f"/admin/weeks/{WEEK}/shifts/{ids[1]}/remove", follow_redirects=True)
-    assert flash(gone.text).startswith("ok: removed shift")
+    assert flash(gone.text).startswith("ok: removed Friday night (Fri 11 Dec 18:00) from the week")
     form = operator.get(alice.form(pub)).text
     assert "The operator removed Friday night, Fri 11 Dec 18:00 (closed)" in form
     v2.close(pub, WEEK, now=NOW)

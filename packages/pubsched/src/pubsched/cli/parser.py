@@ -257,17 +257,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only this week's (its Monday)")
     json_flag(listed)
 
-    report = commands.add_parser("report", help="reports: the hours each tender worked")
+    report = commands.add_parser("report", help="reports: each tender's hours on the roster")
     reports = report.add_subparsers(dest="report", metavar="REPORT", required=True)
     hours = leaf(reports, "hours", cmd_report_hours,
-                 "each tender's shifts and hours in sent weeks between two dates")
+                 "each tender's shifts and hours in sent weeks between two dates, and of "
+                 "those the ones still to come at --now")
     hours.add_argument("--from", dest="start", metavar="YYYY-MM-DD", type=day, required=True,
                        help="the first day (a shift counts on the day it starts)")
     hours.add_argument("--to", dest="end", metavar="YYYY-MM-DD", type=day, required=True,
                        help="the last day, included")
     shape = hours.add_mutually_exclusive_group()
     shape.add_argument("--csv", action="store_true",
-                       help="CSV for a spreadsheet: name,email,shifts,hours")
+                       help="CSV for a spreadsheet: name,email,shifts,hours,shifts_to_come,"
+                            "hours_to_come,active")
     shape.add_argument("--json", action="store_true", help="print JSON")
 
     avail = leaf(commands, "avail", cmd_avail, "submit availability as that tender")

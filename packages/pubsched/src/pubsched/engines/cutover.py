@@ -129,6 +129,24 @@ def rehearsal_needed(pub: Pub) -> bool:
         return bool(weeks) and not has_passed(tx)
 
 
+def began_on_v2(pub: Pub) -> bool:
+    """Whether this pub has only ever run on v2: nothing to cut over, so the cutover page
+    says so instead of an idle gap, a rehearsal and a switch (issue 29).
+
+    Read from what the two ways onto v2 leave behind: turning it on over weeks needs a
+    passed rehearsal (the flip's rule, forced or not), and a week the legacy engine opened
+    carries ``opened_at`` with no ``v2_state`` (the legacy engine never writes it; v2 seeds
+    it when it first moves a week, and ``_adopt`` hands legacy-sent rows back to NULL). So
+    v2 on, no rehearsal passed and no such week means the flag went on over an empty
+    database (``init``'s first engine, or a flip before the first week)."""
+    if not v2_enabled(pub):
+        return False
+    with pub.atomic() as tx:
+        legacy = tx.execute("SELECT 1 AS one FROM pub_schedule_runs WHERE v2_state IS NULL "
+                            "AND (opened_at IS NOT NULL OR status <> 'pending') LIMIT 1")
+        return not legacy and not has_passed(tx)
+
+
 def cutover_check(pub: Pub, now: datetime | None = None) -> Check:
     """Whether this is the idle gap, and every reason it is not. ``now`` is checked like
     every action's instant; the leases age by the database clock."""
@@ -169,5 +187,5 @@ def flip(pub: Pub, on: bool, *, force: bool = False, now: datetime | None = None
                            "reasons": reasons})
 
 
-__all__ = ["NOT_IDLE", "REHEARSAL_REQUIRED", "Check", "cutover_check", "flip",
+__all__ = ["NOT_IDLE", "REHEARSAL_REQUIRED", "Check", "began_on_v2", "cutover_check", "flip",
            "rehearsal_needed", "views"]

@@ -126,7 +126,7 @@ def add(pub: Pub, name: str, email: str, *, max_shifts: int | None = None,
             rows = []
     if not rows:
         return Verdict(False, "TENDER_EXISTS", message=f"{address} is already a tender")
-    return Verdict(True, message=f"added {name} <{address}>",
+    return Verdict(True, message=f"added {name} ({address})",
                    detail={"id": int(rows[0]["id"])})
 
 

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from ..covers import view as cover_view
+from ..db.instants import maybe_instant
 from ..people import tenders
 from ..verdicts import BadInput
 from ..week import view
@@ -59,7 +60,10 @@ class AdminPages:
         row = pub.runs.get(week_of(week)) or {}
         shown = view.week_show(pub, week)
         monday = date.fromisoformat(shown["week_of"])
-        buttons = drawn(view.legal_edges(pub, shown["week_of"]))
+        deadline = maybe_instant(shown["deadline_at"])
+        ahead = deadline is not None and self.site.now() < deadline
+        buttons = drawn(view.legal_edges(pub, shown["week_of"]),
+                        early_close=self.pages.local(deadline) if ahead else None)
         people = sorted({email for s in shown["shifts"] for email in s["assigned"]})
         by_email = {t.email: t for t in tenders.all_tenders(pub)}
         return {
@@ -80,6 +84,8 @@ class AdminPages:
             "days": [(monday + timedelta(days=n)).isoformat() for n in range(7)],
             # the roster by hand (web/roster.py): who the "add" select offers
             "roster_people": [(t.email, t.name) for t in by_email.values() if t.active],
+            # each tender's own maximum, which caps the one they gave for the week
+            "most": {t.email: t.max_shifts for t in by_email.values()},
             # a sent week's requests for cover, on their shifts (pubsched.covers.view)
             "cover_notes": cover_view.on_shifts(pub, shown["week_of"], self.site.now()),
         }

@@ -31,6 +31,8 @@ from .site import Site
 # the question an action's button asks first; both read from the one table of actions
 BUTTONS: dict[str, tuple[str, str]] = buttons()
 CONFIRM: dict[str, str] = {a.name: a.confirm for a in ACTIONS if a.confirm is not None}
+# the buttons drawn as the next step (the page's one coloured button in a state)
+PRIMARY = ("send", "approve", "generate", "close", "open")
 
 
 def fingerprint(row: Mapping[str, Any]) -> str:
@@ -40,15 +42,24 @@ def fingerprint(row: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 
 
-def drawn(edges: list[str]) -> list[dict[str, Any]]:
+def drawn(edges: list[str], *, early_close: str | None = None) -> list[dict[str, Any]]:
     """The buttons for the edges an operator may take now, in the machine's order (an edge
-    with no button, such as the tick's own, is not drawn)."""
+    with no button, such as the tick's own, is not drawn), each ``primary`` when it is the
+    week's next step.
+
+    ``early_close``: the deadline in words while it is still ahead. Closing then is not the
+    next step but a choice that shuts out whoever has not answered yet, so "Close the form"
+    is drawn plain and asks first; at or past the deadline it is the next step."""
     buttons = []
     for edge in edges:
         if edge in BUTTONS:
             action, label = BUTTONS[edge]
+            early = action == "close" and early_close is not None
+            confirm = (f"Close the form now, before its deadline ({early_close})? Tenders "
+                       "who have not answered yet cannot answer any more."
+                       if early else CONFIRM.get(action))
             buttons.append({"edge": edge, "action": action, "label": label,
-                            "confirm": CONFIRM.get(action)})
+                            "confirm": confirm, "primary": action in PRIMARY and not early})
     return buttons
 
 

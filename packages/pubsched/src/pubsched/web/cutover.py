@@ -8,6 +8,8 @@ runs exactly one step (:func:`pubsched.rehearsal.step`, claimed by a compare-and
 double click or a second operator pressing at the same moment runs it once and the other
 is told to reload. Until a rehearsal has passed on a database with weeks, the switch to v2
 is drawn disabled with the reason (and the flip itself refuses it: REHEARSAL_REQUIRED).
+A pub that began on v2 (:func:`pubsched.engines.cutover.began_on_v2`) has nothing to cut
+over: its page says it runs the current engine and offers nothing to press.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class CutoverPages:
 
     def _context(self) -> dict[str, Any]:
         pub = self.site.pub
+        if cutover.began_on_v2(pub):  # nothing to cut over: the page says so, and no more
+            return {"began_on_v2": True}
         current = record.unfinished(pub)
         shown = current or record.latest(pub)
         needed = cutover.rehearsal_needed(pub)

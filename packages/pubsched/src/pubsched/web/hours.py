@@ -1,7 +1,8 @@
 """``/admin/hours``: the hours report on the web (the same lines as ``pubsched report
 hours``, :mod:`pubsched.people.hours`), for a range of days the operator picks (this month so
-far by default), each tender's count in the trailing weeks the picker weighs beside it,
-and the CSV download a spreadsheet opens."""
+far by default), the shifts still to come at the request's instant beside those on the
+roster, each tender's count in the trailing weeks the picker weighs, and the CSV download a
+spreadsheet opens (the CLI's own text, neutralised against formulas in one place)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ class HoursPages:
 
         def context() -> dict[str, Any]:
             pub = self.site.pub
-            return {"lines": hours.hours_worked(pub, start, end), "start": start.isoformat(),
+            return {"lines": hours.hours_worked(pub, start, end, now=self.site.now()),
+                    "start": start.isoformat(),
                     "end": end.isoformat(), "rolling": hours.rolling_counts(pub, today),
                     "weeks": hours.HISTORY_WEEKS, "text": hours.hours_text}
 
@@ -61,7 +63,8 @@ class HoursPages:
             start, end = _range(request, self._today())
         except BadInput as exc:
             return Response(f"{exc}\n", status_code=400, media_type="text/plain")
-        lines = await self.site.run(hours.hours_worked, self.site.pub, start, end)
+        lines = await self.site.run(hours.hours_worked, self.site.pub, start, end,
+                                    now=self.site.now())
         name = f"hours-{start.isoformat()}-to-{end.isoformat()}.csv"
         return Response(hours.as_csv(lines), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})

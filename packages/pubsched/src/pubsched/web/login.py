@@ -92,8 +92,9 @@ class Login:
             return "Wrong email or password."
         if self.site.settings.password.configured:
             return "Wrong password."
-        return ("The admin account is closed: no PUBSCHED_ADMIN_PASSWORD is set. Log in with "
-                "your operator account's email.")
+        # a visitor's page: no setting's name (how to open it is the administrator's, in
+        # docs/web.md)
+        return "There is no admin account here: log in with your operator account's email."
 
     async def logout(self, request: Request) -> Response:
         sid = request.scope.get("state", {}).get("operator_sid")

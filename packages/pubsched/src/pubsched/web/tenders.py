@@ -171,8 +171,13 @@ class TenderAdmin:
             f"{t.name} is active again: their current links work again"))
 
     async def revoke(self, request: Request) -> Response:
+        # what revoking does, said whole: every link handed out so far is refused (the
+        # calendar feed's too, web/tender.py), and nobody is mailed the new ones
         return await self._button(request, tenders.revoke_links, lambda t: (
-            f"revoked the links of {t.email}: the new link is on this page"))
+            f"revoked the links of {t.name}: the form link and the calendar feed they have "
+            "stop working now (their calendar stops updating until they subscribe to the "
+            f"new one). {t.name} is not mailed about it: the new links are on this page, "
+            "and Invite emails them"))
 
     async def invite_one(self, request: Request) -> Response:
         return await self._button(request, lambda pub, email: invite.invite(

@@ -82,7 +82,8 @@ def _edit(pub: Pub, week: str, shift_id: int, email: str, now: datetime | None,
 
 
 def _who(tender: Tender) -> str:
-    return f"{tender.name} <{tender.email}>"
+    """A tender as the operator calls them: by name (the address is email syntax)."""
+    return tender.name
 
 
 def _mark(tx: Any, week: str, shift_id: int, tender_id: int, kind: str, at: datetime) -> None:

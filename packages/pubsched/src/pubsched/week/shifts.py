@@ -92,7 +92,7 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
                               "starts_at = %s", [key, starts_at])
             if twin:
                 raise BadInput(f"the week of {key} has a shift starting {_day(day)} at "
-                               f"{begins} already: shift {twin[0]['id']}, {twin[0]['label']}")
+                               f"{begins} already: {twin[0]['label']}")
             rows = tx.execute(
                 "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots, "
                 "needs) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
@@ -102,8 +102,8 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
         return Verdict(False, FLAG_CHANGED, message=f"{what} refused: {changed}")
     shift_id = int(rows[0]["id"])
     return Verdict(True, message=(
-        f"added shift {shift_id}, {name} ({_day(day)} {span(begins, finishes)}, {count} "
-        f"slot{'s' if count != 1 else ''}), to the week of {key} only"),
+        f"added {name} ({_day(day)} {span(begins, finishes)}, {count} "
+        f"slot{'s' if count != 1 else ''}) to the week of {key} only"),
         detail={"week_of": key, "id": shift_id})
 
 
@@ -141,7 +141,7 @@ def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = N
     told = (f"{len(ticked)} tender(s) had ticked it: their other answers are kept and "
             "their form says so" if ticked else "no tender had ticked it")
     return Verdict(True, message=(
-        f"removed shift {shift_id}, {shift['label']} ({_day(starts.date())} {starts:%H:%M}), "
+        f"removed {shift['label']} ({_day(starts.date())} {starts:%H:%M}) "
         f"from the week of {key}: {told}"),
         detail={"week_of": key, "id": shift_id, "tenders": ticked})
 

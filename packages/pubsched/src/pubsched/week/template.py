@@ -169,7 +169,7 @@ def _no_twin(tx: Any, weekday: int, start: str, own: int | None = None) -> None:
     for other in read(tx):
         if other.weekday == weekday and other.start == start and other.id != own:
             raise BadInput(f"the pub's week has a shift on {DAY_TITLES[weekday]} at {start} "
-                           f"already: shift {other.id}, {other.label}")
+                           f"already: {other.label}")
 
 
 def add(pub: Pub, label: str, day: str, start: str, end: str, *, slots: int = 2,
@@ -184,7 +184,7 @@ def add(pub: Pub, label: str, day: str, start: str, end: str, *, slots: int = 2,
             "needs) VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
             [*made[:5], json.dumps(list(made[5]))])
         shift = _one(tx, int(rows[0]["id"]))
-    return Verdict(True, message=f"added shift {shift.id}, {shift.describe()}, to the pub's "
+    return Verdict(True, message=f"added {shift.describe()} to the pub's "
                    "week: weeks created from now on get it", detail=shift.as_json())
 
 
@@ -217,7 +217,7 @@ def edit(pub: Pub, shift_id: int, *, label: str | None = None, day: str | None =
         tx.execute(f"UPDATE pub_shift_template SET {sets} WHERE id = %s",
                    [*changes.values(), shift_id])
         shift = _one(tx, shift_id)
-    return Verdict(True, message=f"shift {shift.id} is now {shift.describe()}: weeks created "
+    return Verdict(True, message=f"the pub's week now has {shift.describe()}: weeks created "
                    "from now on get it so; weeks already created keep theirs",
                    detail=shift.as_json())
 
@@ -228,5 +228,5 @@ def remove(pub: Pub, shift_id: int) -> Verdict:
     with pub.atomic() as tx:
         shift = _one(tx, shift_id)
         tx.execute("DELETE FROM pub_shift_template WHERE id = %s", [shift_id])
-    return Verdict(True, message=f"removed shift {shift.id}, {shift.describe()}, from the "
+    return Verdict(True, message=f"removed {shift.describe()} from the "
                    "pub's week: weeks that have it keep it", detail=shift.as_json())

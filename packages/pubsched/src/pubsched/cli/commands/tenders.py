@@ -90,7 +90,7 @@ def cmd_tender_show(ctx: Context, args: argparse.Namespace) -> int:
     if args.json:
         ctx.emit_json(shown)
         return EXIT_APPLIED
-    ctx.say(f"{tender.name} <{tender.email}>{'' if tender.active else ' (inactive)'}")
+    ctx.say(f"{tender.name} ({tender.email}){'' if tender.active else ', inactive'}")
     ctx.say(f"  max shifts: {'no maximum' if tender.max_shifts is None else tender.max_shifts}"
             f"; skills: {' '.join(tender.skills) or 'none'}")
     ctx.say(f"  time off: {_away_words(shown['time_off']) or 'none to come'}")

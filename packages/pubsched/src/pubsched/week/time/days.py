@@ -68,20 +68,26 @@ _HH_MM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 
 
 def week_of(value: str | date) -> date:
-    """The week's Monday, from ``YYYY-MM-DD`` or a ``date``; anything else is `BadWeek`."""
+    """The week's Monday, from ``YYYY-MM-DD`` or a ``date``; anything else is `BadWeek`,
+    said as the operator would put it (the CLI's argument and the web's field alike), with
+    the Monday of a day that is not one."""
     if isinstance(value, str):
         if not _ISO_DATE.fullmatch(value):
-            raise BadWeek(f"week_of must be an ISO date YYYY-MM-DD, got {value!r}")
+            raise BadWeek(f"a week is named by its Monday, as YYYY-MM-DD (such as "
+                          f"2026-12-07), got {value!r}")
         try:
             day = date.fromisoformat(value)
         except ValueError:
-            raise BadWeek(f"week_of is not a calendar date: {value!r}") from None
+            raise BadWeek(f"there is no day {value} on the calendar: a week is named by its "
+                          "Monday, as YYYY-MM-DD") from None
     elif isinstance(value, date) and not isinstance(value, datetime):
         day = value
     else:
-        raise BadWeek(f"week_of must be an ISO date string or a date, got {value!r}")
+        raise BadWeek(f"a week is named by its Monday, as YYYY-MM-DD, got {value!r}")
     if day.weekday() != 0:
-        raise BadWeek(f"week_of must be a Monday, got {day.isoformat()} ({day:%A})")
+        monday = day - timedelta(days=day.weekday())
+        raise BadWeek(f"a week is named by its Monday: {day.isoformat()} is a {day:%A}; "
+                      f"its week is {monday.isoformat()}")
     if not FIRST_DAY <= day <= LAST_DAY:
         raise BadWeek(f"week {day.isoformat()} is too near the calendar's edge: weeks run "
                       f"from {FIRST_DAY.isoformat()} to {LAST_DAY.isoformat()}")
