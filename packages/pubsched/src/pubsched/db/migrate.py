@@ -276,6 +276,16 @@ def status(url: str, *, check: bool = True) -> list[tuple[str, bool]]:
     return out
 
 
+def pending_after(dialect: Dialect, applied: dict[str, str]) -> list[str]:
+    """The versions this package would still apply to a database whose applied migrations
+    are ``applied`` (version -> checksum), in order: how far behind a backup is. A set
+    :func:`migrate` would refuse (a version this code does not know: a database newer than
+    the code; a changed checksum) raises the same :class:`MigrationError`."""
+    migrations = load(dialect)
+    _check(migrations, applied)
+    return [m.version for m in migrations if m.version not in applied]
+
+
 def _migrate(db: _Db, to: str | None, migrations: Sequence[Migration] | None) -> list[str]:
     todo = tuple(load(db.dialect) if migrations is None else migrations)
     for m in todo:
