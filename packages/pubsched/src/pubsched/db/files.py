@@ -39,16 +39,25 @@ def create_database(path: Path, *, make_folder: bool = False) -> None:
     file is an empty database to SQLite); an existing one is left as it is. With
     ``make_folder`` (``pubsched init``) a missing folder is made too, mode 0700."""
     folder = path.parent
-    if make_folder and not folder.exists():
+    if not folder.exists():
+        if not make_folder:
+            return  # SQLite's own "unable to open database file" says it, as before
         folder.mkdir(mode=PRIVATE_FOLDER, parents=True, exist_ok=True)
         os.chmod(folder, PRIVATE_FOLDER)  # mkdir's mode is cut by the umask
     with contextlib.suppress(FileExistsError):
         private_file(path)
 
 
-def others_may_read(path: Path) -> bool:
-    """Whether users other than the owner can read ``path`` (an older install's 0644)."""
-    return bool(path.stat().st_mode & 0o077)
+def tighten(path: Path) -> list[Path]:
+    """The database file and its ``-wal``/``-shm`` made 0600 where others could read them
+    (an install from before this rule); the files changed (``pubsched init`` says which)."""
+    changed = []
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            if file.stat().st_mode & 0o077:
+                os.chmod(file, PRIVATE_FILE)
+                changed.append(file)
+    return changed
 
 
 def flush(path: Path) -> None:
@@ -98,5 +107,4 @@ def _copy_exclusively(partial: Path, target: Path) -> None:
         raise
 
 
-__all__ = ["claim", "create_database", "flush", "flush_folder", "others_may_read",
-           "private_file"]
+__all__ = ["claim", "create_database", "flush", "flush_folder", "private_file", "tighten"]

@@ -45,8 +45,10 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .files import create_database
 from .urls import DatabaseURLError, Dialect, database_url, dialect_of, sqlite_path
 
 if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL database is migrated
@@ -203,7 +205,7 @@ class _Postgres:
 
 
 @contextlib.contextmanager
-def _open(url: str) -> Iterator[_Db]:
+def _open(url: str, *, make_folder: bool = False) -> Iterator[_Db]:
     dialect = dialect_of(url)
     if dialect == "postgresql":
         import psycopg
@@ -218,6 +220,7 @@ def _open(url: str) -> Iterator[_Db]:
     # no PRAGMA journal_mode here: rowstate's store switches the file to WAL when it opens
     # it (and WAL sticks), while the switch itself fails at once, waiting for no busy
     # timeout, whenever another connection is writing: a migrator must simply wait
+    create_database(Path(path), make_folder=make_folder)  # 0600 (0700 a folder made)
     conn = sqlite3.connect(path, isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT)
     try:
         yield _SQLite(conn)
@@ -243,7 +246,7 @@ def migrate(url: str, *, to: str | None = None,
     ``migrations`` replaces the package's own files (tests); they must be of the URL's
     dialect.
     """
-    with _open(url) as db:
+    with _open(url, make_folder=True) as db:
         return _migrate(db, to, migrations)
 
 
