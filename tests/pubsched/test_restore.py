@@ -256,3 +256,18 @@ def test_without_yes_it_asks_on_a_terminal_and_refuses_off_one(
         assert asked.returncode == code, err
         assert "Replace" in err and "Everything written to it since that backup is lost" in err
         assert names(db_url) == left
+
+
+def test_a_target_that_cannot_be_replaced_fails_in_words(db_url: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    saved = tmp_path / "pub.backup"
+    backup(db_url, saved)
+    folder = tmp_path / "taken.db"
+    folder.mkdir()  # a directory where the database file should be
+    code = cli_run(["--db", f"sqlite:///{folder}", "restore", str(saved), "--yes"],
+                   stdout=io.StringIO(), stderr=sys.stderr)
+    err = capsys.readouterr().err
+    assert code == 1 and "restore failed: Is a directory" in err, err
+    assert "the database was not replaced" in err and folder.is_dir()
+    assert [p.name for p in tmp_path.iterdir() if ".restore-" in p.name] == []

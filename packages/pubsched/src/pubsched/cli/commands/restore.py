@@ -38,6 +38,10 @@ def cmd_restore(ctx: Context, args: argparse.Namespace) -> int:
     except RestoreFailed as exc:
         ctx.complain(f"restore failed: {exc}")
         return EXIT_FAILED
+    except OSError as exc:  # a folder not writable, a directory where the file should be
+        ctx.complain(f"restore failed: {exc.strerror or exc}: {exc.filename}; the database "
+                     "was not replaced")
+        return EXIT_FAILED
     ctx.say(f"restored {done.target} from {args.path}, at migration {done.level}")
     if done.pending:
         ctx.say(f"the backup is older than this code: run `pubsched init` to apply "
