@@ -98,7 +98,7 @@ def _ask(confirm: Confirm | None, target: str, source: Path, level: str,
              if pending else "")
     if not confirm(f"Replace {target} with the backup {source} (migration {level}{older})? "
                    "Everything written to it since that backup is lost."):
-        raise RestoreRefused("not restored: not confirmed; nothing was changed")
+        raise RestoreRefused("the answer was not yes; nothing was changed")
 
 
 def _judge(dialect: Dialect, applied: dict[str, str], source: Path) -> tuple[str, list[str]]:
