@@ -2,22 +2,26 @@
 
 The database is backed up mid-week while ``pubsched serve`` serves it and a writer keeps
 changing tenders' answers; the backup is restored, exactly as docs/pubsched.md says
-(``cp`` for SQLite; ``pg_restore --no-owner`` into a new database for PostgreSQL, then
-``pubsched init``), and the restored database has the sent week, its deliveries and the
-open week's submissions, and passes the migrations' check. A backup never overwrites a
-file; without ``pg_dump`` on PATH it is refused, naming what to install."""
+(``pubsched restore``, then ``pubsched init``), and the restored database has the sent
+week, its deliveries and the open week's submissions, and passes the migrations' check. A
+backup never overwrites a file, not even one that appears while it runs (issue 29, item
+18: a file put there during ``pg_dump``, two backups to one name); without ``pg_dump`` on
+PATH it is refused, naming what to install. The restore's own tests are test_restore.py."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -76,19 +80,18 @@ def serving(url: str, tmp_path: Path) -> subprocess.Popen[str]:
 
 def restored(url: str, backup_path: Path, tmp_path: Path, request: pytest.FixtureRequest,
              ) -> str:
-    """The backup restored as docs/pubsched.md's "Backups" says; the new database's URL."""
+    """The backup restored as docs/pubsched.md's "Backups" says (``pubsched restore``, into
+    a new database here: a new file, or a new empty PostgreSQL database); its URL."""
     if url.startswith("sqlite:"):
-        target = tmp_path / "restored.db"
-        subprocess.run(["cp", str(backup_path), str(target)], check=True)
-        new_url = f"sqlite:///{target}"
+        new_url = f"sqlite:///{tmp_path / 'restored.db'}"
     else:
         admin: str = request.getfixturevalue("pg_admin_dsn")
         name = make_database(admin, prefix="rs_restored_")
         request.addfinalizer(lambda: request.getfixturevalue("pg_dropper").drop(name))
         new_url = database_dsn(admin, name)
-        done = subprocess.run(["pg_restore", "--no-owner", f"--dbname={new_url}",
-                               str(backup_path)], capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
+    done = subprocess.run([str(PUBSCHED), "--db", new_url, "restore", str(backup_path),
+                           "--yes"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
     init = subprocess.run([str(PUBSCHED), "--db", new_url, "init"], capture_output=True,
                           text=True, timeout=120)
     assert init.returncode == 0 and "up to date" in init.stdout, init.stdout + init.stderr
@@ -165,6 +168,83 @@ def test_a_backup_never_overwrites_a_file(db_url: str, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+@contextlib.contextmanager
+def copies_held(url: str) -> Iterator[None]:
+    """While inside, every backup of ``url`` waits in its copy: SQLite's online backup for
+    the read lock this connection holds exclusively; pg_dump for its lock on a table."""
+    if url.startswith("sqlite:"):
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+        conn.execute("SELECT count(*) FROM pub_tenders").fetchall()
+        try:
+            yield
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(url) as pg:
+        pg.execute("LOCK TABLE pub_tenders IN ACCESS EXCLUSIVE MODE")
+        yield
+        pg.rollback()
+
+
+def started(path: Path, url: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(PUBSCHED), "--db", url, "backup", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def copying(folder: Path, n: int, children: list[subprocess.Popen[str]]) -> None:
+    """Wait until ``n`` backups have their temporary file (they are inside the copy)."""
+    until = time.monotonic() + 60
+    while len([p for p in folder.iterdir() if ".partial-" in p.name]) < n:
+        assert all(c.poll() is None for c in children) and time.monotonic() < until
+        time.sleep(0.02)
+
+
+def test_a_file_put_at_the_target_while_the_copy_runs_is_kept(db_url: str,
+                                                              tmp_path: Path) -> None:
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    target = folder / "pub.backup"
+    with copies_held(db_url):
+        child = started(target, db_url)
+        copying(folder, 1, [child])
+        target.write_text("someone else's file", encoding="utf-8")
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 1, out + err
+    assert "was created by someone else while this backup ran" in err
+    assert "it is kept as it is, and this backup was not written" in err
+    assert target.read_text(encoding="utf-8") == "someone else's file"
+    assert [p.name for p in folder.iterdir()] == ["pub.backup"]
+
+
+def test_of_two_backups_to_one_name_at_once_one_succeeds(db_url: str,
+                                                         tmp_path: Path) -> None:
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    target = folder / "pub.backup"
+    with copies_held(db_url):
+        children = [started(target, db_url) for _ in range(2)]
+        copying(folder, 2, children)  # both are inside their copy: a real race
+    outputs = [c.communicate(timeout=120) for c in children]
+    results = [(c.returncode, out, err) for c, (out, err) in zip(children, outputs,
+                                                                 strict=True)]
+    assert sorted(code for code, _, _ in results) == [0, 1], results
+    (_, won, _), = [r for r in results if r[0] == 0]
+    (_, _, lost), = [r for r in results if r[0] == 1]
+    assert won.startswith("backed up ") and "was created by someone else" in lost
+    assert [p.name for p in folder.iterdir()] == ["pub.backup"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    if db_url.startswith("sqlite:"):
+        with contextlib.closing(sqlite3.connect(f"file:{target}?mode=ro", uri=True)) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    else:
+        assert subprocess.run(["pg_restore", "--list", str(target)],
+                              capture_output=True).returncode == 0
+
+
 def test_without_pg_dump_the_backup_is_refused_naming_it(
         pg_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "bin"
@@ -185,7 +265,7 @@ def test_an_in_memory_or_missing_database_has_nothing_to_back_up(tmp_path: Path)
 
 
 def test_the_password_stays_out_of_pg_dumps_arguments() -> None:
-    from pubsched.db.backup import _without_password
+    from pubsched.db.pgtools import without_password as _without_password
 
     url, password = _without_password("postgresql://pub:s%40cret@[::1]:5433/pub?sslmode=off")
     assert (url, password) == ("postgresql://pub@[::1]:5433/pub?sslmode=off", "s@cret")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from datetime import date, datetime
 
+from ..db.ids import DIGITS, LIMIT
 from ..verdicts import BadInput
 from ..week.time import OutOfRange, in_range
 
@@ -46,10 +47,16 @@ def day(text: str) -> date:
 
 
 def whole(text: str) -> int:
+    """A whole number a row or a count can be (ids are 64-bit integers: :mod:`..db.ids`);
+    a longer one would reach the database as an error, not as "no such"."""
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if abs(value) >= LIMIT:
+        raise argparse.ArgumentTypeError(f"{text!r} is too big to name anything (at most "
+                                         f"{DIGITS} digits)")
+    return value
 
 
 def whole_or_none(text: str) -> int | None:

@@ -31,6 +31,7 @@ from .commands.operators import (
     cmd_operator_remove,
 )
 from .commands.report import cmd_report_hours
+from .commands.restore import cmd_restore
 from .commands.roster import cmd_week_assign, cmd_week_unassign
 from .commands.secret import cmd_secret_new
 from .commands.service import cmd_demo, cmd_init, cmd_serve, cmd_tick
@@ -108,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
          "serves (SQLite: a file; PostgreSQL: a pg_dump custom-format archive)"
          ).add_argument("path", metavar="PATH", help="the new backup's file (never "
                         "overwritten)")
+    restore = leaf(commands, "restore", cmd_restore, "put a backup back as the whole "
+                   "database (asks first; stop serve and the tick before)")
+    restore.add_argument("path", metavar="PATH", help="a file `pubsched backup` made")
+    restore.add_argument("--yes", action="store_true", help="restore without asking (a "
+                         "script; without it the command asks on a terminal)")
 
     tender = commands.add_parser("tender", help="add, edit, (de)activate, list tenders; "
                                  "their links; their time off")

@@ -9,29 +9,26 @@
   there. Without ``pg_dump`` on PATH the backup is refused, naming what to install: a
   backup that quietly did nothing is the worst kind.
 
-Either way the copy is written beside ``PATH`` under a temporary name and renamed onto it
-only once it is whole and checked, so a crash or a full disk never leaves a half backup
-under the name a restore would trust; an existing ``PATH`` is never overwritten. The file
-is readable by its owner only (mode 0600): it holds the tenders' addresses and the
-operators' password hashes. The
-restore is documented in docs/pubsched.md ("Backups"): the file copied back (SQLite), or
-``pg_restore`` into a new database (PostgreSQL); ``pubsched init`` then brings an older
-backup's schema up to date.
+**Never over anything.** The copy is written beside ``PATH`` under a temporary name,
+flushed, and only then given ``PATH``, exclusively (:func:`pubsched.db.files.claim`: a hard
+link, which fails on a name that exists). A ``PATH`` that exists when the backup starts is
+refused at once; one that appears while the copy runs (another backup to the same name, a
+file someone put there) is kept, and this backup fails saying so. So of two backups to one
+name exactly one succeeds. The file is readable by its owner only (mode 0600): it holds
+the tenders' addresses and the operators' password hashes. ``pubsched restore PATH``
+(:mod:`pubsched.db.restore`) puts it back.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
 
+from . import pgtools
+from .files import claim, flush, private_file
 from .urls import dialect_of, sqlite_path
-
-PG_TIMEOUT = 3600  # a dump of a pub's database takes seconds; an hour means it hangs
 
 
 class BackupRefused(Exception):
@@ -40,8 +37,9 @@ class BackupRefused(Exception):
 
 
 class BackupFailed(Exception):
-    """The copy was started and did not finish (pg_dump's own error, a disk full); nothing
-    is left under the target's name."""
+    """The copy was started and did not finish (pg_dump's own error, a disk full, the
+    target's name taken meanwhile); nothing of it is left, and nothing under the target's
+    name was touched."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +57,17 @@ def backup(url: str, target: Path) -> Backup:
     if not target.parent.is_dir():
         raise BackupRefused(f"{target.parent} is not a directory")
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    # readable by its owner only from its first byte: it holds everything the pub knows
-    os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    private_file(partial)  # readable by its owner only from its first byte
     try:
         how = (_sqlite(url, partial) if dialect_of(url) == "sqlite"
                else _postgresql(url, partial))
-        os.replace(partial, target)
+        flush(partial)
+        claim(partial, target)
+    except FileExistsError:
+        raise BackupFailed(f"{target} was created by someone else while this backup ran "
+                           "(another backup to the same name?): it is kept as it is, and "
+                           "this backup was not written; run it again with a new "
+                           "name") from None
     finally:
         partial.unlink(missing_ok=True)
     return Backup(target, target.stat().st_size, how)
@@ -91,46 +94,20 @@ def _sqlite(url: str, partial: Path) -> str:
 
 
 def _postgresql(url: str, partial: Path) -> str:
-    dump = shutil.which("pg_dump")
-    if dump is None:
-        raise BackupRefused("pg_dump is not installed: install PostgreSQL's client tools "
-                            "(Debian: apt install postgresql-client, of the server's major "
-                            "version or newer) and run the backup again")
-    where, password = _without_password(url)
-    env = dict(os.environ)
-    if password is not None:  # not in the arguments, which every process listing shows
-        env["PGPASSWORD"] = password
-    done = subprocess.run([dump, "--format=custom", "--no-password", f"--file={partial}",
-                           f"--dbname={where}"], capture_output=True, text=True, env=env,
-                          timeout=PG_TIMEOUT)
+    try:
+        pgtools.find("pg_dump")
+    except pgtools.ToolMissing as exc:
+        raise BackupRefused(str(exc)) from None
+    done = pgtools.run("pg_dump", ["--format=custom", f"--file={partial}"], url)
     if done.returncode != 0:
-        raise BackupFailed(f"pg_dump failed: {_last_line(done.stderr)}")
-    listing = shutil.which("pg_restore")
-    if listing is None:
+        raise BackupFailed(f"pg_dump failed: {pgtools.last_line(done.stderr)}")
+    try:
+        read = pgtools.run("pg_restore", ["--list", str(partial)])
+    except pgtools.ToolMissing:
         return "pg_dump (custom format)"
-    read = subprocess.run([listing, "--list", str(partial)], capture_output=True, text=True,
-                          timeout=PG_TIMEOUT)
     if read.returncode != 0:
-        raise BackupFailed(f"the dump does not read back: {_last_line(read.stderr)}")
+        raise BackupFailed(f"the dump does not read back: {pgtools.last_line(read.stderr)}")
     return "pg_dump (custom format), read back by pg_restore --list"
-
-
-def _without_password(url: str) -> tuple[str, str | None]:
-    """The URL with its password taken out, and the password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url, None
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}")), unquote(parts.password)
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
 
 
 __all__ = ["Backup", "BackupFailed", "BackupRefused", "backup"]

@@ -45,8 +45,10 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .files import create_database
 from .urls import DatabaseURLError, Dialect, database_url, dialect_of, sqlite_path
 
 if TYPE_CHECKING:  # psycopg is imported only when a PostgreSQL database is migrated
@@ -203,7 +205,7 @@ class _Postgres:
 
 
 @contextlib.contextmanager
-def _open(url: str) -> Iterator[_Db]:
+def _open(url: str, *, make_folder: bool = False) -> Iterator[_Db]:
     dialect = dialect_of(url)
     if dialect == "postgresql":
         import psycopg
@@ -218,6 +220,7 @@ def _open(url: str) -> Iterator[_Db]:
     # no PRAGMA journal_mode here: rowstate's store switches the file to WAL when it opens
     # it (and WAL sticks), while the switch itself fails at once, waiting for no busy
     # timeout, whenever another connection is writing: a migrator must simply wait
+    create_database(Path(path), make_folder=make_folder)  # 0600 (0700 a folder made)
     conn = sqlite3.connect(path, isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT)
     try:
         yield _SQLite(conn)
@@ -243,7 +246,7 @@ def migrate(url: str, *, to: str | None = None,
     ``migrations`` replaces the package's own files (tests); they must be of the URL's
     dialect.
     """
-    with _open(url) as db:
+    with _open(url, make_folder=True) as db:
         return _migrate(db, to, migrations)
 
 
@@ -274,6 +277,16 @@ def status(url: str, *, check: bool = True) -> list[tuple[str, bool]]:
     out = [(v, v in applied) for v in known]
     out += [(v, True) for v in sorted(applied) if v not in known]
     return out
+
+
+def pending_after(dialect: Dialect, applied: dict[str, str]) -> list[str]:
+    """The versions this package would still apply to a database whose applied migrations
+    are ``applied`` (version -> checksum), in order: how far behind a backup is. A set
+    :func:`migrate` would refuse (a version this code does not know: a database newer than
+    the code; a changed checksum) raises the same :class:`MigrationError`."""
+    migrations = load(dialect)
+    _check(migrations, applied)
+    return [m.version for m in migrations if m.version not in applied]
 
 
 def _migrate(db: _Db, to: str | None, migrations: Sequence[Migration] | None) -> list[str]:

@@ -7,11 +7,14 @@ caller: ``store`` -> ``migrate`` -> ``urls``, one way.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import rowstate
 import rowstate.stores
 
 from . import migrate as migrations
-from .urls import dialect_of
+from .files import create_database
+from .urls import dialect_of, sqlite_path
 
 Store = rowstate.Store
 
@@ -28,6 +31,9 @@ def open_store(url: str, *, migrate: bool = False) -> Store:
     dialect = dialect_of(url)
     if migrate and dialect == "postgresql":
         migrations.migrate(url)
+    path = sqlite_path(url) if dialect == "sqlite" else None
+    if path is not None:
+        create_database(Path(path))  # a new file is 0600 before SQLite opens it
     store = rowstate.connect(url)
     if migrate and isinstance(store, rowstate.stores.SQLiteStore):
         try:

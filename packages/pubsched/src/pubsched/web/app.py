@@ -64,6 +64,7 @@ from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
 from ..pub import Pub
+from . import ids  # noqa: F401 (imported for its effect: the routes' {name:id} convertor)
 from .admin import AdminPages
 from .away import AwayPages
 from .covers import CoverAdmin
@@ -122,12 +123,12 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/tenders", people.page, methods=["GET"]),
         Route("/tenders/add", people.add, methods=["POST"]),
         Route("/tenders/invite", people.invite_all, methods=["POST"]),
-        Route("/tenders/{tender_id:int}", people.edit_page, methods=["GET"]),
-        Route("/tenders/{tender_id:int}", people.save, methods=["POST"]),
-        Route("/tenders/{tender_id:int}/deactivate", people.deactivate, methods=["POST"]),
-        Route("/tenders/{tender_id:int}/activate", people.activate, methods=["POST"]),
-        Route("/tenders/{tender_id:int}/revoke", people.revoke, methods=["POST"]),
-        Route("/tenders/{tender_id:int}/invite", people.invite_one, methods=["POST"]),
+        Route("/tenders/{tender_id:id}", people.edit_page, methods=["GET"]),
+        Route("/tenders/{tender_id:id}", people.save, methods=["POST"]),
+        Route("/tenders/{tender_id:id}/deactivate", people.deactivate, methods=["POST"]),
+        Route("/tenders/{tender_id:id}/activate", people.activate, methods=["POST"]),
+        Route("/tenders/{tender_id:id}/revoke", people.revoke, methods=["POST"]),
+        Route("/tenders/{tender_id:id}/invite", people.invite_one, methods=["POST"]),
         Route("/cutover", cutover.page, methods=["GET"]),
         Route("/cutover/flag", cutover.flag, methods=["POST"]),
         Route("/cutover/rehearsal", cutover.start, methods=["POST"]),
@@ -135,10 +136,10 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/cutover/rehearsal/stop", cutover.stop, methods=["POST"]),
         Route("/template", week_plan.page, methods=["GET"]),
         Route("/template/add", week_plan.add, methods=["POST"]),
-        Route("/template/{shift_id}/edit", week_plan.edit, methods=["POST"]),
-        Route("/template/{shift_id}/remove", week_plan.remove, methods=["POST"]),
+        Route("/template/{shift_id:id}/edit", week_plan.edit, methods=["POST"]),
+        Route("/template/{shift_id:id}/remove", week_plan.remove, methods=["POST"]),
         Route("/weeks/{week}/shifts/add", week_plan.week_add, methods=["POST"]),
-        Route("/weeks/{week}/shifts/{shift_id}/remove", week_plan.week_remove,
+        Route("/weeks/{week}/shifts/{shift_id:id}/remove", week_plan.week_remove,
               methods=["POST"]),
         Route("/hours", worked.page, methods=["GET"]),
         Route("/hours.csv", worked.download, methods=["GET"]),
@@ -146,13 +147,13 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/operators", accounts.page, methods=["GET"]),
         Route("/operators/add", accounts.add, methods=["POST"]),
         Route("/operators/password", accounts.password, methods=["POST"]),
-        Route("/operators/{operator_id}/remove", accounts.remove, methods=["POST"]),
+        Route("/operators/{operator_id:id}/remove", accounts.remove, methods=["POST"]),
         Route("/weeks/{week}/roster/assign", by_hand.assign, methods=["POST"]),
         Route("/weeks/{week}/roster/unassign", by_hand.unassign, methods=["POST"]),
-        Route("/tenders/{tender_id:int}/away", time_off.admin_away, methods=["POST"]),
-        Route("/tenders/{tender_id:int}/back", time_off.admin_back, methods=["POST"]),
+        Route("/tenders/{tender_id:id}/away", time_off.admin_away, methods=["POST"]),
+        Route("/tenders/{tender_id:id}/back", time_off.admin_back, methods=["POST"]),
         Route("/covers", cover_desk.page, methods=["GET"]),
-        Route("/covers/{cover_id:int}/cancel", cover_desk.cancel, methods=["POST"]),
+        Route("/covers/{cover_id:id}/cancel", cover_desk.cancel, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:
@@ -184,13 +185,14 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/t/{token}/reminders", reminders.switch, methods=["POST"]),
         Route("/cal/{token}.ics", tender.calendar, methods=["GET"]),
         Route("/t/{token}/covers/ask", own_covers.ask, methods=["POST"]),
-        Route("/t/{token}/covers/{cover_id:int}/cancel", own_covers.cancel, methods=["POST"]),
-        Route("/t/{token}/covers/{cover_id:int}/take", own_covers.take_here, methods=["POST"]),
+        Route("/t/{token}/covers/{cover_id:id}/cancel", own_covers.cancel, methods=["POST"]),
+        Route("/t/{token}/covers/{cover_id:id}/take", own_covers.take_here, methods=["POST"]),
         Route("/c/{token}", own_covers.offer, methods=["GET"]),
         Route("/c/{token}", own_covers.offer_take, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={Exception: _crash(site.pages)})
+                    exception_handlers={404: _not_found(site.pages),
+                                        Exception: _crash(site.pages)})
     app.state.web = site
     app.state.metrics = metrics
     metrics.routes = route_templates(routes)
@@ -200,6 +202,18 @@ def create_app(pub: Pub, settings: WebSettings, *,
     app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,), config=pub.config)
     app.add_middleware(ForwardedClient, proxies=settings.trusted_proxies)  # outermost
     return app
+
+
+def _not_found(pages: Pages) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """A path no route matches (a mistyped address, a number no row can have) is a page
+    in words, not Starlette's bare "Not Found"."""
+    async def handler(request: Request, exc: Exception) -> Response:
+        return pages.page(request, "problem.html", {
+            "title": "No such page",
+            "text": "Nothing is at this address: it may be mistyped, or name something "
+                    "that does not exist."}, status=404)
+
+    return handler
 
 
 def _crash(pages: Pages) -> Callable[[Request, Exception], Awaitable[Response]]:

@@ -12,9 +12,10 @@ Three small pieces, each kept apart from the pages so it can be read and tested 
   every request); its age is checked against an absolute maximum counted from
   the login (never refreshed by use: an unattended browser loses the admin after
   ``max_age``). The signing salt folds in a digest of the password, so changing the
-  password logs every session out, on every instance. Logout deletes the cookie and
-  remembers the id as ended until it would have expired anyway (per process: another
-  instance still honours it until its max age, a limit we accept for a short max age).
+  password logs every session out, on every instance. Logout deletes the cookie, and the
+  site records the id as ended in the database (:mod:`pubsched.people.logouts`), which
+  the operator gate reads: a logged-out cookie opens nothing on any instance, before or
+  after a restart. This module keeps no memory of its own, which would be one process's.
 * :class:`LoginThrottle`: after a few failed logins from one client address, the next
   attempt is refused unchecked until a delay has passed, doubling with every further
   failure (capped); a success forgets the address. An attempt is counted as a failure
@@ -94,14 +95,10 @@ class Sessions:
     """Signed operator sessions (see the module docstring)."""
 
     def __init__(self, secret: str | list[str], password: AdminPassword, *,
-                 max_age: int = SESSION_MAX_AGE,
-                 clock: Callable[[], float] = time.time) -> None:
+                 max_age: int = SESSION_MAX_AGE) -> None:
         self.max_age = max_age
-        self._clock = clock
         self._signer = URLSafeTimedSerializer(
             secret, salt=f"pubsched.admin-session.v1.{password.fingerprint}")
-        self._ended: dict[str, float] = {}
-        self._lock = threading.Lock()
 
     def issue(self, who: str = ADMIN, operator_id: int | None = None,
               stamp: str | None = None) -> str:
@@ -112,13 +109,14 @@ class Sessions:
                                        "op": operator_id, "pw": stamp}))
 
     def valid(self, cookie: str | None) -> str | None:
-        """The session id of a good, unexpired, not-ended cookie; else None."""
+        """The session id of a good, unexpired cookie; else None."""
         found = self.session(cookie)
         return None if found is None else found.sid
 
     def session(self, cookie: str | None) -> Session | None:
-        """The session of a good, unexpired, not-ended cookie; else None. Whether its
-        operator account still exists is the caller's question (it needs the database)."""
+        """The session of a good, unexpired cookie; else None. Whether it was logged out
+        and whether its account still exists are the caller's questions (they need the
+        database: :meth:`pubsched.web.site.Site.still_valid`)."""
         if not cookie:
             return None
         try:
@@ -135,16 +133,7 @@ class Sessions:
             return None
         if (op is None) != (who == ADMIN) or (op is None) != (stamp is None):
             return None
-        with self._lock:
-            if sid in self._ended:
-                return None
         return Session(sid, who, op, stamp)
-
-    def end(self, sid: str) -> None:
-        now = self._clock()
-        with self._lock:
-            self._ended = {k: v for k, v in self._ended.items() if v > now}
-            self._ended[sid] = now + self.max_age
 
 
 @dataclass

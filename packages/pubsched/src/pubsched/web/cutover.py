@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from .. import rehearsal
+from ..db.ids import row_number
 from ..engines import cutover
 from ..engines.flags import v2_enabled
 from ..rehearsal import record
@@ -121,7 +122,7 @@ class CutoverPages:
 
 def _number(form: FormData, name: str) -> int:
     """A whole number the page posted (a hidden field); anything else is bad input."""
-    raw = text(form, name) or ""
-    if not raw.isdigit():
+    found = row_number(text(form, name))
+    if found is None:
         raise BadInput(f"the form's {name} is not a number")
-    return int(raw)
+    return found

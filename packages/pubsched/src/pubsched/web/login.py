@@ -99,7 +99,7 @@ class Login:
     async def logout(self, request: Request) -> Response:
         sid = request.scope.get("state", {}).get("operator_sid")
         if sid:
-            self.site.sessions.end(sid)
+            await self.site.run(self.site.log_out, sid)
         response = RedirectResponse(ADMIN_PATH + "/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path=ADMIN_PATH, httponly=True,
                                samesite="lax", secure=self.site.pages.secure_cookies)

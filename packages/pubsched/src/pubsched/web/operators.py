@@ -59,11 +59,7 @@ class OperatorPages:
         return await self._answer(go)
 
     async def remove(self, request: Request) -> Response:
-        try:
-            operator_id = int(request.path_params["operator_id"])
-        except ValueError:
-            return self.pages.flash(RedirectResponse(BACK, status_code=303), "refused",
-                                    "no such operator account")
+        operator_id = int(request.path_params["operator_id"])  # the route's {..:id}
 
         def go() -> Verdict:
             found = operators.by_id(self.site.pub, operator_id)

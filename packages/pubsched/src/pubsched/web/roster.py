@@ -20,6 +20,7 @@ from starlette.responses import RedirectResponse, Response
 from ..verdicts import BadInput, Verdict
 from ..week import roster
 from .forms import text, week_of
+from .ids import row_id
 from .pages import ADMIN_PATH
 from .site import Site
 
@@ -45,7 +46,7 @@ class RosterPages:
         form = await request.form()
         try:
             week = week_of(raw_week)
-            shift = _shift_id(text(form, "shift"))
+            shift = row_id(text(form, "shift"), "shift")
             email = (text(form, "email") or "").strip()
             if not email:
                 raise BadInput("choose a tender first")
@@ -60,9 +61,3 @@ class RosterPages:
         message = f"{outcome.message}. Note: {warning}" if warning else outcome.message
         return self.pages.flash(back, "ok", message)
 
-
-def _shift_id(raw: str | None) -> int:
-    try:
-        return int(raw or "")
-    except ValueError:
-        raise BadInput(f"not a shift: {raw!r}") from None

@@ -6,12 +6,12 @@ app (:func:`pubsched.web.app.create_app`), handed to each group of pages;
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
-from ..people import operators
+from ..people import logouts, operators
 from ..pub import Pub, utc
 from .auth import Session, Sessions
 from .pages import Pages
@@ -47,13 +47,22 @@ class Site:
         return utc(self.clock())
 
     def still_valid(self, session: Session) -> bool:
-        """Whether a signed session's account still opens the admin: ``admin`` while the
-        admin password is set, an operator while their account exists with the password
-        the session was issued under (a removed one's session, or one from before a new
-        password, stops at its next request)."""
+        """Whether a signed session still opens the admin: not logged out (on any
+        instance, before any restart: :mod:`pubsched.people.logouts`), and its account
+        still there: ``admin`` while the admin password is set, an operator while their
+        account exists with the password the session was issued under (a removed one's
+        session, or one from before a new password, stops at its next request)."""
+        if logouts.ended(self.pub, session.sid):
+            return False
         if session.operator_id is None:
             return self.settings.password.configured
         return operators.alive(self.pub, session.operator_id, session.who, session.stamp)
+
+    def log_out(self, sid: str) -> None:
+        """End the session ``sid`` for every instance, until its cookie expires anyway."""
+        now = self.now()
+        logouts.record(self.pub, sid, until=now + timedelta(seconds=self.sessions.max_age),
+                       now=now)
 
     def login_open(self) -> bool:
         """Whether anyone can log in at all: the admin password, or an operator account."""

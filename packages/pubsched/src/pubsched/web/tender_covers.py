@@ -34,6 +34,7 @@ from ..verdicts import BadInput, Verdict
 from ..week import view
 from .cover_mail import deliver_after
 from .forms import text, week_of
+from .ids import row_id
 from .site import Site
 
 NO_STORE = {"cache-control": "no-store"}
@@ -114,7 +115,7 @@ class TenderCovers:
         pub, now = self.site.pub, self.site.now()
         try:
             week = week_of(text(form, "week") or "")
-            shift_id = _number(text(form, "shift_id"), "a shift")
+            shift_id = row_id(text(form, "shift_id"), "shift")
             outcome = await self.site.run(
                 lambda: covers.ask(pub, week, shift_id, tender.email, note=note, now=now))
         except BadInput as exc:
@@ -243,9 +244,3 @@ def _reach(offered: int) -> str:
     many = "tenders who could work it are" if offered != 1 else "tender who could work it is"
     return f"The {offered} {many} being emailed now, and the operator is told."
 
-
-def _number(raw: str | None, what: str) -> int:
-    try:
-        return int(raw or "")
-    except ValueError:
-        raise BadInput(f"not {what}: {raw!r}") from None

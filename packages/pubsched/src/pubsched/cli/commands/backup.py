@@ -22,6 +22,10 @@ def cmd_backup(ctx: Context, args: argparse.Namespace) -> int:
     except BackupFailed as exc:
         ctx.complain(f"backup failed: {exc}")
         return EXIT_FAILED
+    except OSError as exc:  # a folder not writable, a disk full
+        ctx.complain(f"backup failed: {exc.strerror or exc}: {exc.filename}; nothing was "
+                     "written under the backup's name")
+        return EXIT_FAILED
     ctx.say(f"backed up {redacted(ctx.db_url)} to {made.path} ({_size(made.size)}): "
             f"{made.how}")
     return EXIT_APPLIED

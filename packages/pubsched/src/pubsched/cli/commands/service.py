@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
+from pathlib import Path
 
 from ...engines.flags import V2_FLAG
 from ...pub import Pub, utc
@@ -19,7 +20,9 @@ from ..context import EXIT_APPLIED, EXIT_FAILED, Context, Usage, redacted
 def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
     """Migrate, then choose the engine of a database that never had one (see
     :func:`first_engine`) and say which engine runs it."""
+    from ...db.files import tighten
     from ...db.migrate import migrate
+    from ...db.urls import dialect_of, sqlite_path
 
     applied = migrate(ctx.db_url)
     where = redacted(ctx.db_url)
@@ -27,6 +30,11 @@ def cmd_init(ctx: Context, args: argparse.Namespace) -> int:
         ctx.say(f"applied {len(applied)} migration(s) to {where}: {', '.join(applied)}")
     else:
         ctx.say(f"{where} is up to date")
+    path = sqlite_path(ctx.db_url) if dialect_of(ctx.db_url) == "sqlite" else None
+    if path is not None:
+        for file in tighten(Path(path)):
+            ctx.say(f"{file} could be read by other users of this machine: made readable "
+                    "by its owner only (mode 0600)")
     ctx.say(first_engine(ctx.pub(), ctx.now))
     return EXIT_APPLIED
 
