@@ -56,6 +56,11 @@ from .notes import TAKEN as TAKEN_NOTE
 from .read import Cover, existing
 
 MAX_NOTE = 500
+LOCK_ORDER = ("the flag's lock, shared", "the week's row, exclusive", "the request's row")
+"""The one order every move of a request takes its locks in (take, cancel, expire; the
+ask holds the week shared and creates the row): the week first, then the request. A move
+that locked the request first and then reached the week (an email owed names the week,
+whose foreign key check locks its row) deadlocked against a take on PostgreSQL."""
 # pg_advisory_xact_lock key of the cover numbers ("pubcovr" in ASCII); only asks take it
 ID_LOCK = 0x707562636F7672
 # the refusal that says why a request is no longer open, by the state it is in
@@ -232,52 +237,78 @@ def _move_assignment(tx: Any, cover: Cover, taker: Tender, at: datetime) -> None
 
 def cancel(pub: Pub, cover_id: int, *, now: datetime | None = None) -> Verdict:
     """Call request ``cover_id`` off (the asker or the operator): the asker stays on the
-    shift."""
+    shift. The week is held first, as a take holds it (:data:`LOCK_ORDER`)."""
     cover = existing(pub, cover_id)
     at = utc(now)
-    with pub.atomic() as tx:
-        moved = pub.covers.transition(cover.id, CANCELLED, from_=OPEN,
-                                      payload={"closed_at": at}, by=pub.actor)
-        if not moved.applied:
-            now_in = tx.execute("SELECT c.state, t.name FROM pub_covers c LEFT JOIN "
-                                "pub_tenders t ON t.id = c.taken_by WHERE c.id = %s",
-                                [cover.id])[0]
-            return _closed(cover, pub, str(now_in["state"]), now_in["name"])
-        about = notice_about(cover.id)
-        for recipient in (outbox.to_tender(cover.asked_by), outbox.OPERATOR):
-            outbox.owe(pub, CANCELLED_NOTE, about, recipient, week_of=cover.week_of,
-                            now=at)
+    try:
+        with chosen(pub) as engine, pub.atomic() as tx:
+            held = engine.hold_week(tx, cover.week_of, (SENT,), exclusive=True)
+            if held is not None:  # pragma: no cover - a sent week stays sent
+                return Verdict(False, held.reason, message=held.message)
+            moved = pub.covers.transition(cover.id, CANCELLED, from_=OPEN,
+                                          payload={"closed_at": at}, by=pub.actor)
+            if not moved.applied:
+                now_in = tx.execute("SELECT c.state, t.name FROM pub_covers c LEFT JOIN "
+                                    "pub_tenders t ON t.id = c.taken_by WHERE c.id = %s",
+                                    [cover.id])[0]
+                return _closed(cover, pub, str(now_in["state"]), now_in["name"])
+            about = notice_about(cover.id)
+            for recipient in (outbox.to_tender(cover.asked_by), outbox.OPERATOR):
+                outbox.owe(pub, CANCELLED_NOTE, about, recipient, week_of=cover.week_of,
+                           now=at)
+    except FlagChanged as changed:
+        return Verdict(False, FLAG_CHANGED, message=f"nothing was called off: {changed}")
     return Verdict(True, message=f"Request {cover.id} is called off: {cover.asker_name} "
                                  f"still works {cover.when(pub.config.tz)}.",
                    detail={"cover_id": cover.id})
 
 
 def expire_due(pub: Pub, now: datetime) -> list[Verdict]:
-    """End every open request whose shift has started (the timed edge ``expire``, through
-    the engine's ``fire_due``: of several ticks at once, one moves each request), the
-    asker and the operator owed their note in the same unit."""
+    """End every open request whose shift has started (the timed edge ``expire``), the
+    asker and the operator owed their note in the same unit. One unit per week, which it
+    holds first, exclusively, as a take does (:data:`LOCK_ORDER`); then each request of
+    that week still open and due moves OPEN -> EXPIRED by the compare-and-set, so of
+    several ticks at once one moves each request, and a take of it runs wholly before or
+    wholly after."""
     at = utc(now)
-    with pub.atomic() as tx:
-        report = pub.covers.fire_due(now=at, by=pub.actor)
-        ended = sorted(int(f.key[0]) for f in report.fired if f.applied)
-        for cover_id in ended:
-            # the business instant it ended at (fire_due's move writes the state alone)
-            row = tx.execute("UPDATE pub_covers SET closed_at = %s WHERE id = %s "
-                             "AND state = %s RETURNING week_of, asked_by",
-                             [at, cover_id, EXPIRED])[0]
-            for recipient in (outbox.to_tender(int(row["asked_by"])), outbox.OPERATOR):
-                outbox.owe(pub, EXPIRED_NOTE, notice_about(cover_id), recipient,
-                                week_of=str(row["week_of"]), now=at)
-    out = []
+    weeks = [str(r["week_of"]) for r in pub.query(
+        "SELECT DISTINCT week_of FROM pub_covers WHERE state = %s AND starts_at <= %s "
+        "ORDER BY week_of", [OPEN, at])]
+    ended: list[int] = []
+    out: list[Verdict] = []
+    for week in weeks:
+        try:
+            ended += _expire_week(pub, week, at)
+        except FlagChanged as changed:  # the next tick ends them under the new engine
+            out.append(Verdict(False, FLAG_CHANGED, message=f"tick: {changed}"))
     for cover_id in ended:
         cover = existing(pub, cover_id)
         out.append(Verdict(True, message=f"tick: request {cover_id} ended, nobody took "
                                          f"{cover.asker_name}'s "
                                          f"{cover.when(pub.config.tz)}",
                            detail={"cover_id": cover_id}))
-    out += [Verdict(False, failed=f.error, message=f"tick: request {f.key[0]}: {f.error}")
-            for f in report.errors]
     return out
+
+
+def _expire_week(pub: Pub, week: str, at: datetime) -> list[int]:
+    """The due requests of ``week`` ended, in one unit that holds the week first."""
+    ended = []
+    with chosen(pub) as engine, pub.atomic() as tx:
+        if engine.hold_week(tx, week, (SENT,), exclusive=True) is not None:
+            return []  # pragma: no cover - a week with requests stays sent
+        due = tx.execute("SELECT id, asked_by FROM pub_covers WHERE week_of = %s AND "
+                         "state = %s AND starts_at <= %s ORDER BY id", [week, OPEN, at])
+        for row in due:
+            cover_id = int(row["id"])
+            moved = pub.covers.transition(cover_id, EXPIRED, from_=OPEN,
+                                          payload={"closed_at": at}, by=pub.actor)
+            if not moved.applied:  # pragma: no cover - the week is held: nobody else moves it
+                continue
+            for recipient in (outbox.to_tender(int(row["asked_by"])), outbox.OPERATOR):
+                outbox.owe(pub, EXPIRED_NOTE, notice_about(cover_id), recipient,
+                           week_of=week, now=at)
+            ended.append(cover_id)
+    return ended
 
 
 __all__ = ["MAX_NOTE", "ask", "cancel", "check_note", "expire_due", "take"]
