@@ -7,7 +7,8 @@ in one end state, and the roster moved only when it was taken."""
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from support.pub_covers import THU, email, roster, sent_week
 from support.pubs import NOW, WEEK, make_pub
 
 ROUNDS = 48
+PUBS: dict[str, Pub] = {}  # one app instance per racer, each its own connection
 
 
 def _together(calls: list[Any]) -> list[Any]:
@@ -40,11 +42,28 @@ def _together(calls: list[Any]) -> list[Any]:
     return out
 
 
+def _racers(cover_id: int, taker: str, start: datetime, *, cancel: bool
+            ) -> list[Callable[[], Any]]:
+    """The take 20 s before the shift, the tick's expiry at its start, and (``cancel``)
+    the asker calling it off 10 s before: each with its own pub (its own connection)."""
+    def take() -> Any:
+        return covers.take(PUBS["taker"], cover_id, taker, now=start - timedelta(seconds=20))
+
+    def expire() -> Any:
+        return covers.expire_due(PUBS["ticker"], start)
+
+    def call_off() -> Any:
+        return covers.cancel(PUBS["canceller"], cover_id, now=start - timedelta(seconds=10))
+
+    return [take, expire, *([call_off] if cancel else [])]
+
+
 @pytest.mark.postgres
 def test_a_take_racing_the_expiry_of_its_request_never_deadlocks(pg_db_url: str) -> None:
     from pubsched.engines.flags import set_v2
 
-    taker_pub, ticker_pub, canceller_pub = (make_pub(pg_db_url) for _ in range(3))
+    PUBS.update({who: make_pub(pg_db_url) for who in ("taker", "ticker", "canceller")})
+    taker_pub = PUBS["taker"]
     try:
         set_v2(taker_pub, True, now=NOW)
         ids = sent_week(taker_pub)
@@ -56,13 +75,7 @@ def test_a_take_racing_the_expiry_of_its_request_never_deadlocks(pg_db_url: str)
             assert asked, asked.message
             cover_id = asked.detail["cover_id"]
             start = covers.existing(taker_pub, cover_id).starts_at
-            calls = [lambda: covers.take(taker_pub, cover_id, email(off),
-                                         now=start - timedelta(seconds=20)),
-                     lambda: covers.expire_due(ticker_pub, start)]
-            if round_ % 2:
-                calls.append(lambda: covers.cancel(canceller_pub, cover_id,
-                                                   now=start - timedelta(seconds=10)))
-            got = _together(calls)
+            got = _together(_racers(cover_id, email(off), start, cancel=bool(round_ % 2)))
             failures += [r for r in got if isinstance(r, BaseException)]
             state = covers.existing(taker_pub, cover_id).state
             outcomes[state] += 1
@@ -75,5 +88,6 @@ def test_a_take_racing_the_expiry_of_its_request_never_deadlocks(pg_db_url: str)
         # the races were real: the take won some rounds, the expiry others
         assert outcomes[covers.TAKEN] and outcomes[covers.EXPIRED], outcomes
     finally:
-        for pub in (taker_pub, ticker_pub, canceller_pub):
+        for pub in PUBS.values():
             pub.close()
+        PUBS.clear()
