@@ -132,30 +132,47 @@ def ask(pub: Pub, week: str, shift_id: int, email: str, *, note: str | None = No
                 return _refused(words.NOT_ON_SHIFT, None, **said)
             if instant(shift.starts_at) <= at:
                 return _refused(words.SHIFT_STARTED, None, **said)
-            cover_id = _next_id(pub, tx)
-            made = pub.covers.create(cover_id, by=pub.actor, columns={
-                "week_of": key, "shift_id": shift.id, "asked_by": asker.id, "note": text,
-                "starts_at": instant(shift.starts_at), "asked_at": at})
-            if not made.applied:  # INVARIANT: one open request per shift and asker
+            opened = open_request(pub, tx, shift, asker.id, text, at)
+            if opened is None:  # INVARIANT: one open request per shift and asker
                 raise _Undo(_already_asked(pub, tx, shift.id, asker.id, said))
-            row = {"week_of": key, "shift_id": shift.id, "asked_by": asker.id}
-            offered = [j.tender for j in judged(tx, row) if j.why_not is None]
-            about = notice_about(cover_id)
-            for tender in offered:
-                outbox.owe(pub, OFFER, about, outbox.to_tender(tender.id), week_of=key,
-                                now=at)
-            outbox.owe(pub, ASKED, about, outbox.OPERATOR, week_of=key, now=at)
+            cover_id, offered = opened
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"nothing was asked: {changed}")
     except _Undo as undone:
         return undone.verdict
-    names = ", ".join(t.name for t in offered)
-    reach = (f"offered to {len(offered)} tender{'' if len(offered) == 1 else 's'} ({names})"
-             if offered else "nobody can take it right now; it stays open until the shift "
-                             "starts")
     return Verdict(True, message=f"Request {cover_id}: {asker.name} asked for cover for "
-                                 f"{said['shift']}; {reach}.",
+                                 f"{said['shift']}; {reach(offered)}.",
                    detail={"cover_id": cover_id, "offered": [t.email for t in offered]})
+
+
+def reach(offered: list[Tender]) -> str:
+    """Whom a new request was offered to, in words."""
+    if not offered:
+        return "nobody can take it right now; it stays open until the shift starts"
+    names = ", ".join(t.name for t in offered)
+    return f"offered to {len(offered)} tender{'' if len(offered) == 1 else 's'} ({names})"
+
+
+def open_request(pub: Pub, tx: Any, shift: Shift, asker_id: int, note: str | None,
+                 at: datetime) -> tuple[int, list[Tender]] | None:
+    """In the caller's unit (the week held in SENT, the asker on the shift, the shift not
+    started: the caller checked), open a request for cover of ``shift`` by ``asker_id``
+    and owe its offers and the operator's note: its number and whom it is offered to.
+    None when the asker has one open for the shift already (nothing written)."""
+    cover_id = _next_id(pub, tx)
+    made = pub.covers.create(cover_id, by=pub.actor, columns={
+        "week_of": shift.week_of, "shift_id": shift.id, "asked_by": asker_id, "note": note,
+        "starts_at": instant(shift.starts_at), "asked_at": at})
+    if not made.applied:
+        return None
+    row = {"week_of": shift.week_of, "shift_id": shift.id, "asked_by": asker_id}
+    offered = [j.tender for j in judged(tx, row) if j.why_not is None]
+    about = notice_about(cover_id)
+    for tender in offered:
+        outbox.owe(pub, OFFER, about, outbox.to_tender(tender.id), week_of=shift.week_of,
+                   now=at)
+    outbox.owe(pub, ASKED, about, outbox.OPERATOR, week_of=shift.week_of, now=at)
+    return cover_id, offered
 
 
 def _already_asked(pub: Pub, tx: Any, shift_id: int, asker_id: int,
@@ -223,16 +240,18 @@ def take(pub: Pub, cover_id: int, email: str, *, now: datetime | None = None) ->
 
 
 def _move_assignment(tx: Any, cover: Cover, taker: Tender, at: datetime) -> None:
-    """The asker's assignment becomes the taker's (its approval stamp kept); an asker no
-    longer on the shift undoes the whole take."""
+    """The asker's assignment becomes the taker's (its approval stamp kept). An asker no
+    longer on the shift left it when they were deactivated (:mod:`.leaving` takes them off
+    as it asks for cover on their behalf): the taker fills the place they left, stamped
+    with the week's approval."""
     gone = tx.execute("DELETE FROM pub_assignments WHERE shift_id = %s AND tender_id = %s "
                       "RETURNING approved_at", [cover.shift_id, cover.asked_by])
-    if not gone:  # pragma: no cover - a sent roster changes only by takes, held one by one
-        raise _Undo(_refused(words.NOT_ON_SHIFT, cover.id, who=cover.asker_name,
-                             shift=cover.label))
+    approved = gone[0]["approved_at"] if gone else tx.execute(
+        "SELECT approved_at FROM pub_schedule_runs WHERE week_of = %s",
+        [cover.week_of])[0]["approved_at"]
     tx.execute("INSERT INTO pub_assignments (week_of, shift_id, tender_id, assigned_at, "
                "approved_at) VALUES (%s, %s, %s, %s, %s)",
-               [cover.week_of, cover.shift_id, taker.id, at, gone[0]["approved_at"]])
+               [cover.week_of, cover.shift_id, taker.id, at, approved])
 
 
 def cancel(pub: Pub, cover_id: int, *, now: datetime | None = None) -> Verdict:
@@ -258,9 +277,17 @@ def cancel(pub: Pub, cover_id: int, *, now: datetime | None = None) -> Verdict:
                            now=at)
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"nothing was called off: {changed}")
-    return Verdict(True, message=f"Request {cover.id} is called off: {cover.asker_name} "
-                                 f"still works {cover.when(pub.config.tz)}.",
+    return Verdict(True, message=f"Request {cover.id} is called off: {stays(cover, pub)}.",
                    detail={"cover_id": cover.id})
+
+
+def stays(cover: Cover, pub: Pub) -> str:
+    """What a called-off request leaves: the asker on the shift, or, when they were taken
+    off it as they were deactivated, their place empty."""
+    when = cover.when(pub.config.tz)
+    if cover.asker_active:
+        return f"{cover.asker_name} still works {when}"
+    return f"the place {cover.asker_name} left on {when} stays empty"
 
 
 def expire_due(pub: Pub, now: datetime) -> list[Verdict]:
@@ -311,4 +338,5 @@ def _expire_week(pub: Pub, week: str, at: datetime) -> list[int]:
     return ended
 
 
-__all__ = ["MAX_NOTE", "ask", "cancel", "check_note", "expire_due", "take"]
+__all__ = ["LOCK_ORDER", "MAX_NOTE", "ask", "cancel", "check_note", "expire_due",
+           "open_request", "reach", "stays", "take"]
