@@ -80,7 +80,7 @@ class Shift:
         """Whether one tender may not work both: one night, or times that overlap (a
         shift ending at 02:00 and one starting at 02:00 do not). The one rule of
         "already working then", in Python; the database's twin is
-        :func:`pubsched.week.runs.overlap_clause`."""
+        :func:`pubsched.week.runs.clash_clause`."""
         if self.night == other.night:
             return True
         if self.starts is None or self.ends is None or other.starts is None \
