@@ -304,6 +304,10 @@ def test_the_page_names_the_shifts_and_offers_to_ask_for_cover(
         f"{FRI_WORDS}: ")
     assert not tenders.get(pub, email("dan")).active
     assert [c.asked_by for c in covers.listed(pub)] == [dan.id, dan.id]
+    # each request's first event says who did it and why
+    for c in covers.listed(pub):
+        [first] = pub.covers.history(c.id)[:1]
+        assert (first.by, first.data) == ("operator:admin", {"why": "deactivated"})
     # the offers went after the answer, as a cover's emails do
     assert any("can you cover Fri 11 Dec" in str(m.message["Subject"])
                for m in cover_mail(smtp))

@@ -25,6 +25,11 @@ who still has shifts (deactivated before this rule) can be covered the same way.
 
 The emails the requests owe go out as for any request; none goes to the tender who left
 (:mod:`.notes` drops a request's notes to an asker no longer active).
+
+The record: each request's first event names who deactivated the tender (``by``: the
+operator's login, ``cli:USER``) and why (``{"why": "deactivated"}``), and its note says it
+was asked on their behalf. The week's own history is its run's moves only, so nothing is
+written there (issue 29's item 4 adds the week's hand edits).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from ..week.runs import Shift, shift_of
 from .requests import open_request, reach
 
 HAS_SHIFTS = "HAS_SHIFTS"
+DEACTIVATED = "deactivated"  # the "why" of a request the pub opened for a tender leaving
 BUSY = "WEEK_BUSY"
 
 _WEEKS_TO_COME = ("SELECT DISTINCT s.week_of FROM pub_shifts s JOIN pub_schedule_runs r "
@@ -131,7 +137,8 @@ def _covered(pub: Pub, tx: Any, tender: Tender, shift: Shift, at: datetime
     if mine:
         cover_id, reached = int(mine[0]["id"]), "their own request, still open"
     else:
-        opened = open_request(pub, tx, shift, tender.id, _note(pub, tender), at)
+        opened = open_request(pub, tx, shift, tender.id, _note(pub, tender), at,
+                              why=DEACTIVATED)
         if opened is None:  # pragma: no cover - the week is held and no request was open
             raise _Undo(Verdict(False, BUSY, message="nothing changed: a request for cover "
                                 "changed meanwhile; try again"))

@@ -154,13 +154,16 @@ def reach(offered: list[Tender]) -> str:
 
 
 def open_request(pub: Pub, tx: Any, shift: Shift, asker_id: int, note: str | None,
-                 at: datetime) -> tuple[int, list[Tender]] | None:
+                 at: datetime, *, why: str | None = None) -> tuple[int, list[Tender]] | None:
     """In the caller's unit (the week held in SENT, the asker on the shift, the shift not
     started: the caller checked), open a request for cover of ``shift`` by ``asker_id``
     and owe its offers and the operator's note: its number and whom it is offered to.
-    None when the asker has one open for the shift already (nothing written)."""
+    None when the asker has one open for the shift already (nothing written). ``why``: a
+    request the pub opened for the asker says so in its first event (``{"why": ...}``),
+    beside who did it (``by``)."""
     cover_id = _next_id(pub, tx)
-    made = pub.covers.create(cover_id, by=pub.actor, columns={
+    made = pub.covers.create(cover_id, by=pub.actor, data=None if why is None else {
+        "why": why}, columns={
         "week_of": shift.week_of, "shift_id": shift.id, "asked_by": asker_id, "note": note,
         "starts_at": instant(shift.starts_at), "asked_at": at})
     if not made.applied:
