@@ -85,6 +85,7 @@ COVER_REFUSALS: Mapping[str, str] = {
 NOT_ACTIVE = "they are not an active tender"
 AWAY = "they are away that day"
 SAME_NIGHT = "they already work that night"
+SAME_TIME = "they already work a shift at that time"
 AT_MOST = "they already have as many shifts that week as they can work ({most})"
 LACKS_SKILL = "the shift needs {skills}, which they do not have"
 # a request's state on a page or in a listing
@@ -245,6 +246,6 @@ def _failure(f: _Facts, name: str) -> str:
 
 __all__ = ["ALREADY_ASKED", "AT_MOST", "AWAY", "BUSY", "CANNOT_TAKE", "COVER_CANCELLED",
            "COVER_EXPIRED", "COVER_REFUSALS", "COVER_STATE_LABELS", "COVER_TAKEN", "DOING",
-           "LACKS_SKILL", "NOT_ACTIVE", "NOT_ON_SHIFT", "OWN_REQUEST", "SAME_NIGHT",
+           "LACKS_SKILL", "NOT_ACTIVE", "NOT_ON_SHIFT", "OWN_REQUEST", "SAME_NIGHT", "SAME_TIME",
            "SHIFT_STARTED", "STATE_LABELS", "STATE_WORDS", "WEEK_NOT_SENT", "WeekFacts",
            "cover_refusal", "told", "week_words", "when"]

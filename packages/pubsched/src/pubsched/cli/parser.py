@@ -143,9 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     leaf(tenders, "activate", cmd_tender_activate,
          "make an inactive tender active again (their current link works again)"
          ).add_argument("email", metavar="EMAIL")
-    leaf(tenders, "deactivate", cmd_tender_deactivate,
-         "deactivate a tender (kept for history; their link stops working)"
-         ).add_argument("email", metavar="EMAIL")
+    deactivate = leaf(tenders, "deactivate", cmd_tender_deactivate,
+                      "deactivate a tender (kept for history; their link stops working); "
+                      "refused while they work shifts to come on sent rosters")
+    deactivate.add_argument("email", metavar="EMAIL")
+    deactivate.add_argument("--cover", action="store_true",
+                            help="take them off their shifts to come on sent rosters, "
+                                 "asking for cover for each on their behalf")
     json_flag(leaf(tenders, "list", cmd_tender_list,
                    "every tender (with their time off to come)"))
     show_one = leaf(tenders, "show", cmd_tender_show,

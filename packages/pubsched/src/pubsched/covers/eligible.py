@@ -5,7 +5,10 @@ A tender may take the asker's place on the shift when they are
 
 1. active;
 2. not away that day (:func:`pubsched.people.time_off.away_clause`, the picker's own test);
-3. not already working that night (any shift starting that local date);
+3. not already working then: no shift of theirs starts that local date (one shift a
+   night, the picker's rule), and none overlaps it in time
+   (:func:`pubsched.week.runs.clash_clause`): whoever works Thursday 18:00-02:00 may not
+   take Friday 01:00-05:00, though it is another night;
 4. under their weekly maximum: their own (``pub_tenders.max_shifts``) and, if they
    answered that week's form, the week's (``pub_availability.max_shifts``), counting the
    shifts they work that week now (after earlier covers);
@@ -36,6 +39,7 @@ from ..people import skills
 from ..people.tenders import Tender, every
 from ..people.time_off import away_clause
 from ..picker.needs import matched
+from ..week.runs import clash_clause
 
 _JUDGED = (  # each tender's facts for one cover (the people themselves: people.tenders)
     "SELECT t.id, "
@@ -43,6 +47,9 @@ _JUDGED = (  # each tender's facts for one cover (the people themselves: people.
     " AND a.tender_id = t.id) AS working, "
     "(SELECT COUNT(*) FROM pub_assignments a JOIN pub_shifts s ON s.id = a.shift_id "
     " WHERE a.tender_id = t.id AND s.night = %s) AS that_night, "
+    "(SELECT COUNT(*) FROM pub_assignments a JOIN pub_shifts s ON s.id = a.shift_id "
+    f" JOIN pub_shifts c ON c.id = %s WHERE a.tender_id = t.id AND {clash_clause('s', 'c')}"
+    ") AS clashing, "
     "(SELECT v.max_shifts FROM pub_availability v WHERE v.week_of = %s "
     " AND v.tender_id = t.id) AS week_most, "
     "(SELECT MAX(c.taken_at) FROM pub_covers c WHERE c.taken_by = t.id "
@@ -84,7 +91,7 @@ def judged(tx: Any, cover: Mapping[str, Any]) -> list[Judged]:
         asker_skills = skills.stored(tx.execute(
             "SELECT skills FROM pub_tenders WHERE id = %s", [asker])[0]["skills"])
     bar = matched(needs, {**others, "asker": asker_skills})
-    rows = tx.execute(_JUDGED, [week, night, week, night, asker])
+    rows = tx.execute(_JUDGED, [week, night, shift_id, week, night, asker])
     people = every(tx)
     out = []
     for row in rows:
@@ -103,6 +110,8 @@ def _why_not(tender: Tender, row: Mapping[str, Any], needs: tuple[str, ...],
         return words.AWAY
     if int(row["that_night"]):
         return words.SAME_NIGHT
+    if int(row["clashing"]):
+        return words.SAME_TIME
     limits = [m for m in (tender.max_shifts, row["week_most"]) if m is not None]
     if limits and int(row["working"]) >= min(int(m) for m in limits):
         return words.AT_MOST.format(most=min(int(m) for m in limits))

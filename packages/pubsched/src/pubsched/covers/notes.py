@@ -10,10 +10,10 @@ kind               to                                          written when
                                                                they may still take it
                                                                (else dropped: None)
 ``cover_asked``    the operator, when asked                    always
-``cover_taken``    the asker (their event cancelled), the      always
-                   taker (their event added), the operator
-``cover_cancelled`` the asker and the operator                 always
-``cover_expired``  the asker and the operator, at the start    always
+``cover_taken``    the asker (their event cancelled), the      always (to the asker: only
+                   taker (their event added), the operator     while they are active)
+``cover_cancelled`` the asker and the operator                 always (idem)
+``cover_expired``  the asker and the operator, at the start    always (idem)
 =================  ==========================================  ===========================
 
 Every notice of a request is ``about`` :func:`notice_about` (``cover:<id>``). An operator's
@@ -81,6 +81,13 @@ def _tender(pub: Pub, notice: outbox.Mail) -> Tender | None:
     return None if notice.tender_id is None else by_id(pub, notice.tender_id)
 
 
+def _left(tender: Tender | None, cover: Cover) -> bool:
+    """The notice is to the asker, who is no longer active: deactivated, they were taken
+    off the shift as the pub asked for cover on their behalf (:mod:`.leaving`), and a
+    tender who has left is not written to about it."""
+    return tender is not None and tender.id == cover.asked_by and not tender.active
+
+
 def compose_offer(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
     if cover is None or tender is None or cover.state != OPEN or cover.starts_at <= now:
@@ -107,7 +114,7 @@ def compose_asked(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | No
 
 def compose_taken(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
-    if cover is None or cover.taken_by is None:
+    if cover is None or cover.taken_by is None or _left(tender, cover):
         return None
     said, pub_name = facts(pub, cover), pub.config.mail.pub_name
     if tender is None:
@@ -123,7 +130,7 @@ def compose_taken(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | No
 
 def compose_cancelled(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
-    if cover is None:
+    if cover is None or _left(tender, cover):
         return None
     note = words.cancelled(facts(pub, cover), pub.config.mail.pub_name,
                            None if tender is None else tender.name, admin_url(pub))
@@ -132,7 +139,7 @@ def compose_cancelled(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing 
 
 def compose_expired(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:
     cover, tender = _cover(pub, notice), _tender(pub, notice)
-    if cover is None:
+    if cover is None or _left(tender, cover):
         return None
     note = words.expired(facts(pub, cover), pub.config.mail.pub_name,
                          None if tender is None else tender.name, admin_url(pub))

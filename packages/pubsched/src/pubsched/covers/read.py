@@ -17,7 +17,7 @@ from ..week.runs import week_key
 _SELECT = (
     "SELECT c.id, c.week_of, c.shift_id, c.asked_by, c.note, c.state, c.taken_by, "
     "c.asked_at, c.taken_at, c.closed_at, c.starts_at, s.label, s.ends_at, "
-    "a.name AS asker_name, a.email AS asker_email, "
+    "a.name AS asker_name, a.email AS asker_email, a.active AS asker_active, "
     "t.name AS taker_name, t.email AS taker_email "
     "FROM pub_covers c JOIN pub_shifts s ON s.id = c.shift_id "
     "JOIN pub_tenders a ON a.id = c.asked_by LEFT JOIN pub_tenders t ON t.id = c.taken_by"
@@ -47,6 +47,7 @@ class Cover:
     asked_at: datetime
     taken_at: datetime | None
     closed_at: datetime | None = None
+    asker_active: bool = True  # False: deactivated, and taken off the shift as they left
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Cover:
@@ -59,7 +60,7 @@ class Cover:
             None if row["taker_name"] is None else str(row["taker_name"]),
             None if row["taker_email"] is None else str(row["taker_email"]),
             instant(row["asked_at"]), maybe_instant(row["taken_at"]),
-            maybe_instant(row["closed_at"]))
+            maybe_instant(row["closed_at"]), bool(row["asker_active"]))
 
     def shift_text(self, tz: ZoneInfo | str) -> str:
         """``Thu 10 Dec, 18:00 - 02:00 (Friday night)``: the shift as emails say it."""

@@ -56,6 +56,11 @@ from .notes import TAKEN as TAKEN_NOTE
 from .read import Cover, existing
 
 MAX_NOTE = 500
+LOCK_ORDER = ("the flag's lock, shared", "the week's row, exclusive", "the request's row")
+"""The one order every move of a request takes its locks in (take, cancel, expire; the
+ask holds the week shared and creates the row): the week first, then the request. A move
+that locked the request first and then reached the week (an email owed names the week,
+whose foreign key check locks its row) deadlocked against a take on PostgreSQL."""
 # pg_advisory_xact_lock key of the cover numbers ("pubcovr" in ASCII); only asks take it
 ID_LOCK = 0x707562636F7672
 # the refusal that says why a request is no longer open, by the state it is in
@@ -127,30 +132,50 @@ def ask(pub: Pub, week: str, shift_id: int, email: str, *, note: str | None = No
                 return _refused(words.NOT_ON_SHIFT, None, **said)
             if instant(shift.starts_at) <= at:
                 return _refused(words.SHIFT_STARTED, None, **said)
-            cover_id = _next_id(pub, tx)
-            made = pub.covers.create(cover_id, by=pub.actor, columns={
-                "week_of": key, "shift_id": shift.id, "asked_by": asker.id, "note": text,
-                "starts_at": instant(shift.starts_at), "asked_at": at})
-            if not made.applied:  # INVARIANT: one open request per shift and asker
+            opened = open_request(pub, tx, shift, asker.id, text, at)
+            if opened is None:  # INVARIANT: one open request per shift and asker
                 raise _Undo(_already_asked(pub, tx, shift.id, asker.id, said))
-            row = {"week_of": key, "shift_id": shift.id, "asked_by": asker.id}
-            offered = [j.tender for j in judged(tx, row) if j.why_not is None]
-            about = notice_about(cover_id)
-            for tender in offered:
-                outbox.owe(pub, OFFER, about, outbox.to_tender(tender.id), week_of=key,
-                                now=at)
-            outbox.owe(pub, ASKED, about, outbox.OPERATOR, week_of=key, now=at)
+            cover_id, offered = opened
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"nothing was asked: {changed}")
     except _Undo as undone:
         return undone.verdict
-    names = ", ".join(t.name for t in offered)
-    reach = (f"offered to {len(offered)} tender{'' if len(offered) == 1 else 's'} ({names})"
-             if offered else "nobody can take it right now; it stays open until the shift "
-                             "starts")
     return Verdict(True, message=f"Request {cover_id}: {asker.name} asked for cover for "
-                                 f"{said['shift']}; {reach}.",
+                                 f"{said['shift']}; {reach(offered)}.",
                    detail={"cover_id": cover_id, "offered": [t.email for t in offered]})
+
+
+def reach(offered: list[Tender]) -> str:
+    """Whom a new request was offered to, in words."""
+    if not offered:
+        return "nobody can take it right now; it stays open until the shift starts"
+    names = ", ".join(t.name for t in offered)
+    return f"offered to {len(offered)} tender{'' if len(offered) == 1 else 's'} ({names})"
+
+
+def open_request(pub: Pub, tx: Any, shift: Shift, asker_id: int, note: str | None,
+                 at: datetime, *, why: str | None = None) -> tuple[int, list[Tender]] | None:
+    """In the caller's unit (the week held in SENT, the asker on the shift, the shift not
+    started: the caller checked), open a request for cover of ``shift`` by ``asker_id``
+    and owe its offers and the operator's note: its number and whom it is offered to.
+    None when the asker has one open for the shift already (nothing written). ``why``: a
+    request the pub opened for the asker says so in its first event (``{"why": ...}``),
+    beside who did it (``by``)."""
+    cover_id = _next_id(pub, tx)
+    made = pub.covers.create(cover_id, by=pub.actor, data=None if why is None else {
+        "why": why}, columns={
+        "week_of": shift.week_of, "shift_id": shift.id, "asked_by": asker_id, "note": note,
+        "starts_at": instant(shift.starts_at), "asked_at": at})
+    if not made.applied:
+        return None
+    row = {"week_of": shift.week_of, "shift_id": shift.id, "asked_by": asker_id}
+    offered = [j.tender for j in judged(tx, row) if j.why_not is None]
+    about = notice_about(cover_id)
+    for tender in offered:
+        outbox.owe(pub, OFFER, about, outbox.to_tender(tender.id), week_of=shift.week_of,
+                   now=at)
+    outbox.owe(pub, ASKED, about, outbox.OPERATOR, week_of=shift.week_of, now=at)
+    return cover_id, offered
 
 
 def _already_asked(pub: Pub, tx: Any, shift_id: int, asker_id: int,
@@ -218,66 +243,103 @@ def take(pub: Pub, cover_id: int, email: str, *, now: datetime | None = None) ->
 
 
 def _move_assignment(tx: Any, cover: Cover, taker: Tender, at: datetime) -> None:
-    """The asker's assignment becomes the taker's (its approval stamp kept); an asker no
-    longer on the shift undoes the whole take."""
+    """The asker's assignment becomes the taker's (its approval stamp kept). An asker no
+    longer on the shift left it when they were deactivated (:mod:`.leaving` takes them off
+    as it asks for cover on their behalf): the taker fills the place they left, stamped
+    with the week's approval."""
     gone = tx.execute("DELETE FROM pub_assignments WHERE shift_id = %s AND tender_id = %s "
                       "RETURNING approved_at", [cover.shift_id, cover.asked_by])
-    if not gone:  # pragma: no cover - a sent roster changes only by takes, held one by one
-        raise _Undo(_refused(words.NOT_ON_SHIFT, cover.id, who=cover.asker_name,
-                             shift=cover.label))
+    approved = gone[0]["approved_at"] if gone else tx.execute(
+        "SELECT approved_at FROM pub_schedule_runs WHERE week_of = %s",
+        [cover.week_of])[0]["approved_at"]
     tx.execute("INSERT INTO pub_assignments (week_of, shift_id, tender_id, assigned_at, "
                "approved_at) VALUES (%s, %s, %s, %s, %s)",
-               [cover.week_of, cover.shift_id, taker.id, at, gone[0]["approved_at"]])
+               [cover.week_of, cover.shift_id, taker.id, at, approved])
 
 
 def cancel(pub: Pub, cover_id: int, *, now: datetime | None = None) -> Verdict:
     """Call request ``cover_id`` off (the asker or the operator): the asker stays on the
-    shift."""
+    shift. The week is held first, as a take holds it (:data:`LOCK_ORDER`)."""
     cover = existing(pub, cover_id)
     at = utc(now)
-    with pub.atomic() as tx:
-        moved = pub.covers.transition(cover.id, CANCELLED, from_=OPEN,
-                                      payload={"closed_at": at}, by=pub.actor)
-        if not moved.applied:
-            now_in = tx.execute("SELECT c.state, t.name FROM pub_covers c LEFT JOIN "
-                                "pub_tenders t ON t.id = c.taken_by WHERE c.id = %s",
-                                [cover.id])[0]
-            return _closed(cover, pub, str(now_in["state"]), now_in["name"])
-        about = notice_about(cover.id)
-        for recipient in (outbox.to_tender(cover.asked_by), outbox.OPERATOR):
-            outbox.owe(pub, CANCELLED_NOTE, about, recipient, week_of=cover.week_of,
-                            now=at)
-    return Verdict(True, message=f"Request {cover.id} is called off: {cover.asker_name} "
-                                 f"still works {cover.when(pub.config.tz)}.",
+    try:
+        with chosen(pub) as engine, pub.atomic() as tx:
+            held = engine.hold_week(tx, cover.week_of, (SENT,), exclusive=True)
+            if held is not None:  # pragma: no cover - a sent week stays sent
+                return Verdict(False, held.reason, message=held.message)
+            moved = pub.covers.transition(cover.id, CANCELLED, from_=OPEN,
+                                          payload={"closed_at": at}, by=pub.actor)
+            if not moved.applied:
+                now_in = tx.execute("SELECT c.state, t.name FROM pub_covers c LEFT JOIN "
+                                    "pub_tenders t ON t.id = c.taken_by WHERE c.id = %s",
+                                    [cover.id])[0]
+                return _closed(cover, pub, str(now_in["state"]), now_in["name"])
+            about = notice_about(cover.id)
+            for recipient in (outbox.to_tender(cover.asked_by), outbox.OPERATOR):
+                outbox.owe(pub, CANCELLED_NOTE, about, recipient, week_of=cover.week_of,
+                           now=at)
+    except FlagChanged as changed:
+        return Verdict(False, FLAG_CHANGED, message=f"nothing was called off: {changed}")
+    return Verdict(True, message=f"Request {cover.id} is called off: {stays(cover, pub)}.",
                    detail={"cover_id": cover.id})
 
 
+def stays(cover: Cover, pub: Pub) -> str:
+    """What a called-off request leaves: the asker on the shift, or, when they were taken
+    off it as they were deactivated, their place empty."""
+    when = cover.when(pub.config.tz)
+    if cover.asker_active:
+        return f"{cover.asker_name} still works {when}"
+    return f"the place {cover.asker_name} left on {when} stays empty"
+
+
 def expire_due(pub: Pub, now: datetime) -> list[Verdict]:
-    """End every open request whose shift has started (the timed edge ``expire``, through
-    the engine's ``fire_due``: of several ticks at once, one moves each request), the
-    asker and the operator owed their note in the same unit."""
+    """End every open request whose shift has started (the timed edge ``expire``), the
+    asker and the operator owed their note in the same unit. One unit per week, which it
+    holds first, exclusively, as a take does (:data:`LOCK_ORDER`); then each request of
+    that week still open and due moves OPEN -> EXPIRED by the compare-and-set, so of
+    several ticks at once one moves each request, and a take of it runs wholly before or
+    wholly after."""
     at = utc(now)
-    with pub.atomic() as tx:
-        report = pub.covers.fire_due(now=at, by=pub.actor)
-        ended = sorted(int(f.key[0]) for f in report.fired if f.applied)
-        for cover_id in ended:
-            # the business instant it ended at (fire_due's move writes the state alone)
-            row = tx.execute("UPDATE pub_covers SET closed_at = %s WHERE id = %s "
-                             "AND state = %s RETURNING week_of, asked_by",
-                             [at, cover_id, EXPIRED])[0]
-            for recipient in (outbox.to_tender(int(row["asked_by"])), outbox.OPERATOR):
-                outbox.owe(pub, EXPIRED_NOTE, notice_about(cover_id), recipient,
-                                week_of=str(row["week_of"]), now=at)
-    out = []
+    weeks = [str(r["week_of"]) for r in pub.query(
+        "SELECT DISTINCT week_of FROM pub_covers WHERE state = %s AND starts_at <= %s "
+        "ORDER BY week_of", [OPEN, at])]
+    ended: list[int] = []
+    out: list[Verdict] = []
+    for week in weeks:
+        try:
+            ended += _expire_week(pub, week, at)
+        except FlagChanged as changed:  # the next tick ends them under the new engine
+            out.append(Verdict(False, FLAG_CHANGED, message=f"tick: {changed}"))
     for cover_id in ended:
         cover = existing(pub, cover_id)
         out.append(Verdict(True, message=f"tick: request {cover_id} ended, nobody took "
                                          f"{cover.asker_name}'s "
                                          f"{cover.when(pub.config.tz)}",
                            detail={"cover_id": cover_id}))
-    out += [Verdict(False, failed=f.error, message=f"tick: request {f.key[0]}: {f.error}")
-            for f in report.errors]
     return out
 
 
-__all__ = ["MAX_NOTE", "ask", "cancel", "check_note", "expire_due", "take"]
+def _expire_week(pub: Pub, week: str, at: datetime) -> list[int]:
+    """The due requests of ``week`` ended, in one unit that holds the week first."""
+    ended = []
+    with chosen(pub) as engine, pub.atomic() as tx:
+        if engine.hold_week(tx, week, (SENT,), exclusive=True) is not None:
+            return []  # pragma: no cover - a week with requests stays sent
+        due = tx.execute("SELECT id, asked_by FROM pub_covers WHERE week_of = %s AND "
+                         "state = %s AND starts_at <= %s ORDER BY id", [week, OPEN, at])
+        for row in due:
+            cover_id = int(row["id"])
+            moved = pub.covers.transition(cover_id, EXPIRED, from_=OPEN,
+                                          payload={"closed_at": at}, by=pub.actor)
+            if not moved.applied:  # pragma: no cover - the week is held: nobody else moves it
+                continue
+            for recipient in (outbox.to_tender(int(row["asked_by"])), outbox.OPERATOR):
+                outbox.owe(pub, EXPIRED_NOTE, notice_about(cover_id), recipient,
+                           week_of=week, now=at)
+            ended.append(cover_id)
+    return ended
+
+
+__all__ = ["LOCK_ORDER", "MAX_NOTE", "ask", "cancel", "check_note", "expire_due",
+           "open_request", "reach", "stays", "take"]

@@ -25,6 +25,7 @@ from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
 from . import skills as skill_words
 
+ALREADY_INACTIVE = "ALREADY_INACTIVE"
 _COLUMNS = "id, name, email, active, max_shifts, link_version, skills, shift_reminders"
 MAX_SKILLS = 20
 
@@ -207,12 +208,16 @@ def activate(pub: Pub, email: str) -> Verdict:
 
 
 def deactivate(pub: Pub, email: str) -> Verdict:
+    """Turn the tender's flag off, and nothing else: already inactive is
+    ALREADY_INACTIVE. The operator's deactivation is
+    :func:`pubsched.covers.leaving.deactivate`, which calls this in its unit of work once
+    the tender is off every shift to come on a sent roster (or refuses): use that one."""
     tender = get(pub, email)
     with pub.atomic() as tx:
         rows = tx.execute("UPDATE pub_tenders SET active = 0 WHERE id = %s AND active = 1 "
                           "RETURNING id", [tender.id])
     if not rows:
-        return Verdict(False, "ALREADY_INACTIVE", message=f"{tender.email} is not active")
+        return Verdict(False, ALREADY_INACTIVE, message=f"{tender.email} is not active")
     return Verdict(True, message=f"deactivated {tender.email}")
 
 

@@ -23,7 +23,9 @@ A *valid assignment* puts tenders on shifts so that
   ``max(0, pins - general - m)`` with ``m`` the largest matching of the pins to the needs.
   So a reserved slot stays empty rather than go to someone without the skill;
 - a tender works at most one shift per night (``Shift.night``: a shift crossing midnight
-  belongs to the night it starts);
+  belongs to the night it starts), and never two shifts that overlap in time
+  (``Shift.starts``/``ends``, when given: Thursday 18:00-02:00 and Friday 01:00-05:00
+  are on two nights, and still one person cannot work both; `Shift.clashes`);
 - a tender works at most ``Tender.cap`` shifts this week: the smaller of their general
   maximum (``max_per_week``) and this week's maximum (``max_this_week``), where set; pins
   count toward it, and pins beyond it stand (the picker adds nothing more).
@@ -52,6 +54,10 @@ Slots no valid assignment can fill are reported in `Roster.unfilled`, never inve
 
 Why min-cost max-flow finds exactly that
 ========================================
+(Of the rules above, the flow keeps all but the overlap of two shifts on two nights; the
+branch and bound around it, ``network._best``, keeps that one too, and why it loses
+nothing is in its docstring. What follows is the flow's.)
+
 The network: source -> one unit-capacity arc per (tender, k) for k = 1..cap' (parallel
 arcs straight into the tender's node) -> tender -> (tender, night) with capacity 1 -> the
 shift's *need nodes* for the skills the tender has, and the shift's *general node*

@@ -33,6 +33,19 @@ def _require_count(value: object, what: str) -> None:
         raise PickerInputError(f"{what} must be a non-negative integer, got {value!r}")
 
 
+def _check_times(shift: Shift) -> None:
+    times = (shift.starts, shift.ends)
+    if times == (None, None):
+        return
+    for t in times:
+        if not isinstance(t, datetime) or t.tzinfo is None:
+            raise PickerInputError(f"shift {shift.id!r}: starts and ends are aware datetimes, "
+                                   f"both or neither, got {times!r}")
+    assert shift.starts is not None and shift.ends is not None
+    if shift.ends <= shift.starts:
+        raise PickerInputError(f"shift {shift.id!r} ends before it starts: {times!r}")
+
+
 def _words(value: object, what: str) -> tuple[str, ...]:
     # A bare string is a collection of letters: refused, as the availability's is.
     if isinstance(value, str) or not isinstance(value, Collection):
@@ -51,14 +64,32 @@ class Shift:
     ``night`` is the date the shift starts on; a shift crossing midnight belongs to it.
     ``needs``: the skills it needs, each reserving one of its slots for a tender who has
     it (kept sorted; a skill needed twice is refused, as are more needs than slots).
+    ``starts``/``ends``: when it is worked (aware datetimes, both or neither, ``ends``
+    after ``starts``); given, no tender works it and another shift that overlaps it in
+    time (`clashes`), whatever their nights.
     """
 
     id: str
     night: date
     slots: int
     needs: tuple[str, ...] = ()
+    starts: datetime | None = None
+    ends: datetime | None = None
+
+    def clashes(self, other: Shift) -> bool:
+        """Whether one tender may not work both: one night, or times that overlap (a
+        shift ending at 02:00 and one starting at 02:00 do not). The one rule of
+        "already working then", in Python; the database's twin is
+        :func:`pubsched.week.runs.clash_clause`."""
+        if self.night == other.night:
+            return True
+        if self.starts is None or self.ends is None or other.starts is None \
+                or other.ends is None:
+            return False
+        return self.starts < other.ends and other.starts < self.ends
 
     def __post_init__(self) -> None:
+        _check_times(self)
         _require_id(self.id, "shift")
         if isinstance(self.night, datetime) or not isinstance(self.night, date):
             raise PickerInputError(f"shift {self.id!r}: night must be a date, got {self.night!r}")
@@ -215,4 +246,8 @@ def check_input(
     twice = sorted({p for p in nights if nights.count(p) > 1})
     if twice:
         raise PickerInputError(f"a tender pinned twice on one night: {twice}")
+    clashing = sorted((t, a, b) for t, a in pinned for u, b in pinned
+                      if t == u and a < b and by_id[a].clashes(by_id[b]))
+    if clashing:
+        raise PickerInputError(f"a tender pinned on two shifts that overlap: {clashing}")
     return pinned, excluded

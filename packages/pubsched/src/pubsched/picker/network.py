@@ -23,6 +23,7 @@ from .model import (
     Shift,
     Tender,
     check_input,
+    load_vector,
 )
 
 
@@ -86,19 +87,96 @@ def pick(
     exclusions: Collection[Pair] = (),
 ) -> Roster:
     """Fill the week's shifts: the pins, the most slots, the most needs met, the fairest
-    load, then the tiebreak.
+    load, then the tiebreak; never one tender on two shifts that clash.
 
     ``week_of`` only seeds the tiebreak. ``availability`` maps a tender id to the shift
     ids they can work; a tender with no entry is available for nothing. ``pins`` are
     (tender, shift) pairs put on the roster whatever their availability; ``exclusions``
     pairs the picker never uses. Raises `PickerInputError` for inconsistent input
     (duplicate or unknown ids, negative counts, a pair both pinned and excluded, more pins
-    than slots, a tender pinned twice on one night).
+    than slots, a tender pinned twice on one night or on two shifts that overlap).
+
+    The flow keeps a tender to one shift a night; two shifts of different nights that
+    overlap in time (Thursday 18:00-02:00 and Friday 01:00-05:00) are kept apart by a
+    branch and bound around it (`_best`).
     """
     if isinstance(week_of, datetime) or not isinstance(week_of, date):
         raise PickerInputError(f"week_of must be a date, got {week_of!r}")
     pinned, excluded = check_input(shifts, tenders, availability, pins, exclusions)
+    return _best(week_of, shifts, tenders, availability, pinned, excluded)
 
+
+Rank = tuple[int, int, tuple[int, ...], int]
+
+
+def _rank(week_of: date, roster: Roster, tenders: Collection[Tender],
+          pinned: frozenset[Pair]) -> Rank:
+    """The promises' order as one key, smaller better: the most slots filled, the fewest
+    needs missing, the smallest load vector, the smallest tiebreak sum (pins carry none)."""
+    tiebreak = sum(_tiebreak(week_of, t, s) for s, ts in roster.assignments.items()
+                   for t in ts if (t, s) not in pinned)
+    return (-roster.filled, sum(len(m) for m in roster.missing.values()),
+            load_vector(roster.loads, tenders), tiebreak)
+
+
+def _first_clash(roster: Roster, by_id: Mapping[str, Shift]) -> tuple[str, str, str] | None:
+    """The first (tender, shift, shift) of the roster that clash in time, in id order."""
+    worked: dict[str, list[str]] = {}
+    for shift_id in sorted(roster.assignments):
+        for tender_id in roster.assignments[shift_id]:
+            worked.setdefault(tender_id, []).append(shift_id)
+    for tender_id in sorted(worked):
+        theirs = worked[tender_id]
+        for i, a in enumerate(theirs):
+            for b in theirs[i + 1:]:
+                if by_id[a].clashes(by_id[b]):
+                    return tender_id, a, b
+    return None
+
+
+def _best(week_of: date, shifts: Collection[Shift], tenders: Collection[Tender],
+          availability: Mapping[str, Collection[str]], pinned: frozenset[Pair],
+          excluded: frozenset[Pair]) -> Roster:
+    """The best roster with no clash, by branch and bound over the flow.
+
+    Why it is the picker's promise: the flow (`_flow`) returns the best roster of a
+    *relaxation* (one shift a night, but shifts of two nights may overlap). If it has no
+    clash, it is the answer. Otherwise some tender t works shifts a and b that overlap; no
+    valid roster has both, so every valid roster is a roster of the relaxation with (t, a)
+    excluded or of the one with (t, b) excluded (a pinned one is never excluded: two pins
+    that clash are refused as input). Solving both and keeping the better answer, down to
+    rosters without a clash, finds the best valid one; and the best of a relaxation is
+    never worse than the best below it, so a branch no better than the best found is
+    dropped. Ties keep the first found, the branches taken in id order, so the same input
+    gives the same roster. (Rostering with overlapping shifts is NP-hard in general, so
+    no single flow can do it; in a pub's week clashes are few, and with none the flow runs
+    once.)"""
+    by_id = {s.id: s for s in shifts}
+    best: tuple[Rank, Roster] | None = None
+    branches = [excluded]
+    while branches:
+        without = branches.pop()
+        roster = _flow(week_of, shifts, tenders, availability, pinned, without)
+        rank = _rank(week_of, roster, tenders, pinned)
+        if best is not None and rank >= best[0]:
+            continue
+        clash = _first_clash(roster, by_id)
+        if clash is None:
+            best = (rank, roster)
+            continue
+        tender_id, a, b = clash
+        # depth first, (t, a) excluded first: pushed last
+        branches += [without | {(tender_id, s)} for s in (b, a)
+                     if (tender_id, s) not in pinned]
+    assert best is not None  # the pins alone never clash, so a branch without one exists
+    return best[1]
+
+
+def _flow(week_of: date, shifts: Collection[Shift], tenders: Collection[Tender],
+          availability: Mapping[str, Collection[str]], pinned: frozenset[Pair],
+          excluded: frozenset[Pair]) -> Roster:
+    """The flow's roster: every promise, one shift a night (the clash of shifts of two
+    nights is `_best`'s)."""
     # Everything is built in sorted-id order with integer node labels, so networkx sees
     # the same graph whatever order the caller's collections came in.
     shift_by_id = {s.id: s for s in sorted(shifts, key=lambda s: s.id)}
@@ -113,10 +191,11 @@ def pick(
     caps: dict[str, int] = {}
     start: dict[str, int] = {}  # history + pins: the level their first free shift lifts
     for t in ordered_tenders:
-        busy = {shift_by_id[s].night for s in pins_of[t.id]}
+        pinned_shifts = [shift_by_id[s] for s in pins_of[t.id]]
         free[t.id] = sorted(
             s for s in set(availability.get(t.id, ()))
-            if (t.id, s) not in excluded and shift_by_id[s].night not in busy)
+            if (t.id, s) not in excluded
+            and not any(shift_by_id[s].clashes(p) for p in pinned_shifts))
         reachable = len({shift_by_id[s].night for s in free[t.id]})
         left = None if t.cap is None else max(0, t.cap - len(pins_of[t.id]))
         caps[t.id] = reachable if left is None else min(left, reachable)

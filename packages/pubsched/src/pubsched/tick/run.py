@@ -17,11 +17,20 @@ made, is seen by the same tick); and every email still owed is delivered
 a page left behind (a crash after its commit, SMTP down), the ones refused before, and the
 ones this tick just owed. On a database at the legacy schema (before 0045: no cover
 requests, no outbox) the tick is the engine's alone, as it was.
+
+**Each step stands alone.** The four steps (the engine's moves, the covers' expiry, the
+reminders owed, the deliveries) share no unit of work, so one that raises (a deadlock, a
+bad row, the database refusing a write) has written nothing and is no reason to skip the
+others: it is logged with its traceback and reported as a failed verdict
+(:data:`STEP_FAILED`, its error in ``failed``), and the next steps still run that minute.
+The next tick tries the failed step again; :mod:`pubsched.tick.status` records the tick
+as failed, so ``/metrics`` shows it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from .. import covers
@@ -37,6 +46,9 @@ from ..pub import Pub, utc
 from ..verdicts import Verdict
 from . import reminders
 
+log = logging.getLogger("pubsched.tick")
+STEP_FAILED = "TICK_STEP_FAILED"  # a step of the tick raised; the others still ran
+
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS,
                                              **operator_notes.COMPOSERS, **invite.COMPOSERS}
@@ -44,18 +56,42 @@ COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMP
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
     """One tick as of ``now``: the engine's (legacy crons or v2 nudges and autopilot),
-    then the covers' expiry, the reminders owed, and the outbox's deliveries."""
+    then the covers' expiry, the reminders owed, and the outbox's deliveries, each run
+    whatever became of the ones before it (module docstring)."""
     at = utc(now)
+    out = _step("the weeks' own steps", lambda: _engine(pub, at))
+    if pub.schema.mail:  # cover requests (0045) and the mail machine (0049)
+        out += _step("ending the requests for cover whose shift has started",
+                     lambda: covers.expire_due(pub, at))
+        out += _step("finding the reminders due", lambda: _owed(pub, at))
+        out += _step("sending the emails owed", lambda: _told(deliver(pub, COMPOSERS, at)))
+    return out
+
+
+def _engine(pub: Pub, at: datetime) -> list[Verdict]:
     try:
         with chosen(pub) as engine:
-            out = engine.tick(pub, at)
+            return engine.tick(pub, at)
     except FlagChanged as changed:  # a flip landed mid-tick: the next tick runs the new one
-        out = [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
-    if pub.schema.mail:  # cover requests (0045) and the mail machine (0049)
-        out += covers.expire_due(pub, at)
-        reminders.owe(pub, at)
-        out += _told(deliver(pub, COMPOSERS, at))
-    return out
+        return [Verdict(False, FLAG_CHANGED, message=f"tick: {changed}")]
+
+
+def _owed(pub: Pub, at: datetime) -> list[Verdict]:
+    reminders.owe(pub, at)  # what it owes is reported when it is delivered
+    return []
+
+
+def _step(what: str, run: Callable[[], list[Verdict]]) -> list[Verdict]:
+    """``run()``'s verdicts, or, when it raised, one failed verdict saying which step
+    failed and why (the traceback goes to the log), so the caller goes on."""
+    try:
+        return run()
+    except Exception as exc:
+        log.exception("tick: %s failed", what)
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        return [Verdict(False, STEP_FAILED, failed=error,
+                        message=f"tick: {what} failed ({error}); the rest of the tick "
+                                "ran, and the next tick tries this again")]
 
 
 def _told(delivered: list[Verdict]) -> list[Verdict]:

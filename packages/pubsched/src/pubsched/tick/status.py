@@ -3,9 +3,10 @@ runs (``serve``'s ticker, ``pubsched tick`` from a timer or cron), stamps when i
 and how it ended, so ``/metrics`` can say "the last tick finished 40 minutes ago" from any
 instance, and an operator can see that the timer stopped.
 
-A tick that raised is a failure (its error kept, one line); one that ran is a success,
-even when a message inside it was refused: that is a mail failure, counted by the mail
-log, and the tick itself is healthy. The record is written in its own unit after the
+A tick that raised, or one of whose steps failed (:data:`pubsched.tick.run.STEP_FAILED`:
+the other steps still ran), is a failure (its error kept, one line); one that ran is a
+success, even when a message inside it was refused: that is a mail failure, counted by
+the mail log, and the tick itself is healthy. The record is written in its own unit after the
 tick, never inside the tick's moves, so it cannot hold or undo any of them.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..pub import Pub, utc
 from ..verdicts import Verdict
-from .run import tick
+from .run import STEP_FAILED, tick
 
 log = logging.getLogger("pubsched.tick")
 NAME = "tick"
@@ -38,7 +39,8 @@ def run_tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
         except Exception:
             log.exception("the failed tick could not be recorded")
         raise
-    _record(pub, at, time.monotonic() - started, error=None)
+    failed = [str(v.failed) for v in verdicts if v.reason == STEP_FAILED]
+    _record(pub, at, time.monotonic() - started, error="; ".join(failed) or None)
     return verdicts
 
 

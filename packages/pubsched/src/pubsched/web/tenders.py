@@ -2,6 +2,12 @@
 each active tender's personal links), one tender's edit page, and the buttons: deactivate,
 reactivate, revoke links, invite one, invite all.
 
+Deactivate is :func:`pubsched.covers.leaving.deactivate`, as ``pubsched tender deactivate``:
+a tender who works shifts to come on a sent roster is not deactivated by the button
+alone; the answer is a page that names those shifts (409) with the choice the CLI's
+``--cover`` gives: "Deactivate and ask for cover" (the same button with ``cover=1``), or
+keep them. The requests' emails go right after the answer, as a cover's do.
+
 Every action is the domain's (:mod:`pubsched.people.tenders`,
 :mod:`pubsched.people.invite`), the same function the CLI calls, run in the thread pool. A
 form that cannot be saved (bad input, an address another tender has) is drawn again with
@@ -19,10 +25,12 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
+from ..covers import leaving
 from ..people import invite, links, tenders
 from ..people.tenders import Tender
 from ..verdicts import BadInput, Verdict
 from ..week import view
+from .cover_mail import deliver_after
 from .forms import text
 from .pages import ADMIN_PATH
 from .site import Site
@@ -84,11 +92,15 @@ class TenderAdmin:
 
         def rows() -> list[dict[str, Any]]:
             out = []
+            now = self.site.now()
             for t in tenders.all_tenders(pub):
-                row: dict[str, Any] = {"t": t, "form": None, "calendar": None}
+                row: dict[str, Any] = {"t": t, "form": None, "calendar": None,
+                                       "shifts": 0}
                 if t.active:  # an inactive tender's links do nothing: none are shown
                     row["form"] = links.tender_url(pub.config, t.id, t.link_version)
                     row["calendar"] = links.calendar_url(pub.config, t.id, t.link_version)
+                    # shifts to come on a sent roster: the button leads to the page naming them
+                    row["shifts"] = len(leaving.shifts_to_come(pub, t.id, now))
                 out.append(row)
             return out
 
@@ -163,8 +175,22 @@ class TenderAdmin:
     # -- the buttons ----------------------------------------------------------------------
 
     async def deactivate(self, request: Request) -> Response:
-        return await self._button(request, tenders.deactivate, lambda t: (
-            f"{t.name} is deactivated: no more shifts, and their links stop working"))
+        tender = await self._tender(request)
+        if tender is None:
+            return self._back(LIST, "refused", "no such tender")
+        cover = text(await request.form(), "cover") == "1"
+        try:
+            outcome = await self.site.run(lambda: leaving.deactivate(
+                self.site.pub, tender.email, cover=cover, now=self.site.now()))
+        except BadInput as exc:  # e.g. the email was changed meanwhile
+            return self._back(LIST, "refused", str(exc))
+        if outcome.reason == leaving.HAS_SHIFTS:
+            return self.pages.admin_page(request, "tender_deactivate.html", {
+                "t": tender, "shifts": outcome.detail["shifts"]}, status=409)
+        answer = self._flash_verdict(outcome, None)
+        if outcome.applied and cover:
+            answer.background = deliver_after(self.site)
+        return answer
 
     async def activate(self, request: Request) -> Response:
         return await self._button(request, tenders.activate, lambda t: (

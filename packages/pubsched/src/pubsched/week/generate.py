@@ -17,6 +17,11 @@ Time off (:mod:`pubsched.people.time_off`): a tender's ticks for a shift on a ni
 away are not passed to the picker (:func:`without_away`), so it never picks them for it,
 whatever they ticked before the time off was marked. A pin is the operator's own choice
 and stands (``tender away`` warns about it).
+
+No tender on two shifts at once: the picker is given each shift's times and never puts one
+tender on two that overlap, though on two nights (:mod:`pubsched.picker`); and a shift
+that overlaps one the tender works in another week is kept from them
+(:func:`busy_elsewhere`).
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from datetime import date, datetime
 from typing import Any
 
 from .. import picker
+from ..db.instants import instant
 from ..people import skills
 from ..people.time_off import away_on
 from ..pub import Pub
-from .runs import shifts
+from .runs import clash_clause, shifts
 
 _HISTORY = (
     "SELECT a.tender_id, COUNT(*) AS n FROM pub_assignments a WHERE a.week_of IN ("
@@ -82,6 +88,28 @@ def without_away(availability: Mapping[str, list[str]], nights: Mapping[str, dat
     return out
 
 
+def busy_elsewhere(pub: Pub, week: str) -> set[tuple[str, str]]:
+    """(tender id, shift id) of ``week``, as the picker's strings, for each shift of the
+    week that clashes with one the tender works in another week (a Sunday 20:00-04:00
+    before a Monday 02:00): the picker sees one week, so these are kept from it."""
+    rows = pub.query("SELECT DISTINCT a.tender_id, c.id FROM pub_assignments a "
+                     "JOIN pub_shifts s ON s.id = a.shift_id JOIN pub_shifts c "
+                     f"ON c.week_of = %s AND {clash_clause('s', 'c')} "
+                     "WHERE a.week_of <> %s", [week, week])
+    return {(str(r["tender_id"]), str(r["id"])) for r in rows}
+
+
+def without_pairs(availability: Mapping[str, list[str]], pairs: set[tuple[str, str]]
+                  ) -> dict[str, list[str]]:
+    """``availability`` less the (tender, shift) ``pairs``."""
+    out: dict[str, list[str]] = {}
+    for tender, picked in availability.items():
+        kept = [s for s in picked if (tender, s) not in pairs]
+        if kept:
+            out[tender] = kept
+    return out
+
+
 def roster_for(pub: Pub, week: str) -> picker.Roster:
     """The picker's roster for the week, from what is stored now (reads only)."""
     week_shifts = shifts(pub, week)
@@ -103,10 +131,12 @@ def roster_for(pub: Pub, week: str) -> picker.Roster:
             availability.setdefault(str(p["tender_id"]), []).append(str(p["shift_id"]))
     nights = {str(s.id): date.fromisoformat(s.night) for s in week_shifts}
     availability = without_away(availability, nights, away_on(pub, nights.values()))
+    availability = without_pairs(availability, busy_elsewhere(pub, week))
     hand = edits(pub, week)
     return picker.pick(
         date.fromisoformat(week),
-        [picker.Shift(str(s.id), date.fromisoformat(s.night), s.slots, needs.get(s.id, ()))
+        [picker.Shift(str(s.id), date.fromisoformat(s.night), s.slots, needs.get(s.id, ()),
+                      instant(s.starts_at), instant(s.ends_at))
          for s in week_shifts],
         [picker.Tender(str(t["id"]), history.get(int(t["id"]), 0), t["max_shifts"],
                        this_week.get(int(t["id"])), words(t["skills"])) for t in tenders],

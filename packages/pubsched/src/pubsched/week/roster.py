@@ -12,8 +12,10 @@ on a night, by two operators at once.
 
 * ``assign`` writes a *pin* (``pub_roster_edits``, replacing an exclusion of the pair) and
   the assignment row at once, so the roster shows it before any regenerate. Refused when
-  the shift is full (``SLOT_FULL``) or the tender already works that night
-  (``SAME_NIGHT``); allowed without their availability, with a warning.
+  the shift is full (``SLOT_FULL``) or the tender already works that night or a shift
+  that overlaps it in time, of any week (``SAME_NIGHT``:
+  :func:`pubsched.week.runs.clash_clause`); allowed without their availability, with a
+  warning.
 * ``unassign`` deletes the assignment row and writes an *exclusion* (replacing a pin).
 
 Regenerate (:mod:`pubsched.week.generate`) keeps every pin and never puts an excluded tender
@@ -32,7 +34,7 @@ from ..machine import ASSIGNED
 from ..people.tenders import Tender, get
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
-from .runs import Shift, shift_of, week_key
+from .runs import Shift, clash_clause, shift_of, week_key
 
 # what to do next, per state the week is in instead of ASSIGNED
 NEXT_STEP = {
@@ -109,12 +111,14 @@ def assign(pub: Pub, week: str, shift_id: int, email: str, *,
                     f"{where} is full ({shift.slots} of {shift.slots}): take someone "
                     f"off it first"), detail={"shift_id": sid})
             other = tx.execute(
-                "SELECT s.label FROM pub_assignments a JOIN pub_shifts s ON s.id = a.shift_id "
-                "WHERE a.week_of = %s AND a.tender_id = %s AND s.night = %s AND s.id <> %s",
-                [key, tender.id, shift.night, sid])
+                "SELECT s.label, s.night FROM pub_assignments a JOIN pub_shifts s "
+                "ON s.id = a.shift_id JOIN pub_shifts c ON c.id = %s "
+                f"WHERE a.tender_id = %s AND s.id <> c.id AND {clash_clause('s', 'c')} "
+                "ORDER BY s.starts_at", [sid, tender.id])
             if other:
+                when = "that night" if str(other[0]["night"]) == shift.night else "then"
                 return Verdict(False, "SAME_NIGHT", message=(
-                    f"{_who(tender)} already works that night ({other[0]['label']}): take "
+                    f"{_who(tender)} already works {when} ({other[0]['label']}): take "
                     f"them off it first"), detail={"shift_id": sid})
             tx.execute("INSERT INTO pub_assignments (week_of, shift_id, tender_id, "
                        "assigned_at) VALUES (%s, %s, %s, %s)", [key, sid, tender.id, at])

@@ -232,6 +232,16 @@ def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
         detail={"week_of": plan.key, "state": "DRAFT", "shifts": count})
 
 
+def clash_clause(one: str, other: str) -> str:
+    """An SQL condition, true when the ``pub_shifts`` rows aliased ``one`` and ``other``
+    may not be worked by one tender: the same night, or times that overlap (one ending at
+    02:00 and one starting at 02:00 do not). The database's twin of
+    :meth:`pubsched.picker.Shift.clashes`: the cover's "already working then", a pin by
+    hand and a generate's shifts of other weeks all ask it."""
+    return (f"({one}.night = {other}.night OR ({one}.starts_at < {other}.ends_at "
+            f"AND {other}.starts_at < {one}.ends_at))")
+
+
 def shifts(pub: Pub, week: str) -> list[Shift]:
     # every column: ``needs`` (0038) is not there on the legacy schema the legacy engine
     # still runs on

@@ -18,7 +18,7 @@ from ..context import EXIT_APPLIED, Context, report
 from ..output import listing
 
 
-def _delivered(ctx: Context, pub: Pub, verdict: Verdict) -> int:
+def delivered(ctx: Context, pub: Pub, verdict: Verdict) -> int:
     """The move's verdict, then (applied) its emails sent now, in words."""
     from ...covers import deliver
     from ...tick.run import not_delivered
@@ -36,7 +36,7 @@ def cmd_cover_ask(ctx: Context, args: argparse.Namespace) -> int:
     from ...covers import ask
 
     pub = ctx.pub()
-    return _delivered(ctx, pub, ask(pub, args.week, args.shift_id, args.email,
+    return delivered(ctx, pub, ask(pub, args.week, args.shift_id, args.email,
                                     note=args.note, now=ctx.now))
 
 
@@ -44,14 +44,14 @@ def cmd_cover_take(ctx: Context, args: argparse.Namespace) -> int:
     from ...covers import take
 
     pub = ctx.pub()
-    return _delivered(ctx, pub, take(pub, args.cover_id, args.email, now=ctx.now))
+    return delivered(ctx, pub, take(pub, args.cover_id, args.email, now=ctx.now))
 
 
 def cmd_cover_cancel(ctx: Context, args: argparse.Namespace) -> int:
     from ...covers import cancel
 
     pub = ctx.pub()
-    return _delivered(ctx, pub, cancel(pub, args.cover_id, now=ctx.now))
+    return delivered(ctx, pub, cancel(pub, args.cover_id, now=ctx.now))
 
 
 def cmd_cover_list(ctx: Context, args: argparse.Namespace) -> int:

@@ -39,9 +39,18 @@ def cmd_tender_activate(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cmd_tender_deactivate(ctx: Context, args: argparse.Namespace) -> int:
-    from ...people import tenders
+    """Refused (exit 3, HAS_SHIFTS) while the tender works shifts to come on sent rosters,
+    naming them; ``--cover`` asks for cover for each on their behalf, takes them off and
+    deactivates them in one go, then sends the requests' emails as ``cover ask`` does."""
+    from ...covers.leaving import HAS_SHIFTS, deactivate
+    from .covers import delivered
 
-    return report(ctx, tenders.deactivate(ctx.pub(), args.email))
+    pub = ctx.pub()
+    verdict = deactivate(pub, args.email, cover=args.cover, now=ctx.now)
+    code = delivered(ctx, pub, verdict)
+    if verdict.reason == HAS_SHIFTS:
+        ctx.complain(f"To do so: pubsched tender deactivate {args.email} --cover")
+    return code
 
 
 def _away_words(spans: list[dict[str, str]]) -> str:
