@@ -51,12 +51,13 @@ class Shift:
     ends_at: datetime
     slots: int
     needs: tuple[str, ...] = ()
+    clock_note: str = ""  # what the clocks did to its times (week.time.clocks; 0052)
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Shift:
         return cls(int(row["id"]), str(row["week_of"]), str(row["night"]), str(row["label"]),
                    row["starts_at"], row["ends_at"], int(row["slots"]),
-                   template.needs_of(row.get("needs")))
+                   template.needs_of(row.get("needs")), str(row.get("clock_note") or ""))
 
 
 def _first_start(pub: Pub, week: str, override: Any) -> datetime | None:
@@ -171,13 +172,16 @@ def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = 
         return 0  # every night closed by the operator: not refilled behind their back
     made = _from_template(pub, tx, plan.key, plan.override)
     needs = template.migrated(tx, "0038")  # the legacy schema has no needs column
+    noted = needs and template.migrated(tx, "0052")  # nor a note of the clocks
     for s in made:
         tx.execute(
             f"INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots"
-            f"{', needs' if needs else ''}) VALUES (%s, %s, %s, %s, %s, %s"
-            f"{', %s' if needs else ''}) ON CONFLICT (week_of, starts_at) DO NOTHING",
+            f"{', needs' if needs else ''}{', clock_note' if noted else ''}) "
+            f"VALUES (%s, %s, %s, %s, %s, %s{', %s' if needs else ''}"
+            f"{', %s' if noted else ''}) ON CONFLICT (week_of, starts_at) DO NOTHING",
             [plan.key, s.night.isoformat(), _label(s, pub), s.starts_at, s.ends_at, s.slots,
-             *([json.dumps(list(s.needs))] if needs else [])])
+             *([json.dumps(list(s.needs))] if needs else []),
+             *([s.note or None] if noted else [])])
     return len(made)
 
 
@@ -225,11 +229,18 @@ def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
             return exists
         count = write_week(pub, tx, plan, at, door=door)
     opens = plan.times.opens_at.astimezone(tz)
+    notes = clock_notes(plan.shifts, pub)
     return Verdict(True, message=(
         f"created {name} as a draft: {count} shifts, the form not open yet "
         f"(open it with `pubsched week open {plan.key}`, or autopilot opens it "
-        f"{opens:%a %d %b %H:%M} {tz.key})"),
-        detail={"week_of": plan.key, "state": "DRAFT", "shifts": count})
+        f"{opens:%a %d %b %H:%M} {tz.key})" + "".join(f"\nNote: {n}" for n in notes)),
+        detail={"week_of": plan.key, "state": "DRAFT", "shifts": count, "notes": notes})
+
+
+def clock_notes(made: tuple[WeekShift, ...], pub: Pub) -> list[str]:
+    """``Saturday night: 02:00 does not exist ...``: each shift the clocks touch, named
+    (:mod:`pubsched.week.time.clocks`), for the operator who makes the week."""
+    return [f"{_label(s, pub)}: {s.note}" for s in made if s.note]
 
 
 def shifts(pub: Pub, week: str) -> list[Shift]:

@@ -121,6 +121,9 @@ def _week_show(pub: Pub, week: str) -> dict[str, Any]:
                     "assigned": assigned.get(s.id, []),
                     "pinned": pins.get(s.id, []), "excluded": taken_off.get(s.id, []),
                     "missing": unmet.get(s.id, []),
+                    # what the pub's clocks did to its times (a start in the spring-forward
+                    # gap, a time that happens twice): None when nothing
+                    "clock_note": s.clock_note or None,
                     # who is away that night (their time off): never picked for it; one
                     # also in "assigned" was put there before the time off was marked
                     "away": sorted(emails[t] for t in away.get(date.fromisoformat(s.night),
