@@ -202,7 +202,7 @@ def test_week_create_over_the_spring_gap_makes_the_week_and_says_so(run: Cli) ->
         ("2026-03-08T07:30:00Z", "2026-03-08T08:00:00Z")]
     assert "30 minutes kept" in small[0]["clock_note"]
     # the Saturday night over the change ends at 03:00 EDT (02:00 does not exist): noted
-    saturday = [s for s in shown["shifts"] if s["label"] == "Saturday night"][0]
+    saturday = next(s for s in shown["shifts"] if s["label"] == "Saturday night")
     assert "02:00 does not exist" in saturday["clock_note"]
     assert [s["clock_note"] for s in shown["shifts"][:2]] == [None, None]  # Thu, Fri
     # the week after: nothing to say
