@@ -23,6 +23,7 @@ import rowstate
 from ..mail.addresses import address_problem, name_problem
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
+from ..week import history
 from . import skills as skill_words
 
 _COLUMNS = "id, name, email, active, max_shifts, link_version, skills, shift_reminders"
@@ -206,11 +207,17 @@ def activate(pub: Pub, email: str) -> Verdict:
     return Verdict(True, message=f"activated {tender.email}")
 
 
-def deactivate(pub: Pub, email: str) -> Verdict:
+def deactivate(pub: Pub, email: str, *, now: datetime | None = None) -> Verdict:
+    """No more shifts for the tender; each week they are on a shift to come (after ``now``)
+    of records it in its history, in the same unit (:func:`pubsched.week.history.
+    deactivated`)."""
     tender = get(pub, email)
+    at = utc(now)
     with pub.atomic() as tx:
         rows = tx.execute("UPDATE pub_tenders SET active = 0 WHERE id = %s AND active = 1 "
                           "RETURNING id", [tender.id])
+        if rows:
+            history.deactivated(tx, tender.id, tender.name, at, pub.config.tz)
     if not rows:
         return Verdict(False, "ALREADY_INACTIVE", message=f"{tender.email} is not active")
     return Verdict(True, message=f"deactivated {tender.email}")

@@ -27,6 +27,7 @@ from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
+from . import history
 from .runs import week_key
 from .template import check_label, check_needs, check_slots, check_time, migrated, span
 from .time import parse_hh_mm, place_shift
@@ -95,6 +96,9 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
                 f"%s{', %s' if noted else ''}) RETURNING id",
                 [key, day.isoformat(), name, starts_at, ends_at, count,
                  json.dumps(list(skills)), *([placed.note or None] if noted else [])])
+            history.record(tx, key, history.SHIFT_ADD, (
+                f"added a one-off shift: {name} ({_day(day)} {span(begins, finishes)}, "
+                f"{count} slot{'s' if count != 1 else ''})"))
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"{what} refused: {changed}")
     shift_id = int(rows[0]["id"])
@@ -111,6 +115,7 @@ def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = N
     recorded, so the tenders' forms say so); their other answers are kept."""
     key = week_key(week)
     at = utc(now)
+    tz = pub.config.tz
     what = f"removing shift {shift_id} from the week of {key}"
     try:
         with chosen(pub) as engine, pub.atomic() as tx:
@@ -133,6 +138,10 @@ def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = N
                        "ends_at, tenders, removed_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                        [key, shift_id, shift["label"], instant(shift["starts_at"]),
                         instant(shift["ends_at"]), json.dumps(ticked), at])
+            history.record(tx, key, history.SHIFT_REMOVE, (
+                f"removed {history.shift_words(str(shift['label']), shift['starts_at'], tz)} "
+                f"from this week" + (f": {len(ticked)} tender(s) had ticked it, their form "
+                                     "says so" if ticked else "")))
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"{what} refused: {changed}")
     starts = instant(shift["starts_at"]).astimezone(pub.config.tz)
