@@ -100,6 +100,51 @@ def times_of(pub: Pub, week: str, override: Any = None) -> RunTimes:
     return times
 
 
+def new_deadline(pub: Pub, week: str, current: Any, deadline: datetime
+                 ) -> tuple[dict[str, Any], RunTimes]:
+    """The week's override and moments with its deadline moved to ``deadline`` (an aware
+    instant), as an open with a deadline and an extension write them, or
+    :class:`BadInput`: the generate time follows a later deadline, the moments stay in
+    order, the deadline comes before the week's first shift. ``current`` is the week's
+    override now (None for a week not yet made)."""
+    new = utc(deadline)
+    override: dict[str, Any] = {**_override(current), "deadline_at": new.isoformat()}
+    if times_of(pub, week, current).generate_at < new:
+        override["generate_at"] = new.isoformat()  # the generate time follows the deadline
+    return override, times_of(pub, week, override)
+
+
+def opening_deadline(pub: Pub, week: str, current: Any, deadline: datetime, now: datetime
+                     ) -> tuple[dict[str, Any], RunTimes]:
+    """:func:`new_deadline` for a form opened at ``now`` with the deadline the operator
+    chose: refused (:class:`BadInput`, nothing written) unless it is still to come. A
+    deadline before the form's planned opening (a form opened early, answers wanted early)
+    makes the opening ``now``, so the moments keep their order."""
+    at, new = utc(now), utc(deadline)
+    tz = pub.config.tz
+    if new <= at:
+        raise BadInput(f"the deadline {_local(new, tz)} has passed (it is now "
+                       f"{_local(at, tz)}): give one still to come")
+    planned = times_of(pub, week, current)
+    if planned.opens_at >= new:
+        current = {**_override(current), "opens_at": at.isoformat()}
+    return new_deadline(pub, week, current, new)
+
+
+def _local(at: datetime, tz: Any) -> str:
+    here = at.astimezone(tz)
+    return f"{here:%a} {here.day} {here:%b %Y %H:%M} {here.tzname()}"
+
+
+def stamp_form_moved(pub: Pub, tx: Any, week: str, at: datetime) -> None:
+    """In ``tx``: the form of ``week`` opened, or its deadline moved, at ``at`` (the
+    action's instant): no form reminder goes out in the hour after
+    (:mod:`pubsched.tick.reminders`). A database before 0052 has no stamp to write."""
+    if pub.schema.week_record:
+        tx.execute("UPDATE pub_schedule_runs SET form_moved_at = %s WHERE week_of = %s",
+                   [at, week])
+
+
 def _override(override: Any) -> Any:
     try:
         return parse_override(override)
