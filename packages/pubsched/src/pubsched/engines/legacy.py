@@ -132,7 +132,8 @@ def open_form(pub: Pub, week: str, *, now: datetime | None = None,
     key = week_key(week)
     at = utc(now)
     plan = plan_week(pub, key)  # BadInput (a bad week, a bad template) before any write
-    sets, values = "opened_at = %s", [at]
+    sets = "opened_at = %s"
+    values: list[Any] = [at]
     if deadline is not None:
         override, _ = opening_deadline(pub, key, plan.override, deadline, at)
         sets, values = sets + ", settings_override = %s", [at, override]
