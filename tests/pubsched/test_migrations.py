@@ -30,7 +30,7 @@ from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedE
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
        "0041", "0042", "0043", "0044", "0045", "0046",
-       "0047", "0048", "0049", "0050", "0053"]
+       "0047", "0048", "0049", "0050", "0052", "0053"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -146,11 +146,17 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "version": ("BIGINT", True), "acting_token": ("BIGINT", True),
         "acting_holder": ("TEXT", False), "acting_failed_at": ("TIME", False),
         "generate_at": ("TIME", False), "send_window_at": ("TIME", False),
+        "form_moved_at": ("TIME", False),  # 0052
     },
     "pub_shifts": {
         "id": ("INTEGER", True), "week_of": ("TEXT", True), "night": ("TEXT", True),
         "label": ("TEXT", True), "starts_at": ("TIME", True), "ends_at": ("TIME", True),
         "slots": ("INTEGER", True), "needs": ("TEXT", True),  # 0038
+        "clock_note": ("TEXT", False),  # 0052
+    },
+    "pub_week_edits": {  # 0052
+        "id": ("ID64", True), "week_of": ("TEXT", True), "kind": ("TEXT", True),
+        "what": ("TEXT", True), "done_by": ("TEXT", False), "at": ("TIME", True),
     },
     "pub_shift_template": {  # 0038
         "id": ("ID64", True), "label": ("TEXT", True), "weekday": ("INTEGER", True),

@@ -244,8 +244,11 @@ def test_who_has_not_answered_is_reminded_once_a_day_before_the_deadline(
         pub, "bob@pub.test")
 
 
-def test_an_extension_reminds_once_more_before_the_new_deadline_and_an_answer_stops_it(
+def test_an_extension_tells_those_reminded_the_new_deadline_once_after_a_quiet_hour(
         pub: Pub, smtp: SmtpTestServer) -> None:
+    """Issue 29, item 2: each tender reminded of a deadline that then moved is told the new
+    one, once, answered or not (the email says which), when the hour after the move is
+    over; the reminder before the new deadline is that same email, never a second one."""
     crew(pub, *CREW)
     assert v2.open_form(pub, WEEK, now=NOW)
     first = deadline_of(pub, WEEK)
@@ -259,13 +262,20 @@ def test_an_extension_reminds_once_more_before_the_new_deadline_and_an_answer_st
     tick(pub, first - timedelta(hours=22))  # Ann's refused reminder: she has answered
     assert reminded(smtp, "form") == ["bob@pub.test", "cat@pub.test", "dan@pub.test"]
     later = first + timedelta(days=2)  # Fri 4 Dec 20:00 EST
-    assert v2.extend(pub, WEEK, later, now=first - timedelta(hours=2))
-    assert ticked(pub, smtp, later - timedelta(hours=24, minutes=1)) == []
-    tick(pub, later - timedelta(hours=24))
-    assert reminded(smtp, "form") == ["bob@pub.test", "cat@pub.test", "cat@pub.test",
-                                      "dan@pub.test", "dan@pub.test"]
-    again = [m for m in reminders(smtp) if m.rcpt_tos == ("cat@pub.test",)][-1]
-    assert "closes Fri 4 Dec 20:00 EST" in parts(again)[0]
+    moved = first - timedelta(hours=2)
+    assert v2.extend(pub, WEEK, later, now=moved)
+    assert ticked(pub, smtp, moved + timedelta(minutes=59)) == []  # the quiet hour
+    assert ticked(pub, smtp, moved + timedelta(hours=1)) == [
+        "moved bob@pub.test", "moved cat@pub.test", "moved dan@pub.test"]
+    told = {m.rcpt_tos[0]: parts(m)[0] for m in reminders(smtp)[-3:]}
+    for text in told.values():
+        assert "now closes Fri 4 Dec 20:00 EST, not Wed 2 Dec 20:00 EST" in text
+    assert "Your answer is in" in told["bob@pub.test"]
+    assert "Your answer is not in yet" in told["cat@pub.test"]
+    # once: not again later, nor before the new deadline (the same email)
+    assert ticked(pub, smtp, moved + timedelta(hours=2)) == []
+    assert ticked(pub, smtp, later - timedelta(hours=24)) == []
+    assert reminded(smtp).count("cat@pub.test") == 2
 
 
 # -- the operator --------------------------------------------------------------------------------

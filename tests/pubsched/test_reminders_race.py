@@ -115,3 +115,45 @@ def test_several_ticker_processes_send_each_reminder_once(pub: Pub, db_url: str,
     refusals = [m for m in smtp.received if not m.accepted and refused in m.rcpt_tos]
     assert int(tries["attempts"]) == failed_rounds[1] + 1  # each claim one try, at SMTP
     assert len(refusals) <= failed_rounds[1]
+
+
+@pytest.mark.parametrize("db_url", [pytest.param("postgres", marks=pytest.mark.postgres),
+                                    "sqlite"], indirect=True)
+def test_racing_tickers_tell_each_reminded_tender_a_moved_deadline_once(
+        pub: Pub, db_url: str, smtp: SmtpTestServer) -> None:
+    """Issue 29, item 2: every tender reminded of the form's deadline, which the operator
+    then extends, is told the new deadline exactly once by several ticker processes
+    released together, and not before the hour after the move is over."""
+    team = [("ann", None), ("bob", None), ("cat", None), ("dan", None),
+            *((name, None) for name in EXTRA)]
+    crew(pub, *team)
+    assert v2.open_form(pub, WEEK, now=NOW)
+    row = pub.runs.get(WEEK)
+    assert row is not None
+    first = instant(row["deadline_at"])
+    later = first + timedelta(days=2)
+    moved = first - timedelta(hours=2)
+    kids = tickers(db_url, smtp)
+    with ExitStack() as running:
+        for kid in kids:
+            running.enter_context(kid)
+        said = ticks_at_once(kids, first - timedelta(hours=24))  # the form's reminder
+        assert all(s["code"] == 0 for s in said), said
+        assert len(reminders(smtp)) == len(team)
+        assert v2.extend(pub, WEEK, later, now=moved)
+        for at in (moved + timedelta(minutes=30),  # the quiet hour: nothing
+                   moved + timedelta(hours=1),  # over: each told the new deadline
+                   moved + timedelta(hours=1, seconds=30),  # again at once: nothing more
+                   later - timedelta(hours=24)):  # before the new deadline: nothing more
+            said = ticks_at_once(kids, at)
+            assert all(s["code"] == 0 for s in said), said
+            if at == moved + timedelta(minutes=30):
+                assert len(reminders(smtp)) == len(team)
+    copies = sent_per_reminder(smtp)
+    assert set(copies.values()) == {1}, copies  # each email once
+    kinds = Counter(mid.split(".")[0] for mid, _ in copies)
+    assert kinds == {"<remind-form": len(team), "<remind-moved": len(team)}
+    told = Counter(to for mid, to in copies if mid.startswith("<remind-moved"))
+    assert set(told.values()) == {1} and len(told) == len(team)
+    statuses = pub.query("SELECT state, COUNT(*) AS n FROM pub_mail GROUP BY state")
+    assert {r["state"]: int(r["n"]) for r in statuses} == {"SENT": 2 * len(team)}

@@ -227,9 +227,14 @@ def test_autopilot_opening_late_gives_the_tenders_the_minimum_and_tells_the_oper
     assert len(moves) == 1 and moves[0].startswith(f"tick: {WEEK} open (late: the deadline "
                                                    "moved to")
     # the deadline is now less than PUBSCHED_REMIND_UNANSWERED_HOURS away: the tenders
-    # who have not answered are reminded (pubsched.tick.reminders), once
+    # who have not answered are reminded (pubsched.tick.reminders), once, when the hour
+    # after the open is over (issue 29, item 2: nobody has been invited yet)
     assert [m for m in fired if m not in moves] == [
-        "tick: 3 emails dealt with (sent, or no longer needed)"]  # and the operator's note
+        "tick: 1 email dealt with (sent, or no longer needed)"]  # the operator's note
+    assert not [m for m in smtp.accepted if "<remind-form." in str(m.message["Message-ID"])]
+    tick(pub, late + timedelta(minutes=59))
+    assert not [m for m in smtp.accepted if "<remind-form." in str(m.message["Message-ID"])]
+    tick(pub, late + timedelta(hours=1))
     assert sorted(to for m in smtp.accepted if "<remind-form." in str(m.message["Message-ID"])
                   for to in m.rcpt_tos) == ["ann@pub.test", "bob@pub.test"]
     assert week_show(pub, WEEK)["state"] == COLLECTING

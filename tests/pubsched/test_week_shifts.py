@@ -23,6 +23,7 @@ from pubsched.verdicts import Verdict
 from pubsched.web.app import create_app
 from pubsched.week import runs as weeks
 from pubsched.week import shifts as week_shifts
+from pubsched.week import template
 from pubsched.week.view import tender_form, week_show
 from support.pub_cli import Cli, snapshot
 from support.pub_web import login, people, web_settings
@@ -170,15 +171,44 @@ def test_an_unknown_week_or_another_weeks_shift_is_bad_input(run: Cli) -> None:
     assert snapshot(run.url) == before
 
 
-def test_a_one_off_shift_lost_in_the_spring_gap_is_bad_input(run: Cli) -> None:
+def test_a_one_off_shift_in_the_spring_gap_moves_whole_with_a_note(run: Cli) -> None:
     """02:30 on Sun 8 Mar 2026 does not exist in New York (it is 03:30 EDT), so 02:30-03:15
-    would end before it starts: refused, never given no length."""
+    moves whole: 03:30-04:15 EDT, its 45 minutes kept, and the operator is told."""
     run.ok("week", "create", "2026-03-02")
-    before = snapshot(run.url)
     ran = run("week", "shift", "add", "2026-03-02", "Gap", "--date", "2026-03-08",
               "--start", "02:30", "--end", "03:15")
-    assert ran.code == 2 and "daylight-saving" in ran.err, ran
-    assert snapshot(run.url) == before
+    assert ran.code == 0, ran
+    assert "Note: 02:30 does not exist on Sun 8 Mar 2026" in ran.out, ran
+    shown = run.json("week", "show", "2026-03-02")
+    (gap,) = [s for s in shown["shifts"] if s["label"] == "Gap"]
+    assert (gap["starts_at"], gap["ends_at"]) == ("2026-03-08T07:30:00Z", "2026-03-08T08:15:00Z")
+    assert "45 minutes kept" in gap["clock_note"]
+
+
+def test_week_create_over_the_spring_gap_makes_the_week_and_says_so(run: Cli) -> None:
+    """Issue 29, item 20: a template shift Sunday 02:30-03:00 (New York) made ``week create``
+    of the week of 2 Mar 2026 exit 2 for every shift. The week is made, every shift in it;
+    that night's moves whole (03:30-04:00 EDT, its 30 minutes kept); the CLI says so."""
+    run.ok("shift", "add", "Small hours", "--day", "sun", "--start", "02:30", "--end", "03:00",
+           "--slots", "1")
+    made = run("week", "create", "2026-03-02")
+    assert made.code == 0, made
+    assert "The week of 2 Mar is created as a draft with 4 shifts" in made.out, made
+    assert ("Note: Small hours: 02:30 does not exist on Sun 8 Mar 2026, America/New_York "
+            "(the clocks go forward an hour), so it reads as 03:30 EDT") in made.out, made
+    shown = run.json("week", "show", "2026-03-02")
+    small = [s for s in shown["shifts"] if s["label"] == "Small hours"]
+    assert [(s["starts_at"], s["ends_at"]) for s in small] == [
+        ("2026-03-08T07:30:00Z", "2026-03-08T08:00:00Z")]
+    assert "30 minutes kept" in small[0]["clock_note"]
+    # the Saturday night over the change ends at 03:00 EDT (02:00 does not exist): noted
+    saturday = next(s for s in shown["shifts"] if s["label"] == "Saturday night")
+    assert "02:00 does not exist" in saturday["clock_note"]
+    assert [s["clock_note"] for s in shown["shifts"][:2]] == [None, None]  # Thu, Fri
+    # the week after: nothing to say
+    run.ok("week", "create", "2026-03-09")
+    later = run.json("week", "show", "2026-03-09")
+    assert all(s["clock_note"] is None for s in later["shifts"])
 
 
 # -- racing a generate (PostgreSQL: two connections really at once) -------------------------
@@ -244,6 +274,22 @@ def flash(page: str) -> str:
     found = re.search(r'<div class="flash flash-(\w+)"[^>]*>\s*(.*?)\s*</div>', page, re.S)
     assert found, "no flash"
     return f"{found.group(1)}: {found.group(2)}"
+
+
+@pytest.mark.pub_setup("web")
+def test_the_week_page_shows_what_the_clocks_did(operator: TestClient, pub: Pub) -> None:
+    """The week of the spring change: the page names the shift the gap moved, and why."""
+    template.add(pub, "Small hours", "sun", "02:30", "03:00", slots=1)
+    assert weeks.create_week(pub, "2026-03-02", now=NOW).applied
+    page = operator.get("/admin/weeks/2026-03-02").text
+    notes = re.search(r'<aside class="flash flash-note" id="clock-notes".*?</aside>', page, re.S)
+    assert notes, "no note of the clocks"
+    assert "The clocks change this week." in notes.group(0)
+    assert ("Small hours: 02:30 does not exist on Sun 8 Mar 2026, America/New_York (the "
+            "clocks go forward an hour), so it reads as 03:30 EDT. It runs 03:30 EDT to "
+            "04:00 EDT, its 30 minutes kept.") in notes.group(0)
+    assert weeks.create_week(pub, WEEK, now=NOW).applied
+    assert 'id="clock-notes"' not in operator.get(f"/admin/weeks/{WEEK}").text
 
 
 @pytest.mark.pub_setup("web")

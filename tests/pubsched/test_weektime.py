@@ -206,12 +206,29 @@ def test_shift_ends_in_the_gap_or_the_repeated_hour() -> None:
     assert autumn[0].ends_at == utc(2026, 11, 1, 5, 30)  # the first 01:30, EDT
 
 
-def test_a_shift_made_negative_by_the_gap_is_refused() -> None:
-    # Sunday 2026-03-08 02:30-03:15: 02:30 becomes 03:30 EDT, after 03:15.
-    template = [ShiftTemplate(6, time(2, 30), time(3, 15))]
-    with pytest.raises(BadSettings, match="daylight-saving gap"):
-        shifts_for_week("2026-03-02", NY, template)
-    assert shifts_for_week("2026-03-09", NY, template)[0].ends_at == utc(2026, 3, 15, 7, 15)
+def test_a_shift_whose_start_the_gap_moves_past_its_end_moves_whole() -> None:
+    # Sunday 2026-03-08 02:30-03:00 and 02:30-03:15: 02:30 becomes 03:30 EDT, after the
+    # end: each shift moves whole, its length kept, with a note; the next Sunday is plain
+    for end, ends_at, length in ((time(3), utc(2026, 3, 8, 8), "30 minutes"),
+                                 (time(3, 15), utc(2026, 3, 8, 8, 15), "45 minutes")):
+        template = [ShiftTemplate(6, time(2, 30), end)]
+        (gap,) = shifts_for_week("2026-03-02", NY, template)
+        assert (gap.starts_at, gap.ends_at) == (utc(2026, 3, 8, 7, 30), ends_at)
+        assert "02:30 does not exist on Sun 8 Mar 2026" in gap.note
+        assert f"{length} kept" in gap.note and "03:30 EDT" in gap.note
+        (plain,) = shifts_for_week("2026-03-09", NY, template)
+        assert plain.note == "" and plain.starts_at == utc(2026, 3, 15, 6, 30)
+
+
+def test_the_repeated_hour_and_a_night_across_a_change_are_noted() -> None:
+    # 01:30 happens twice on Sun 1 Nov 2026 in New York: the first (EDT) is taken
+    (twice,) = shifts_for_week("2026-10-26", NY, [ShiftTemplate(6, time(1, 30), time(3))])
+    assert twice.starts_at == utc(2026, 11, 1, 5, 30)
+    assert "01:30 happens twice" in twice.note and "the first is taken, 01:30 EDT" in twice.note
+    # the default Saturday night over the fall-back: 9 hours, said so
+    saturday = shifts_for_week("2026-10-26", NY)[-1]
+    assert "9 h, not 8 h" in saturday.note
+    assert all(s.note == "" for s in shifts_for_week("2026-12-07", NY))
 
 
 def test_template_from_json_and_the_override_shifts() -> None:

@@ -143,6 +143,8 @@ def told(name: str, week: str, verdict: Verdict, facts: WeekFacts) -> Verdict:
         if refused is None:
             return verdict
         text = refused
+    # what the operator must know besides (a shift the clocks moved: week.time.clocks)
+    text += "".join(f"\nNote: {note}" for note in verdict.detail.get("notes") or ())
     return replace(verdict, message=text,
                    detail={**verdict.detail, "engine_message": verdict.message})
 

@@ -10,6 +10,7 @@ from datetime import date, datetime
 from ..db.ids import DIGITS, LIMIT
 from ..verdicts import BadInput
 from ..week.time import OutOfRange, in_range
+from ..week.time.days import FIRST_DAY, LAST_DAY
 
 
 def instant(text: str) -> datetime:
@@ -26,6 +27,26 @@ def instant(text: str) -> datetime:
         return in_range(value)
     except OutOfRange as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def wall(text: str) -> datetime:
+    """An ISO 8601 date and time on the pub's wall clock (no offset: the zone is the pub's,
+    known once the database is open) or an instant with an offset; the pub's zone is
+    applied by the command (:func:`pubsched.cli.commands.weeks.cmd_week_action`)."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a date and time: {text!r} (such as 2026-12-02T20:00, the pub's time)"
+        ) from None
+    if value.tzinfo is not None:
+        try:
+            return in_range(value)
+        except OutOfRange as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    if not FIRST_DAY <= value.date() <= LAST_DAY:
+        raise argparse.ArgumentTypeError(f"{text!r} is too near the calendar's edge")
+    return value
 
 
 def week(text: str) -> str:

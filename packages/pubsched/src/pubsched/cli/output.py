@@ -77,6 +77,10 @@ def print_week(console: Any, shown: Mapping[str, Any], said: Sequence[str] = ())
     if shown["last_error"]:
         console.print(f"  last error: {shown['last_error']}")
     console.print(roster_table(shown))
+    for s in shown["shifts"]:  # what the pub's clocks did to a shift's times
+        if s.get("clock_note"):
+            console.print(f"  note: {s['label']}: {s['clock_note']}", markup=False,
+                          highlight=False)
     if shown["unfilled"]:
         console.print(f"  {shown['unfilled']} slot(s) unfilled")
     if shown.get("covers"):
@@ -107,6 +111,9 @@ def print_week(console: Any, shown: Mapping[str, Any], said: Sequence[str] = ())
     if shown["history"]:
         past = Table("when", "edge", "from", "to", "by", box=None)
         for h in shown["history"]:
+            if h.get("what"):  # a hand edit: its words, no state moved
+                past.add_row(str(h["at"]), str(h["what"]), "", "", str(h["by"] or ""))
+                continue
             past.add_row(str(h["at"]), str(h["edge"]), str(h["from"] or "[*]"), str(h["to"]),
                          str(h["by"] or ""))
         console.print(past)

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..db.urls import DEFAULT_URL
-from ..engines.actions import ACTIONS, INSTANT, Action
+from ..engines.actions import ACTIONS, INSTANT, WALL, Action
 from ..people.tenders import KEEP
-from .arguments import day, instant, week, whole, whole_or_none
+from .arguments import day, instant, wall, week, whole, whole_or_none
 from .commands.away import cmd_tender_away, cmd_tender_back
 from .commands.backup import cmd_backup
 from .commands.covers import cmd_cover_ask, cmd_cover_cancel, cmd_cover_list, cmd_cover_take
@@ -223,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         "help": option.cli_help}
             if option.kind == INSTANT:
                 spelling["type"] = instant
+            elif option.kind == WALL:
+                spelling["type"] = wall
             if option.cli_choices:
                 spelling["choices"] = list(option.cli_choices)
             if option.cli_arg.startswith("--"):

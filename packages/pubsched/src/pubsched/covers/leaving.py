@@ -28,8 +28,8 @@ The emails the requests owe go out as for any request; none goes to the tender w
 
 The record: each request's first event names who deactivated the tender (``by``: the
 operator's login, ``cli:USER``) and why (``{"why": "deactivated"}``), and its note says it
-was asked on their behalf. The week's own history is its run's moves only, so nothing is
-written there (issue 29's item 4 adds the week's hand edits).
+was asked on their behalf; each week they leave records it in its history
+(:func:`pubsched.week.history.deactivated`, in the same unit).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def deactivate(pub: Pub, email: str, *, cover: bool = False,
                       for r in tx.execute(_THEIRS_TO_COME, [tender.id, at])]
             if theirs and not cover:
                 raise _Undo(_has_shifts(pub, tender, theirs))
-            flipped = tenders.deactivate(pub, tender.email)  # joins this unit
+            flipped = tenders.deactivate(pub, tender.email, now=at)  # joins this unit
             if not flipped and not theirs:
                 raise _Undo(flipped)
             covered = [_covered(pub, tx, tender, shift, at) for shift in theirs]

@@ -45,7 +45,10 @@ An :class:`Option`'s fields
 ``kind``
     The value's shape: :data:`INSTANT` an aware ``datetime`` (CLI: ISO 8601 with an offset
     or ``Z``, a naive time refused; web: a ``datetime-local`` field in the pub's zone, empty
-    is "a new deadline is needed"); :data:`ON_OFF` a ``bool`` (CLI: ``on`` or ``off``; web:
+    is "a new deadline is needed"); :data:`WALL` an aware ``datetime`` given on the pub's
+    wall clock (CLI: ISO 8601, without an offset the pub's local time, with one that
+    instant; web: a ``datetime-local`` field in the pub's zone, empty is the default);
+    :data:`ON_OFF` a ``bool`` (CLI: ``on`` or ``off``; web:
     ``"1"`` is on); :data:`TEXT` a ``str`` (web: a missing field is ``""``).
 ``required``, ``default``
     Whether ``perform`` needs it; what the engine assumes when it is left out.
@@ -79,6 +82,7 @@ from .facts import in_words
 from .flags import FLAG_CHANGED, FlagChanged
 
 INSTANT: Final = "instant"
+WALL: Final = "wall"
 ON_OFF: Final = "on_off"
 TEXT: Final = "text"
 
@@ -123,7 +127,12 @@ ACTIONS: tuple[Action, ...] = (
            lambda engine, pub, week, now, o: engine.create(pub, week, now=now, **o)),
     Action("open", "open the availability form (the week is created first if new)",
            lambda engine, pub, week, now, o: engine.open_form(pub, week, now=now, **o),
-           buttons=(("open", "Open the form"),)),
+           buttons=(("open", "Open the form"),),
+           options=(Option("deadline", WALL, required=False, default=None,
+                           cli_arg="--deadline", cli_metavar="ISO",
+                           cli_help="when the form closes, the pub's local time (such as "
+                                    "2026-12-02T20:00); default: the week's usual deadline",
+                           field="deadline"),)),
     Action("close", "close the form: no more answers",
            lambda engine, pub, week, now, o: engine.close(pub, week, now=now, **o),
            buttons=(("close", "Close the form"),), options=(HOLDER,)),

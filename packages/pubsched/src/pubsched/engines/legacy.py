@@ -75,8 +75,11 @@ from ..verdicts import BadInput, Verdict
 from ..week.generate import generate_body
 from ..week.runs import (
     create_week,
+    new_deadline,
+    opening_deadline,
     plan_week,
     settings_override,
+    stamp_form_moved,
     times_of,
     week_key,
     write_week,
@@ -118,24 +121,33 @@ __all__ = [  # the engine's surface, the send lease's included (the tests drive 
 # -- the operator's actions (v2's names and signatures) -------------------------------------
 
 
-def open_form(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+def open_form(pub: Pub, week: str, *, now: datetime | None = None,
+              deadline: datetime | None = None) -> Verdict:
     """Open the survey for ``week``: ``opened_at``. One unit of work: the check that no
     other week is open, the week's creation (if new) with its shifts (any it lacks, too),
     and the stamp. So a refused open writes nothing, and a crash leaves either the whole
     week or none of it. Refused while another week is open (INVARIANT, naming it) or once
-    this one was opened."""
+    this one was opened. ``deadline``: the one the operator chose, kept in the week's
+    ``settings_override`` as an extension keeps it (checked before any write)."""
     key = week_key(week)
     at = utc(now)
     plan = plan_week(pub, key)  # BadInput (a bad week, a bad template) before any write
+    sets = "opened_at = %s"
+    values: list[Any] = [at]
+    if deadline is not None:
+        override, _ = opening_deadline(pub, key, plan.override, deadline, at)
+        sets, values = sets + ", settings_override = %s", [at, override]
     with pub.atomic() as tx:
         lock_survey(pub, tx)
         others = tx.execute(f"SELECT week_of FROM pub_schedule_runs WHERE week_of <> %s AND "
                             f"{OPEN} ORDER BY week_of", [key])
         if not others:
             write_week(pub, tx, plan, at, door=False)
-            done = update_run(tx, "opened_at = %s",
+            done = update_run(tx, sets,
                               f"week_of = %s AND {NOT_OPENED} AND {NO_OTHER_OPEN}",
-                              [at, key, key])
+                              [*values, key, key])
+            if done:
+                stamp_form_moved(pub, tx, key, at)
     if others:
         why = f"week {others[0]['week_of']} is open (one survey at a time)"
         if run_row(pub, key) is None:  # refused before it was created: nothing written
@@ -187,6 +199,8 @@ def reopen(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
                           "generated_at IS NOT NULL THEN %s ELSE reopened_at END",
                           f"week_of = %s AND {CLOSED_PENDING} AND {NO_OTHER_OPEN}",
                           [at, key, key])
+        if done:
+            stamp_form_moved(pub, tx, key, at)
     if done:
         return applied(pub, key, "reopen", "CLOSED/ASSIGNED")
     return _open_refusal(pub, key, "reopen", CLOSED_PENDING)
@@ -196,17 +210,16 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
     """A new deadline while the survey is open, kept in the week's ``settings_override``
     (the generate time follows a later deadline), as the legacy fixed clock reads it."""
     key = week_key(week)
-    utc(now)
+    at = utc(now)
     new = utc(deadline)
     row = existing_row(pub, key)
-    current = settings_override(row)
-    override = {**current, "deadline_at": new.isoformat()}
-    if times_of(pub, key, current).generate_at < new:
-        override["generate_at"] = new.isoformat()
-    times_of(pub, key, override)  # the week's moments still in order, or BadInput
+    # the week's moments still in order, or BadInput
+    override, _ = new_deadline(pub, key, settings_override(row), new)
     with pub.atomic() as tx:
         done = update_run(tx, "settings_override = %s", f"week_of = %s AND {OPEN}",
                           [override, key])
+        if done:
+            stamp_form_moved(pub, tx, key, at)
     if done:
         return Verdict(True, message=f"{key} extend to {new.isoformat()}",
                        detail={"state": "COLLECTING", "deadline_at": new.isoformat()})

@@ -40,10 +40,12 @@ from ..verdicts import BadInput, Verdict
 from ..week.generate import generate_body
 from ..week.runs import (
     create_week,
+    new_deadline,
+    opening_deadline,
     plan_week,
     set_autopilot,
     settings_override,
-    times_of,
+    stamp_form_moved,
     week_key,
     write_week,
 )
@@ -82,29 +84,42 @@ def transition(pub: Pub, week: str, to: str, *, from_: str | tuple[str, ...] | N
         raise BadInput(f"no week {key}")
     at = utc(now)
     stamp = {"opened_at": at} if to == COLLECTING and from_ == DRAFT else {}
-    with pub.atomic():  # the caller's unit: the flag fence runs in it (flags.py)
+    with pub.atomic() as tx:  # the caller's unit: the flag fence runs in it (flags.py)
         result = pub.runs.transition(key, to, from_=from_,
                                      payload={**stamp, **(payload or {})},
                                      by=pub.actor)
+        if result.applied and to == COLLECTING:  # the form (re)opened: a quiet hour
+            stamp_form_moved(pub, tx, key, at)
     return verdict(result, f"{key} -> {to}")
 
 
-def open_form(pub: Pub, week: str, *, now: datetime | None = None) -> Verdict:
+def open_form(pub: Pub, week: str, *, now: datetime | None = None,
+              deadline: datetime | None = None) -> Verdict:
     """DRAFT -> COLLECTING, the week created first if new: its row, its shifts and the move
     in one unit of work, so a refused open (another week collecting: H3) writes nothing
     and says which week holds the survey. Sends no email: tenders get their personal link
-    from the operator."""
+    from the operator. ``deadline``: the one the operator chose (the default otherwise),
+    checked before any write (:func:`pubsched.week.runs.opening_deadline`)."""
     key = week_key(week)
     at = utc(now)
     plan = plan_week(pub, key)  # BadInput (a bad week, a bad template) before any write
+    payload: dict[str, Any] = {"opened_at": at}
+    override = None
+    if deadline is not None:
+        override, times = opening_deadline(pub, key, plan.override, deadline, at)
+        payload.update(deadline_at=times.deadline_at, generate_at=times.generate_at,
+                       send_window_at=times.send_window_end)
     try:
         with pub.atomic() as tx:
             write_week(pub, tx, plan, at)
-            result = pub.runs.transition(key, COLLECTING, from_=DRAFT,
-                                         payload={"opened_at": at},
+            result = pub.runs.transition(key, COLLECTING, from_=DRAFT, payload=payload,
                                          by=pub.actor)
             if not result.applied:
                 raise _Rollback(_open_refused(pub, key, result, new=plan.new))
+            if override is not None:
+                tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
+                           "WHERE week_of = %s", [json.dumps(override), key])
+            stamp_form_moved(pub, tx, key, at)
     except _Rollback as undo:
         return undo.verdict
     return verdict(result, f"{key} -> {COLLECTING}")
@@ -147,15 +162,13 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
     remembers it). Refused while a close is in flight (LEASE_HELD). A "ready to close"
     nudge already sent stays sent: the seed's nudges fire at most once per run."""
     key = week_key(week)
-    utc(now)  # checked like every action's instant; the extension itself is timeless
+    at = utc(now)  # when the deadline moved: the form reminders keep a quiet hour after
     new = utc(deadline)
     row = pub.runs.get(key)
     if row is None:
         raise BadInput(f"no week {key}")
-    override = {**settings_override(row), "deadline_at": new.isoformat()}
-    if times_of(pub, key, settings_override(row)).generate_at < new:
-        override["generate_at"] = new.isoformat()  # the generate time follows the deadline
-    times = times_of(pub, key, override)  # the week's moments still in order, or BadInput
+    # the week's moments still in order, or BadInput
+    override, times = new_deadline(pub, key, settings_override(row), new)
     with pub.atomic() as tx:
         result = pub.runs.transition(key, COLLECTING, from_=COLLECTING,
                                      payload={"deadline_at": times.deadline_at,
@@ -166,6 +179,7 @@ def extend(pub: Pub, week: str, deadline: datetime, *, now: datetime | None = No
             # the "ready to close" nudge is not re-armed: it fires at most once per run
             tx.execute("UPDATE pub_schedule_runs SET settings_override = %s "
                        "WHERE week_of = %s", [json.dumps(override), key])
+            stamp_form_moved(pub, tx, key, at)
     return verdict(result, f"{key} extend to {new.isoformat()}")
 
 

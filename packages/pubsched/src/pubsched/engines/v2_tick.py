@@ -40,7 +40,7 @@ from ..people.usual import fill_unanswered
 from ..pub import Pub
 from ..verdicts import Verdict
 from ..week.generate import generate_body
-from ..week.runs import settings_override
+from ..week.runs import settings_override, stamp_form_moved
 from .operator_notes import owe_late_open, owe_nudge
 
 log = logging.getLogger("pubsched.tick")
@@ -127,6 +127,8 @@ def _autopilot_opens(pub: Pub, now: datetime) -> list[Verdict]:
             result = pub.runs.transition(week, COLLECTING, from_=DRAFT,
                                          guards={"autopilot": 1}, payload=payload,
                                          by=pub.actor)
+            if result.applied:  # the form opened: the form reminders keep a quiet hour
+                stamp_form_moved(pub, tx, week, now)
             if result.applied and "deadline_at" in payload:
                 override = {**settings_override(row),
                             "deadline_at": payload["deadline_at"].isoformat(),

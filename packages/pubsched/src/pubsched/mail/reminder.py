@@ -86,11 +86,20 @@ def _tender_message(pub: str, title: str, parts: Sequence[Said], page_url: str,
 
 def compose_unanswered(tender: Recipient, week_of: date, *, deadline: datetime, tz: str,
                        page_url: str, settings: MailSettings, now: datetime,
-                       usual: bool = False) -> Outgoing:
+                       usual: bool = False, was: datetime | None = None,
+                       answered: bool = False) -> Outgoing:
     """"Which shifts can you work?" to ``tender``, who has not answered the form of
     ``week_of`` that closes at ``deadline`` (``usual``: they saved a usual answer, which
     the close uses for them if they do not answer). Its Message-ID names the deadline:
-    after an extension the reminder before the new deadline is a new message."""
+    after an extension the reminder before the new deadline is a new message.
+
+    ``was``: the deadline an earlier reminder told them, which has moved since: the email
+    then says the form now closes at ``deadline``, not ``was`` (``answered``: their answer
+    is in, and they may change it until then)."""
+    if was is not None:
+        return _deadline_moved(tender, week_of, deadline=deadline, was=was, tz=tz,
+                               page_url=page_url, settings=settings, now=now,
+                               answered=answered)
     pub, week, by = settings.pub_name, day(week_of), moment(deadline, tz)
     parts: list[Said] = [
         f"Hi {tender.name},",
@@ -109,6 +118,38 @@ def compose_unanswered(tender: Recipient, week_of: date, *, deadline: datetime, 
                      f"{by}", settings=settings, now=now,
                      message_key=f"remind-form.{week_of.isoformat()}."
                                  f"{int(deadline.timestamp())}")
+
+
+def _deadline_moved(tender: Recipient, week_of: date, *, deadline: datetime, was: datetime,
+                    tz: str, page_url: str, settings: MailSettings, now: datetime,
+                    answered: bool) -> Outgoing:
+    """The form reminder to one who was told another deadline: the new one, once."""
+    pub, week, by = settings.pub_name, day(week_of), moment(deadline, tz)
+    parts: list[Said] = [
+        f"Hi {tender.name},",
+        f"The availability form for the week of {week} now closes {by}, not "
+        f"{moment(was, tz)} as we wrote before.",
+        "Your answer is in: you can still change it until then." if answered else
+        "Your answer is not in yet. Which shifts can you work? Tick the shifts you can do "
+        "and send the form (with nothing ticked if you can work none of them).",
+    ]
+    message = _tender_message(pub, f"{pub}: the form now closes {by}", parts, page_url,
+                              "Open your form", ["You get this because the deadline we "
+                                                 "told you has moved."])
+    # short, so the header is never folded: the week, the new and the old deadline
+    key = f"remind-moved.{week_of:%y%m%d}.{_b36(deadline)}.{_b36(was)}"
+    return addressed(message, tender, f"{pub}: the form now closes {by}", settings=settings,
+                     now=now, message_key=key)
+
+
+def _b36(at: datetime) -> str:
+    """An instant's Unix seconds in base 36 (six letters for our centuries)."""
+    n, out = int(at.timestamp()), ""
+    while True:
+        n, digit = divmod(n, 36)
+        out = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + out
+        if not n:
+            return out
 
 
 def compose_shift_reminder(tender: Recipient, shift: ShiftLine, *, lead_hours: float,

@@ -23,6 +23,7 @@ import rowstate
 from ..mail.addresses import address_problem, name_problem
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
+from ..week import history
 from . import skills as skill_words
 
 ALREADY_INACTIVE = "ALREADY_INACTIVE"
@@ -207,15 +208,20 @@ def activate(pub: Pub, email: str) -> Verdict:
     return Verdict(True, message=f"activated {tender.email}")
 
 
-def deactivate(pub: Pub, email: str) -> Verdict:
-    """Turn the tender's flag off, and nothing else: already inactive is
-    ALREADY_INACTIVE. The operator's deactivation is
-    :func:`pubsched.covers.leaving.deactivate`, which calls this in its unit of work once
-    the tender is off every shift to come on a sent roster (or refuses): use that one."""
+def deactivate(pub: Pub, email: str, *, now: datetime | None = None) -> Verdict:
+    """Turn the tender's flag off, and record it in the history of each week they are on a
+    shift to come (after ``now``) of, in the same unit (:func:`pubsched.week.history.
+    deactivated`); nothing else: already inactive is ALREADY_INACTIVE. The operator's
+    deactivation is :func:`pubsched.covers.leaving.deactivate`, which calls this in its
+    unit of work before it takes the tender off every shift to come on a sent roster (or
+    refuses): use that one."""
     tender = get(pub, email)
+    at = utc(now)
     with pub.atomic() as tx:
         rows = tx.execute("UPDATE pub_tenders SET active = 0 WHERE id = %s AND active = 1 "
                           "RETURNING id", [tender.id])
+        if rows:
+            history.deactivated(tx, tender.id, tender.name, at, pub.config.tz)
     if not rows:
         return Verdict(False, ALREADY_INACTIVE, message=f"{tender.email} is not active")
     return Verdict(True, message=f"deactivated {tender.email}")

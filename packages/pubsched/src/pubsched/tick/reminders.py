@@ -36,6 +36,15 @@ remind_short       the operator, that long before a shift of a PUBSCHED_SHORT_HO
 wall_clock_before`): 24 hours before a Sunday 20:00 deadline is Saturday 20:00, 6 hours
 before an 18:00 shift is 12:00, even in the week the clocks change.
 
+**The form's quiet hour, and a deadline that moved** (issue 29). No form reminder is owed
+in the hour after the form opens or its deadline moves (``pub_schedule_runs.form_moved_at``,
+stamped by the open, a reopen and an extension with their own instant): the operator may
+still be setting the deadline, and nobody has had their link yet. Once it is over, each
+active tender whose latest form reminder (sent, or of unknown fate) named another deadline
+than the one in force is told the new one, answered or not (the email says "now closes
+..., not ..."): it is the reminder of that deadline, under the same key, so it goes once
+whatever the number of tickers, and no second reminder of the same deadline follows it.
+
 **The window.** A reminder is owed from its moment until the thing it is about begins:
 the deadline, the shift's start (the review: the week's first shift). A ticker that
 was down past that owes nothing when it comes back (no reminder of a shift that started
@@ -48,8 +57,10 @@ nowhere to go, there is no one to remind); one owed and then left with nowhere t
 failed and retried (``NotSentYet``).
 
 Each notice row's ``about`` names the thing: ``form:WEEK:DEADLINE`` (an extension makes a
-new deadline, and those still not answering are reminded before it too), ``shift:ID``,
-``roster:WEEK``. The tick (:mod:`pubsched.tick.run`) runs :func:`owe` after the engine's
+new deadline: those told the old one are told it, those still not answering are reminded
+before it; a deadline moved back to one a tender had an email about is
+``form:WEEK:DEADLINE#MOVED_AT``, named for that move), ``shift:ID``, ``roster:WEEK``.
+The tick (:mod:`pubsched.tick.run`) runs :func:`owe` after the engine's
 tick, outside the flag fence (it moves no week), and delivers what is owed with the rest
 of the outbox.
 """
@@ -65,6 +76,7 @@ from .. import covers
 from ..covers import Cover
 from ..db.instants import instant, maybe_instant
 from ..deliveries import outbox
+from ..deliveries.machine import DROPPED, SENT, UNKNOWN
 from ..engines.base import Engine
 from ..engines.choose import engine_for
 from ..engines.v2_tick import TICK
@@ -95,6 +107,10 @@ SHORT = "remind_short"
 # time: the shifts read for a lead are those starting within it plus this margin, and
 # the exact moment is then judged per shift
 MARGIN = timedelta(hours=3)
+# no form reminder in the hour after the form opens or its deadline moves: the operator
+# may still be setting it (an open, then an extension a moment later), and nobody has been
+# invited yet
+QUIET = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -181,7 +197,10 @@ def _shift_line(pub: Pub, row: dict[str, Any], names: list[str]) -> ShiftLine:
 
 
 def unanswered(pub: Pub, engine: Engine, now: datetime, week: str | None = None) -> list[Due]:
-    """The form reminders owed at ``now`` (module docstring)."""
+    """The form reminders owed at ``now`` (module docstring): to each active tender not
+    away all week who has not answered, that long before the deadline; and, the moment the
+    quiet hour is over, to each one who was told another deadline than the one now in
+    force (answered or not), once: the same email, saying the deadline moved."""
     lead = pub.config.remind_unanswered_hours
     if not lead:
         return []
@@ -192,7 +211,8 @@ def unanswered(pub: Pub, engine: Engine, now: datetime, week: str | None = None)
             deadline = engine.times(pub, row)["deadline_at"]
         except BadInput:  # a week whose settings are bad: the legacy crons report it
             continue
-        if deadline is None or not _within(deadline, lead, pub, now):
+        quiet = _quiet_since(row)
+        if deadline is None or now >= deadline or (quiet is not None and now < quiet + QUIET):
             continue
         nights = {date.fromisoformat(str(r["night"])) for r in pub.query(
             "SELECT night FROM pub_shifts WHERE week_of = %s", [key])}
@@ -200,23 +220,61 @@ def unanswered(pub: Pub, engine: Engine, now: datetime, week: str | None = None)
             continue
         away = time_off.away_on(pub, nights)
         answered = {int(s["tender_id"]) for s in submissions.of_week(pub, key)}
-        waiting = sorted((t for t in all_tenders(pub, active_only=True)
-                          if t.id not in answered), key=lambda t: t.id)
-        for tender in waiting:
+        told, spent = _told(pub, key)
+        due = _within(deadline, lead, pub, now)
+        for tender in sorted(all_tenders(pub, active_only=True), key=lambda t: t.id):
             if all(tender.id in away[night] for night in nights):
                 continue  # away the whole week: nothing to ask them
+            was = told.get(tender.id)
+            if was == deadline:
+                continue  # told this deadline already
+            if was is None and (tender.id in answered or not due):
+                continue  # nothing told yet, and no reminder due now
+            about = f"form:{key}:{iso(deadline)}"
+            if about in spent.get(tender.id, set()):
+                # a deadline moved back to one they had an email about: a new one, named
+                # for this move (the same for every ticker: the week's own stamp)
+                if quiet is None:
+                    continue
+                about += f"#{iso(quiet)}"
 
             def write(at: datetime, tender: Tender = tender, key: str = key,
-                      deadline: datetime = deadline) -> Outgoing:
+                      deadline: datetime = deadline, before: datetime | None = was,
+                      has_answered: bool = tender.id in answered) -> Outgoing:
                 return compose_unanswered(
                     _recipient(tender), date.fromisoformat(key), deadline=deadline,
                     tz=pub.config.tz.key, page_url=_page(pub, tender),
                     settings=pub.config.mail, now=at,
-                    usual=usual.of(pub, tender.id) is not None)
+                    usual=usual.of(pub, tender.id) is not None, was=before,
+                    answered=has_answered)
 
-            out.append(Due(UNANSWERED, f"form:{key}:{iso(deadline)}",
-                           outbox.to_tender(tender.id), key, write))
+            out.append(Due(UNANSWERED, about, outbox.to_tender(tender.id), key, write))
     return out
+
+
+def _quiet_since(row: dict[str, Any]) -> datetime | None:
+    """When the week's form last opened or had its deadline moved (0052's stamp; a week
+    opened before it: its opening)."""
+    return maybe_instant(row.get("form_moved_at")) or maybe_instant(row.get("opened_at"))
+
+
+def _told(pub: Pub, week: str) -> tuple[dict[int, datetime], dict[int, set[str]]]:
+    """Per tender id: the deadline the latest form reminder that reached them (or may have:
+    its fate unknown) named; and the ``about`` of each of their form reminders of the week
+    that is spent (sent, of unknown fate or dropped: its key is never owed again)."""
+    rows = pub.query("SELECT about, recipient, state FROM pub_mail WHERE kind = %s AND "
+                     "week_of = %s ORDER BY id", [UNANSWERED, week]) if pub.schema.mail else []
+    told: dict[int, datetime] = {}
+    spent: dict[int, set[str]] = {}
+    for r in rows:
+        recipient, about, state = str(r["recipient"]), str(r["about"]), str(r["state"])
+        if not recipient.startswith("tender:") or state not in (SENT, UNKNOWN, DROPPED):
+            continue
+        tender = int(recipient.removeprefix("tender:"))
+        spent.setdefault(tender, set()).add(about)
+        if state != DROPPED:
+            told[tender] = instant(about.removeprefix(f"form:{week}:").split("#", 1)[0])
+    return told, spent
 
 
 def shifts(pub: Pub, engine: Engine, now: datetime, week: str | None = None) -> list[Due]:

@@ -42,7 +42,8 @@ class AdminPages:
 
     async def weeks(self, request: Request) -> Response:
         rows = await self.site.run(view.weeks_list, self.site.pub)
-        return self.pages.admin_page(request, "weeks.html", {"weeks": rows})
+        return self.pages.admin_page(request, "weeks.html", {"weeks": rows,
+                                                             "zone": self.site.pub.config.tz.key})
 
     async def week(self, request: Request) -> Response:
         week = request.path_params["week"]

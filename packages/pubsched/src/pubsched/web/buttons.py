@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.datastructures import FormData
 
-from ..engines.actions import ACTIONS, BY_NAME, INSTANT, ON_OFF, buttons, perform
+from ..engines.actions import ACTIONS, BY_NAME, INSTANT, ON_OFF, WALL, buttons, perform
 from ..machine import RUN
 from ..verdicts import BadInput, Verdict
 from .forms import local_input, text
@@ -113,7 +113,9 @@ def _options(name: str, form: FormData, tz: tzinfo) -> dict[str, Any]:
         if option.field is None:  # not asked on the web (e.g. the holder)
             continue
         raw = text(form, option.field)
-        if option.kind == INSTANT:
+        if option.kind == WALL and not raw:
+            continue  # left empty: the engine's default
+        if option.kind in (INSTANT, WALL):
             options[option.name] = local_input(raw, tz)
         elif option.kind == ON_OFF:
             options[option.name] = raw == "1"

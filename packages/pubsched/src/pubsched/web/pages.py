@@ -70,6 +70,10 @@ class Pages:
         if moment is None:
             return "—" if value in (None, "") else str(value)
         here = moment.astimezone(self.config.tz)
+        if style == "input":  # a datetime-local field's value, on the pub's wall clock
+            return f"{here:%Y-%m-%dT%H:%M}"
+        if style == "zone":  # the zone a field's wall time is read in
+            return f"{self.config.tz.key}, {here.tzname()}"
         if style == "short":
             return f"{here:%a} {here.day} {here:%b %H:%M}"
         return f"{here:%a} {here.day} {here:%b %Y, %H:%M} {here.tzname()}"

@@ -34,6 +34,7 @@ from ..machine import ASSIGNED
 from ..people.tenders import Tender, get
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
+from . import history
 from .runs import Shift, clash_clause, shift_of, week_key
 
 # what to do next, per state the week is in instead of ASSIGNED
@@ -123,6 +124,8 @@ def assign(pub: Pub, week: str, shift_id: int, email: str, *,
             tx.execute("INSERT INTO pub_assignments (week_of, shift_id, tender_id, "
                        "assigned_at) VALUES (%s, %s, %s, %s)", [key, sid, tender.id, at])
         _mark(tx, key, sid, tender.id, "pin", at)
+        history.record(tx, key, history.PIN, f"pinned {tender.name} on "
+                       f"{history.shift_words(shift.label, shift.starts_at, pub.config.tz)}")
         said = tx.execute("SELECT 1 AS yes FROM pub_availability_shifts WHERE week_of = %s "
                           "AND tender_id = %s AND shift_id = %s", [key, tender.id, sid])
         warning = None if said else (
@@ -145,6 +148,8 @@ def unassign(pub: Pub, week: str, shift_id: int, email: str, *,
             return Verdict(False, "NOT_ON_SHIFT", message=(
                 f"{_who(tender)} is not on {shift.label}"), detail={"shift_id": sid})
         _mark(tx, key, sid, tender.id, "exclude", at)
+        history.record(tx, key, history.TAKE_OFF, f"took {tender.name} off "
+                       f"{history.shift_words(shift.label, shift.starts_at, pub.config.tz)}")
         return Verdict(True, message=(
             f"took {_who(tender)} off {shift.label}; regenerate will not put them back "
             "there"), detail={"shift_id": sid, "email": tender.email})

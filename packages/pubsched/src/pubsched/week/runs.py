@@ -51,12 +51,13 @@ class Shift:
     ends_at: datetime
     slots: int
     needs: tuple[str, ...] = ()
+    clock_note: str = ""  # what the clocks did to its times (week.time.clocks; 0052)
 
     @classmethod
     def of(cls, row: dict[str, Any]) -> Shift:
         return cls(int(row["id"]), str(row["week_of"]), str(row["night"]), str(row["label"]),
                    row["starts_at"], row["ends_at"], int(row["slots"]),
-                   template.needs_of(row.get("needs")))
+                   template.needs_of(row.get("needs")), str(row.get("clock_note") or ""))
 
 
 def _first_start(pub: Pub, week: str, override: Any) -> datetime | None:
@@ -97,6 +98,51 @@ def times_of(pub: Pub, week: str, override: Any = None) -> RunTimes:
                 f"comes after the week's first shift starts "
                 f"({first.astimezone(tz):%a %d %b %Y %H:%M}, {tz.key})")
     return times
+
+
+def new_deadline(pub: Pub, week: str, current: Any, deadline: datetime
+                 ) -> tuple[dict[str, Any], RunTimes]:
+    """The week's override and moments with its deadline moved to ``deadline`` (an aware
+    instant), as an open with a deadline and an extension write them, or
+    :class:`BadInput`: the generate time follows a later deadline, the moments stay in
+    order, the deadline comes before the week's first shift. ``current`` is the week's
+    override now (None for a week not yet made)."""
+    new = utc(deadline)
+    override: dict[str, Any] = {**_override(current), "deadline_at": new.isoformat()}
+    if times_of(pub, week, current).generate_at < new:
+        override["generate_at"] = new.isoformat()  # the generate time follows the deadline
+    return override, times_of(pub, week, override)
+
+
+def opening_deadline(pub: Pub, week: str, current: Any, deadline: datetime, now: datetime
+                     ) -> tuple[dict[str, Any], RunTimes]:
+    """:func:`new_deadline` for a form opened at ``now`` with the deadline the operator
+    chose: refused (:class:`BadInput`, nothing written) unless it is still to come. A
+    deadline before the form's planned opening (a form opened early, answers wanted early)
+    makes the opening ``now``, so the moments keep their order."""
+    at, new = utc(now), utc(deadline)
+    tz = pub.config.tz
+    if new <= at:
+        raise BadInput(f"the deadline {_local(new, tz)} has passed (it is now "
+                       f"{_local(at, tz)}): give one still to come")
+    planned = times_of(pub, week, current)
+    if planned.opens_at >= new:
+        current = {**_override(current), "opens_at": at.isoformat()}
+    return new_deadline(pub, week, current, new)
+
+
+def _local(at: datetime, tz: Any) -> str:
+    here = at.astimezone(tz)
+    return f"{here:%a} {here.day} {here:%b %Y %H:%M} {here.tzname()}"
+
+
+def stamp_form_moved(pub: Pub, tx: Any, week: str, at: datetime) -> None:
+    """In ``tx``: the form of ``week`` opened, or its deadline moved, at ``at`` (the
+    action's instant): no form reminder goes out in the hour after
+    (:mod:`pubsched.tick.reminders`). A database before 0052 has no stamp to write."""
+    if pub.schema.week_record:
+        tx.execute("UPDATE pub_schedule_runs SET form_moved_at = %s WHERE week_of = %s",
+                   [at, week])
 
 
 def _override(override: Any) -> Any:
@@ -171,13 +217,16 @@ def write_week(pub: Pub, tx: Any, plan: WeekPlan, at: datetime, *, door: bool = 
         return 0  # every night closed by the operator: not refilled behind their back
     made = _from_template(pub, tx, plan.key, plan.override)
     needs = template.migrated(tx, "0038")  # the legacy schema has no needs column
+    noted = needs and template.migrated(tx, "0052")  # nor a note of the clocks
     for s in made:
         tx.execute(
             f"INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots"
-            f"{', needs' if needs else ''}) VALUES (%s, %s, %s, %s, %s, %s"
-            f"{', %s' if needs else ''}) ON CONFLICT (week_of, starts_at) DO NOTHING",
+            f"{', needs' if needs else ''}{', clock_note' if noted else ''}) "
+            f"VALUES (%s, %s, %s, %s, %s, %s{', %s' if needs else ''}"
+            f"{', %s' if noted else ''}) ON CONFLICT (week_of, starts_at) DO NOTHING",
             [plan.key, s.night.isoformat(), _label(s, pub), s.starts_at, s.ends_at, s.slots,
-             *([json.dumps(list(s.needs))] if needs else [])])
+             *([json.dumps(list(s.needs))] if needs else []),
+             *([s.note or None] if noted else [])])
     return len(made)
 
 
@@ -225,11 +274,18 @@ def create_week(pub: Pub, week: str | date, *, now: datetime | None = None,
             return exists
         count = write_week(pub, tx, plan, at, door=door)
     opens = plan.times.opens_at.astimezone(tz)
+    notes = clock_notes(plan.shifts, pub)
     return Verdict(True, message=(
         f"created {name} as a draft: {count} shifts, the form not open yet "
         f"(open it with `pubsched week open {plan.key}`, or autopilot opens it "
-        f"{opens:%a %d %b %H:%M} {tz.key})"),
-        detail={"week_of": plan.key, "state": "DRAFT", "shifts": count})
+        f"{opens:%a %d %b %H:%M} {tz.key})" + "".join(f"\nNote: {n}" for n in notes)),
+        detail={"week_of": plan.key, "state": "DRAFT", "shifts": count, "notes": notes})
+
+
+def clock_notes(made: tuple[WeekShift, ...], pub: Pub) -> list[str]:
+    """``Saturday night: 02:00 does not exist ...``: each shift the clocks touch, named
+    (:mod:`pubsched.week.time.clocks`), for the operator who makes the week."""
+    return [f"{_label(s, pub)}: {s.note}" for s in made if s.note]
 
 
 def clash_clause(one: str, other: str) -> str:

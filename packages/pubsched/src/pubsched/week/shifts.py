@@ -27,9 +27,10 @@ from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
+from . import history
 from .runs import week_key
 from .template import check_label, check_needs, check_slots, check_time, migrated, span
-from .time import local_to_utc, parse_hh_mm
+from .time import parse_hh_mm, place_shift
 
 BEFORE_ROSTER = ("DRAFT", "COLLECTING", "CLOSED")
 
@@ -75,13 +76,8 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
     begins, finishes = check_time(start, "start"), check_time(end, "end")
     count, skills = check_slots(slots), check_needs(needs)
     utc(now)  # checked like every action's instant; an added shift is timeless
-    tz = pub.config.tz
-    starts_at = local_to_utc(day, parse_hh_mm(begins), tz)
-    end_day = day + timedelta(days=1) if finishes <= begins else day
-    ends_at = local_to_utc(end_day, parse_hh_mm(finishes), tz)
-    if ends_at <= starts_at:
-        raise BadInput(f"{name} {span(begins, finishes)} on {_day(day)} has no length in "
-                       f"{tz.key} (it falls into the daylight-saving change)")
+    placed = place_shift(day, parse_hh_mm(begins), parse_hh_mm(finishes), pub.config.tz)
+    starts_at, ends_at = placed.starts_at, placed.ends_at
     what = f"adding {name} to the week of {key}"
     try:
         with chosen(pub) as engine, pub.atomic() as tx:
@@ -93,18 +89,24 @@ def add_shift(pub: Pub, week: str, label: str, night: str, start: str, end: str,
             if twin:
                 raise BadInput(f"the week of {key} has a shift starting {_day(day)} at "
                                f"{begins} already: {twin[0]['label']}")
+            noted = migrated(tx, "0052")
             rows = tx.execute(
                 "INSERT INTO pub_shifts (week_of, night, label, starts_at, ends_at, slots, "
-                "needs) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                f"needs{', clock_note' if noted else ''}) VALUES (%s, %s, %s, %s, %s, %s, "
+                f"%s{', %s' if noted else ''}) RETURNING id",
                 [key, day.isoformat(), name, starts_at, ends_at, count,
-                 json.dumps(list(skills))])
+                 json.dumps(list(skills)), *([placed.note or None] if noted else [])])
+            history.record(tx, key, history.SHIFT_ADD, (
+                f"added a one-off shift: {name} ({_day(day)} {span(begins, finishes)}, "
+                f"{count} slot{'s' if count != 1 else ''})"))
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"{what} refused: {changed}")
     shift_id = int(rows[0]["id"])
     return Verdict(True, message=(
         f"added {name} ({_day(day)} {span(begins, finishes)}, {count} "
-        f"slot{'s' if count != 1 else ''}) to the week of {key} only"),
-        detail={"week_of": key, "id": shift_id})
+        f"slot{'s' if count != 1 else ''}) to the week of {key} only"
+        + (f"\nNote: {placed.note}" if placed.note else "")),
+        detail={"week_of": key, "id": shift_id, "notes": [placed.note] if placed.note else []})
 
 
 def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = None
@@ -113,6 +115,7 @@ def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = N
     recorded, so the tenders' forms say so); their other answers are kept."""
     key = week_key(week)
     at = utc(now)
+    tz = pub.config.tz
     what = f"removing shift {shift_id} from the week of {key}"
     try:
         with chosen(pub) as engine, pub.atomic() as tx:
@@ -135,6 +138,10 @@ def remove_shift(pub: Pub, week: str, shift_id: int, *, now: datetime | None = N
                        "ends_at, tenders, removed_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                        [key, shift_id, shift["label"], instant(shift["starts_at"]),
                         instant(shift["ends_at"]), json.dumps(ticked), at])
+            history.record(tx, key, history.SHIFT_REMOVE, (
+                f"removed {history.shift_words(str(shift['label']), shift['starts_at'], tz)} "
+                f"from this week" + (f": {len(ticked)} tender(s) had ticked it, their form "
+                                     "says so" if ticked else "")))
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"{what} refused: {changed}")
     starts = instant(shift["starts_at"]).astimezone(pub.config.tz)

@@ -29,6 +29,7 @@ from ..people.time_off import away_on
 from ..pub import Pub, utc
 from ..verdicts import BadInput
 from .generate import assignments, missing, pinned
+from .history import edits, merged
 from .runs import Shift, shifts, week_key
 from .send import deliveries
 from .shifts import removed_for
@@ -100,8 +101,12 @@ def _week_show(pub: Pub, week: str) -> dict[str, Any]:
     asked = covers.listed(pub, key) if pub.schema.covers else []
     away = away_on(pub, [date.fromisoformat(s.night) for s in week_shifts])
     emails = {t.id: t.email for t in all_tenders(pub)}
-    history = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
-                "by": moved_by(e), "at": iso(e.at)} for e in pub.runs.history(key)]
+    moves = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
+              "by": moved_by(e), "at": instant(e.at), "what": None}
+             for e in pub.runs.history(key)]
+    # the run's moves and the hand edits (pins, take-offs, its own shifts, a tender
+    # deactivated off it: week.history), in time order
+    history = [{**h, "at": iso(h["at"])} for h in merged(moves, edits(pub, key))]
     return {
         "week_of": key,
         "state": state,
@@ -121,6 +126,9 @@ def _week_show(pub: Pub, week: str) -> dict[str, Any]:
                     "assigned": assigned.get(s.id, []),
                     "pinned": pins.get(s.id, []), "excluded": taken_off.get(s.id, []),
                     "missing": unmet.get(s.id, []),
+                    # what the pub's clocks did to its times (a start in the spring-forward
+                    # gap, a time that happens twice): None when nothing
+                    "clock_note": s.clock_note or None,
                     # who is away that night (their time off): never picked for it; one
                     # also in "assigned" was put there before the time off was marked
                     "away": sorted(emails[t] for t in away.get(date.fromisoformat(s.night),

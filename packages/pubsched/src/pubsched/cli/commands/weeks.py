@@ -19,16 +19,21 @@ def cmd_week_action(ctx: Context, args: argparse.Namespace) -> int:
     """One row of the table of actions (:mod:`pubsched.engines.actions`): its options read
     from the arguments the parser built for them, then :func:`perform`; an action with a
     progress text (the send, which waits on SMTP) runs under a spinner on a terminal."""
-    from ...engines.actions import BY_NAME, ON_OFF, perform
+    from ...engines.actions import BY_NAME, ON_OFF, WALL, perform
+    from ...week.time import local_to_utc
 
     action = BY_NAME[args.action]
     options: dict[str, Any] = {}
+    pub = ctx.pub()
     for option in action.options:
         if option.cli_arg is None:
             continue
         value = getattr(args, option.cli_arg.lstrip("-").replace("-", "_"))
+        if option.kind == WALL and value is None:
+            continue  # left out: the engine's default
+        if option.kind == WALL and value.tzinfo is None:  # the pub's wall clock
+            value = local_to_utc(value.date(), value.time(), pub.config.tz)
         options[option.name] = value == "on" if option.kind == ON_OFF else value
-    pub = ctx.pub()
     if action.progress is None:
         return report(ctx, perform(pub, action.name, args.week, now=ctx.now, **options))
     if ctx.is_tty():

@@ -33,9 +33,13 @@ once, after both). In London the clocks change at 01:00 GMT: the night of Sat 20
 runs 18:00-01:00 UTC (7 h) and the night of Sat 2026-10-24 runs 17:00-02:00 UTC (9 h).
 Moving forward by the gap keeps a span's length (02:15-02:45 becomes 03:15-03:45) but not
 the order of times around it: on 2026-03-08 in New York 02:30 (= 03:30 EDT) comes after
-03:00 (java.time's rule as well). A shift that would end before it starts because of it
-(say 02:30-03:15 on that night) is refused as `BadSettings`, never given a length of zero
-or less.
+03:00 (java.time's rule as well). So a shift whose start the gap moves past its end (a
+Sunday 02:30-03:00 or 02:30-03:15 on that night) **moves whole**: it starts where its start
+moved to and keeps its planned length (03:30-04:00 EDT, 03:30-04:15 EDT), never a length of
+zero or less and never a week refused for it (`place_shift`, :mod:`.clocks`). Every shift
+the clocks touch (a start or end that does not exist or happens twice, a length that is not
+the wall clock's) carries a note in the operator's words (``WeekShift.note``), which
+``week create`` prints and the week's page shows beside the shift.
 
 Shifts
 ======
@@ -76,6 +80,7 @@ any offset). An unknown key is `BadSettings`: a misspelt override must not silen
 leave the default in force.
 """
 
+from .clocks import Placed, place_shift
 from .days import (
     DEFAULT_TZ,
     TZ_ENV,
@@ -118,6 +123,7 @@ __all__ = [
     "LocalMoment",
     "NaiveTimeError",
     "OutOfRange",
+    "Placed",
     "RunMoment",
     "RunSettings",
     "RunTimes",
@@ -129,6 +135,7 @@ __all__ = [
     "local_to_utc",
     "parse_hh_mm",
     "parse_override",
+    "place_shift",
     "run_times",
     "shifts_for_week",
     "template_from_json",

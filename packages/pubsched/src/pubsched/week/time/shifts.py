@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from .clocks import place_shift
 from .days import (
     WEEKDAY_BY_NAME,
     BadSettings,
-    local_to_utc,
     parse_hh_mm,
     parse_override,
     week_of,
@@ -65,7 +65,8 @@ class WeekShift:
     """A concrete shift of one week, its instants in UTC.
 
     ``key`` (``2026-12-03T18:00``: the night and the local start) is unique in a week
-    and stable, for the database's natural key and the picker's shift id.
+    and stable, for the database's natural key and the picker's shift id. ``note`` says
+    what the clocks did to its times (:mod:`.clocks`; "": nothing).
     """
 
     key: str
@@ -75,6 +76,7 @@ class WeekShift:
     slots: int
     label: str = ""
     needs: tuple[str, ...] = ()
+    note: str = ""
 
 
 def template_from_json(items: object) -> tuple[ShiftTemplate, ...]:
@@ -112,7 +114,9 @@ def shifts_for_week(
     """The week's shifts from ``template`` (or the override's ``"shifts"``), in time order.
 
     Raises `BadWeek` for a bad week and `BadSettings` for two templates with the same
-    night and start, or a shift whose span vanishes into a DST gap.
+    night and start. A shift the clocks touch is placed by :func:`.clocks.place_shift`
+    (never refused: a start in the spring-forward gap moves the shift whole) and says so
+    in its ``note``.
     """
     monday, pub_zone = week_of(week), zone(tz)
     overrides = parse_override(override)
@@ -126,14 +130,7 @@ def shifts_for_week(
         key = f"{night.isoformat()}T{item.start:%H:%M}"
         if key in shifts:
             raise BadSettings(f"two shift templates start at {key}")
-        end_day = night + timedelta(days=1) if item.crosses_midnight else night
-        starts_at = local_to_utc(night, item.start, pub_zone)
-        ends_at = local_to_utc(end_day, item.end, pub_zone)
-        if ends_at <= starts_at:
-            raise BadSettings(
-                f"shift {key}-{item.end:%H:%M} has no length in {pub_zone.key} "
-                "(its start and end fall into a daylight-saving gap)"
-            )
-        shifts[key] = WeekShift(key, night, starts_at, ends_at, item.slots, item.label,
-                                item.needs)
+        placed = place_shift(night, item.start, item.end, pub_zone)
+        shifts[key] = WeekShift(key, night, placed.starts_at, placed.ends_at, item.slots,
+                                item.label, item.needs, placed.note)
     return tuple(sorted(shifts.values(), key=lambda s: (s.starts_at, s.key)))
