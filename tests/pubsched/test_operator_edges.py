@@ -249,12 +249,18 @@ def test_a_file_that_is_not_a_database_is_one_database_error_line(
     assert path.read_text() == "these are my notes, not a database\n"
 
 
-def test_init_into_a_missing_directory_is_one_database_error_line(tmp_path: Path) -> None:
+def test_init_into_a_missing_directory_makes_it_private(tmp_path: Path) -> None:
+    """``init`` makes the database's missing folder, readable by its owner only (issue 29,
+    item 8); every other command says to run it first, and makes nothing."""
     path = tmp_path / "no" / "such" / "dir" / "x.db"
-    ran = pubsched(f"sqlite:///{path}", "init")
-    assert ran.code == 1, ran
-    assert one_line(ran.err).startswith("pubsched: database error: unable to open")
+    ran = pubsched(f"sqlite:///{path}", "tender", "list")
+    assert ran.code == 2, ran
+    assert one_line(ran.err).endswith("run `pubsched init` first")
     assert not (tmp_path / "no").exists()
+    ran = pubsched(f"sqlite:///{path}", "init")
+    assert ran.code == 0, ran
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    assert path.stat().st_mode & 0o777 == 0o600
 
 
 # -- 21: a database from changed or newer migrations is refused as init refuses it ----------

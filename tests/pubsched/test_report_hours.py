@@ -102,7 +102,7 @@ def test_the_cli_prints_a_table_csv_and_json(db_url: str,
     # the report run before the week: Ann's shift is on the roster, and still to come
     before = run.ok("report", "hours", *days, "--csv", "--now", "2026-12-10T12:00:00Z").out
     assert before.splitlines()[1] == "Ann Bell,ann@pub.example,1,8,1,8,yes"
-    run.ok("tender", "deactivate", "ann@pub.example")
+    run.ok("tender", "deactivate", "ann@pub.example", *after)  # left after her shift
     table = run.ok("report", "hours", *days, *after).out
     assert "Ann Bell (inactive)" in table and "hours" in table.splitlines()[0]
     assert "to come" in table.splitlines()[0]
