@@ -102,12 +102,12 @@ def nginx(tmp_path: Path, certificate: Certificate, app_port: int, port: int
                        f"proxy_pass http://127.0.0.1:{app_port};"))
     assert f"127.0.0.1:{port} ssl" in server and str(app_port) in server
     conf = nginx_conf(tmp_path, certificate, server)
-    with running([NGINX(), "-p", str(conf.parent), "-c", str(conf), "-g", "daemon off;"],
+    with running([nginx_bin(), "-p", str(conf.parent), "-c", str(conf), "-g", "daemon off;"],
                  "nginx", port):
         yield port
 
 
-def NGINX() -> str:  # noqa: N802 (a constant, found when asked)
+def nginx_bin() -> str:
     return shutil.which("nginx") or "/usr/sbin/nginx"
 
 
@@ -218,7 +218,7 @@ def test_the_nginx_snippet_passes_nginx_t_as_written(tmp_path: Path,
     certificate files are the test's (the issue: without them ``nginx -t`` fails)."""
     need("nginx")
     conf = nginx_conf(tmp_path, certificate, snippet("nginx"))
-    done = subprocess.run([NGINX(), "-t", "-p", str(conf.parent), "-c", str(conf)],
+    done = subprocess.run([nginx_bin(), "-t", "-p", str(conf.parent), "-c", str(conf)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "test is successful" in done.stderr
