@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,12 +27,12 @@ from starlette.testclient import TestClient
 
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
+from pubsched.web.within import Deadline
 from support.frozen_link import FrozenLink
 from support.pub_web import web_settings
 from support.pubs import NOW, make_pub
 from support.services import free_port
 
-pytestmark = pytest.mark.postgres
 T = TypeVar("T")
 IN_TIME = 2.0
 
@@ -93,6 +94,37 @@ def served(linked: Pub, link: FrozenLink) -> Iterator[tuple[TestClient, int]]:
         listener.server_close()
 
 
+def test_a_read_that_never_returns_is_one_thread_whoever_asks() -> None:
+    """Ten callers at once, then ten more, on a read stuck until released: each gives up
+    at the deadline, one read ran (no thread per probe), and once it returns the next
+    caller starts a fresh one and has its answer."""
+    release, started = threading.Event(), []
+
+    def stuck() -> str:
+        started.append(1)
+        release.wait(30)
+        return "answered"
+
+    probe = Deadline(stuck, 0.3)
+    for _ in range(2):
+        with ThreadPoolExecutor(10) as pool:
+            outcomes = list(pool.map(lambda _: _outcome(probe), range(10)))
+        assert outcomes == ["timeout"] * 10 and len(started) == 1
+    release.set()
+    deadline = time.monotonic() + 5
+    while _outcome(probe) != "answered":  # the stuck one answered; or a fresh one does
+        assert time.monotonic() < deadline
+    assert len(started) in (1, 2)
+
+
+def _outcome(probe: Deadline[str]) -> str:
+    try:
+        return probe()
+    except TimeoutError:
+        return "timeout"
+
+
+@pytest.mark.postgres
 def test_a_silent_database_is_down_within_two_seconds(
         served: tuple[TestClient, int], link: FrozenLink) -> None:
     client, port = served
@@ -118,6 +150,7 @@ def test_a_silent_database_is_down_within_two_seconds(
     assert scrape(port)[("pubsched_database_up", ())] == 1
 
 
+@pytest.mark.postgres
 def test_a_read_kept_waiting_on_a_lock_is_one_group_left_out(
         served: tuple[TestClient, int], pg_db_url: str) -> None:
     """A server that answers but keeps one read waiting (a migration's lock on a table):
