@@ -17,20 +17,25 @@ health check, the app published on loopback only. docs/pubsched.md's ```console 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 import yaml
+from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict
 
 from pubsched.config import Config
 from pubsched.db.urls import database_url
 from pubsched.web.settings import WebSettings
 from support.doc_blocks import fenced_blocks
+from support.pg_server import password_cluster
+from support.services import ServiceUnavailable, services_required
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -229,6 +234,44 @@ def test_a_database_password_with_at_colon_slash_reaches_postgresql_whole() -> N
     db_env = compose["services"]["db"]["environment"]
     assert substituted(db_env["POSTGRES_PASSWORD"], {"PUBSCHED_DB_PASSWORD": password}) \
         == password
+
+
+@pytest.mark.postgres
+def test_composes_settings_log_in_with_that_password_and_back_up(tmp_path: Path) -> None:
+    """The same, for real: compose's two settings (the host ``db:5432`` moved to a
+    throwaway cluster that asks for passwords) let ``pubsched init`` in and ``pubsched
+    backup``'s pg_dump too; the URL with the password in it, as compose had it, does not."""
+    password = "p@ss:w/rd#1?%"
+    try:
+        with password_cluster() as admin:
+            where = conninfo_to_dict(admin)
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(pg_sql.SQL("CREATE ROLE pubsched LOGIN PASSWORD {}").format(
+                    pg_sql.Literal(password)))
+                conn.execute("CREATE DATABASE pubsched OWNER pubsched")
+            compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+            env = {name: substituted(str(value), {"PUBSCHED_DB_PASSWORD": password})
+                   .replace("@db:5432/", f"@{where['host']}:{where['port']}/")
+                   for name, value in compose["services"]["pubsched"]["environment"].items()}
+            base = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("PUBSCHED_", "PG"))}
+            pubsched = str(VENV_BIN / "pubsched")
+            done = subprocess.run([pubsched, "init"], env={**base, **env}, capture_output=True,
+                                  text=True, timeout=120)
+            assert done.returncode == 0, done.stdout + done.stderr
+            done = subprocess.run([pubsched, "backup", str(tmp_path / "pub.dump")],
+                                  env={**base, **env}, capture_output=True, text=True,
+                                  timeout=120)
+            assert done.returncode == 0 and (tmp_path / "pub.dump").stat().st_size > 0, \
+                done.stdout + done.stderr
+            as_before = env["PUBSCHED_DB"].replace("pubsched@", f"pubsched:{password}@")
+            done = subprocess.run([pubsched, "--db", as_before, "init"], env=base,
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode != 0  # the finding: the password broke the URL
+    except ServiceUnavailable as exc:
+        if services_required():
+            pytest.fail(f"no throwaway PostgreSQL cluster: {exc}")
+        pytest.skip(f"no throwaway PostgreSQL cluster: {exc}")
 
 
 def test_the_units_documentation_exists_once_installed_as_documented() -> None:
