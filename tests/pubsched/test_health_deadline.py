@@ -8,10 +8,12 @@ freezes the way a stopped server does (connections accepted, bytes read, nothing
 the app's pooled connections and any new one both hang, which is what held both routes
 for 30 s (or for ever: a read on a pooled connection has no client-side limit). A read
 that would hang runs in a thread here, so that the old code fails the test rather than
-hanging it. PostgreSQL only: a SQLite file has no server to stop."""
+hanging it. On SQLite (a file, no server to stop), that the probes do not open a
+connection each."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import urllib.request
@@ -25,6 +27,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
+from pubsched.db.urls import sqlite_path
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
 from pubsched.web.within import Deadline
@@ -165,3 +168,31 @@ def test_a_read_kept_waiting_on_a_lock_is_one_group_left_out(
     assert found[("pubsched_database_up", ())] == 1
     assert found[("pubsched_metrics_read_errors", (("group", "covers"),))] == 1
     assert found[("pubsched_week_runs", (("state", "SENT"),))] == 0
+
+
+def test_probes_read_on_one_thread_so_sqlite_opens_one_connection(db_url: str) -> None:
+    """Each read runs on its Deadline's own worker, the same thread every time: a store
+    that keeps a connection per thread (SQLite) opens one for the health checks and one
+    for the scrapes, not one more per probe (a health check every 30 s for a month)."""
+    path = sqlite_path(db_url)
+    assert path is not None
+    pub = make_pub(db_url, web=True)
+    try:
+        app = create_app(pub, web_settings(), clock=lambda: NOW)
+        with TestClient(app) as client:
+            assert client.get("/healthz").status_code == 200
+            app.state.metrics.text()
+            before = open_files(path)
+            for _ in range(25):
+                assert client.get("/healthz").status_code == 200
+                assert b"pubsched_database_up 1.0" in app.state.metrics.text()
+            assert open_files(path) == before
+    finally:
+        pub.close()
+
+
+def open_files(path: str) -> int:
+    """How many of this process's file descriptors are open on ``path``."""
+    target = os.path.realpath(path)
+    return sum(1 for fd in os.listdir("/proc/self/fd")
+               if os.path.realpath(f"/proc/self/fd/{fd}") == target)

@@ -10,17 +10,21 @@ deadline for a read, and ``statement_timeout`` is kept by the server, which is w
 not answering. So the read runs in a thread of its own and the caller waits at most
 :data:`DEADLINE` seconds for it.
 
-One read in flight per :class:`Deadline`: a caller that comes while it runs waits for that
-same read (two scrapes in one second share its answer), so a database that never answers
-holds one thread, not one more per probe; and the thread is a daemon, so a read stuck
-forever never holds the process's exit. On PostgreSQL each read also runs under a
-``statement_timeout`` (:func:`bounded`): a server that answers but keeps a read waiting
-on a lock (a migration's ``ALTER TABLE``) frees the thread instead of holding it.
+One read in flight per :class:`Deadline`, on one worker thread of its own that lives as
+long as the process: a caller that comes while a read runs waits for that same read (two
+scrapes in one second share its answer), so a database that never answers holds that one
+thread, not one more per probe; and the same thread reads every time, so a store that
+keeps a connection per thread (SQLite) opens one, not one per probe. The thread is a
+daemon, so a read stuck forever never holds the process's exit. On PostgreSQL each read
+also runs under a ``statement_timeout`` (:func:`bounded`): a server that answers but keeps
+a read waiting on a lock (a migration's ``ALTER TABLE``) frees the thread instead of
+holding it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -39,9 +43,9 @@ STATEMENT_TIMEOUT_MS = 1000
 
 
 class Deadline(Generic[T]):
-    """``read`` run in a thread of its own, at most one at a time; each caller waits for
-    the one in flight at most ``seconds``, then gets :class:`TimeoutError`. A read that
-    raised raises its error in every caller that waited for it."""
+    """``read`` run on a worker thread of its own, at most one at a time; each caller
+    waits for the one in flight at most ``seconds``, then gets :class:`TimeoutError`. A
+    read that raised raises its error in every caller that waited for it."""
 
     def __init__(self, read: Callable[[], T], seconds: float = DEADLINE, *,
                  name: str = "pubsched-deadline") -> None:
@@ -50,23 +54,31 @@ class Deadline(Generic[T]):
         self.name = name
         self._lock = threading.Lock()
         self._flight: Future[T] | None = None
+        self._asked: queue.SimpleQueue[Future[T]] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
 
     def _current(self) -> Future[T]:
-        """The read in flight, or a new one started now."""
+        """The read in flight, or a new one handed to the worker now (which is free: a
+        new read is asked for only once the last one is done)."""
         with self._lock:
             if self._flight is None or self._flight.done():
                 flight: Future[T] = Future()
                 flight.set_running_or_notify_cancel()  # running: no waiter can cancel it
-                threading.Thread(target=self._run, args=(flight,), name=self.name,
-                                 daemon=True).start()
                 self._flight = flight
+                self._asked.put(flight)
+                if self._worker is None:
+                    self._worker = threading.Thread(target=self._work, name=self.name,
+                                                    daemon=True)
+                    self._worker.start()
             return self._flight
 
-    def _run(self, flight: Future[T]) -> None:
-        try:
-            flight.set_result(self.read())
-        except BaseException as exc:  # handed to the callers, who decide what it means
-            flight.set_exception(exc)
+    def _work(self) -> None:
+        while True:
+            flight = self._asked.get()
+            try:
+                flight.set_result(self.read())
+            except BaseException as exc:  # handed to the callers, who decide what it means
+                flight.set_exception(exc)
 
     def __call__(self) -> T:
         """The answer, from a thread (a scrape's); :class:`TimeoutError` after the
