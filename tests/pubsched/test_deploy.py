@@ -185,7 +185,9 @@ def test_the_image_has_a_pg_dump_for_composes_postgresql() -> None:
     (major,) = {int(n) for n in re.findall(r"postgresql-client-(\d+)", runs)}
     assert major == DEBIAN_CLIENT[release]
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
-    server = int(re.fullmatch(r"postgres:(\d+).*", compose["services"]["db"]["image"])[1])
+    image = re.fullmatch(r"postgres:(\d+).*", compose["services"]["db"]["image"])
+    assert image, compose["services"]["db"]["image"]
+    server = int(image[1])
     assert major >= max(server, 15), (major, server)
     assert "install -d -m 0700 -o pubsched -g pubsched /var/lib/pubsched/backups" in runs
 
