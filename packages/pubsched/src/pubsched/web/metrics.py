@@ -5,12 +5,14 @@ Two kinds of figures, each where it is true:
 
 * **read from the database at each scrape** (a collector, so every instance tells the
   same story, whichever one ran the tick or sent the mail): weeks by state, schedule
-  deliveries by status, notices (cover emails, reminders) by kind and status, cover
-  requests by state, the mail log by outcome (``refused`` and ``unknown`` are the mail
-  failures), and the tick's last success, failure and duration (:mod:`pubsched.tick.status`).
-  A database that does not answer is ``pubsched_database_up 0``, not a failed scrape; a
-  group that cannot be read (a hand-edited row) is left out and named in
-  ``pubsched_metrics_read_errors``, the other groups still there;
+  deliveries by status, notices (every email owed) by kind and status, cover requests by
+  state, each known label value there at 0 when nothing is in it; the mail log by outcome
+  (``refused`` and ``unknown`` are the mail failures), and the tick's last success and
+  failure (0: never) and duration (:mod:`pubsched.tick.status`). A database that does not
+  answer within the deadline (:mod:`.within`) is ``pubsched_database_up 0``, not a failed
+  or hung scrape; a group that cannot be read (a hand-edited row, a table locked past the
+  statement timeout) is left out and named in ``pubsched_metrics_read_errors``, the other
+  groups still there;
 * **measured in this process**: request latency and counts by route template
   (``/admin/weeks/{week}``, never a tender's token) and method, and status.
 
