@@ -4,8 +4,12 @@
 # that is not root; the container runs the same two commands as a machine does (tests/pubsched/test_wheel.py
 # runs this CMD against the same wheel): `pubsched init`, then `pubsched serve`.
 # Serving beyond loopback needs a real PUBSCHED_SECRET (`pubsched secret new`).
+# `pubsched backup` on PostgreSQL runs pg_dump, which must be of the server's major version
+# or newer: the image has Debian trixie's postgresql-client-17 (it dumps PostgreSQL 17 and
+# every older server, compose.yaml's 16 included). /var/lib/pubsched is a volume in
+# compose.yaml; the backups go to /var/lib/pubsched/backups (owner only).
 
-FROM python:3.11-slim AS build
+FROM python:3.11-slim-trixie AS build
 WORKDIR /src
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends git \
     && rm -rf /var/lib/apt/lists/*
@@ -13,12 +17,15 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends git \
 COPY . ./
 RUN pip wheel --no-cache-dir --no-deps -w /dist packages/rowstate packages/pubsched
 
-FROM python:3.11-slim
+FROM python:3.11-slim-trixie
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN useradd --system --uid 10001 --create-home --home-dir /var/lib/pubsched pubsched
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql-client-17 \
+    && rm -rf /var/lib/apt/lists/*
+RUN useradd --system --uid 10001 --create-home --home-dir /var/lib/pubsched pubsched \
+    && install -d -m 0700 -o pubsched -g pubsched /var/lib/pubsched/backups
 COPY --from=build /dist/ /tmp/dist/
 RUN pip install /tmp/dist/*.whl && rm -rf /tmp/dist
 USER pubsched

@@ -24,7 +24,7 @@ DOCS = ROOT / "docs"
 RUN_ELSEWHERE = {"dataset_lifecycle.md"}  # its own test, on PostgreSQL (see above)
 PAGES = sorted(p.name for p in DOCS.glob("*.md") if p.name not in RUN_ELSEWHERE)
 # what a block that is not run may be: each a language a reader (and a highlighter) knows
-NOT_RUN = {"text", "sh", "console", "json", "cron", "ini", "sql", "nginx", "caddy"}
+NOT_RUN = {"text", "sh", "console", "json", "cron", "ini", "sql", "nginx", "caddy", "yaml"}
 
 
 @pytest.mark.parametrize("page", ["README.md", *(f"docs/{p}" for p in PAGES)])

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,13 @@ from starlette.testclient import TestClient
 from pubsched.cli.dispatch import run as cli_run
 from pubsched.deliveries import outbox as notices
 from pubsched.engines import actions
+from pubsched.machine import COVER_STATES
 from pubsched.pub import Pub
 from pubsched.tick.run import STEP_FAILED
 from pubsched.tick.status import run_tick
 from pubsched.web.app import create_app
 from pubsched.week.submissions import submit
+from support.promtool import promtool_says
 from support.pub_web import login, people, web_settings
 from support.pubs import NOW, WEEK
 from support.services import free_port, http_answers, wait_for_process
@@ -74,8 +77,8 @@ def test_the_database_figures_and_the_requests(pub: Pub, client: TestClient) -> 
     assert reply.headers["content-type"].startswith("text/plain")
     found = samples(reply.text)
     assert found[("pubsched_database_up", ())] == 1
-    assert found[("pubsched_weeks", (("state", "COLLECTING"),))] == 1
-    assert found[("pubsched_weeks", (("state", "SENT"),))] == 0
+    assert found[("pubsched_week_runs", (("state", "COLLECTING"),))] == 1
+    assert found[("pubsched_week_runs", (("state", "SENT"),))] == 0
     assert found[("pubsched_deliveries", (("status", "sent"),))] == 0
     # the tick's reminders (pubsched.tick.reminders) dropped it: shift 1 has no tender on it
     assert found[("pubsched_notices", (("kind", "remind_shift"), ("status", "dropped")))] == 1
@@ -104,12 +107,33 @@ def test_a_failed_tick_is_recorded_as_a_failure(pub: Pub, client: TestClient) ->
     assert any(v.reason == STEP_FAILED and "soon" in str(v.failed) for v in said)
     assert login(client).status_code == 303
     found = samples(client.get("/admin/metrics").text)
-    assert ("pubsched_tick_last_failure_timestamp_seconds", ()) in found
-    assert ("pubsched_tick_last_success_timestamp_seconds", ()) not in found
+    assert found[("pubsched_tick_last_failure_timestamp_seconds", ())] == NOW.timestamp()
+    assert found[("pubsched_tick_last_success_timestamp_seconds", ())] == 0  # never
     # the unreadable week hides the weeks' figures, and only those, and says so
     assert found[("pubsched_database_up", ())] == 1
     assert found[("pubsched_metrics_read_errors", (("group", "weeks"),))] == 1
     assert ("pubsched_deliveries", (("status", "sent"),)) in found
+
+
+def test_every_known_label_is_a_series_from_the_start_and_promtool_agrees(
+        pub: Pub, client: TestClient) -> None:
+    """Before any cover, email or tick: each cover state and each kind and status of email
+    is a 0 (a series that appears only when non-zero cannot be rated or alerted on), and
+    both tick times are 0 ("never"), so the stale-tick alert has a series to read."""
+    assert login(client).status_code == 303
+    text = client.get("/admin/metrics").text
+    found = samples(text)
+    for state in COVER_STATES:
+        assert found[("pubsched_cover_requests", (("state", state),))] == 0
+    for kind in ("schedule", "cover_offer", "cover_taken", "remind_shift", "invite"):
+        for status in ("pending", "sent", "failed", "in_flight", "dropped"):
+            assert found[("pubsched_notices", (("kind", kind), ("status", status)))] == 0
+    assert found[("pubsched_tick_last_failure_timestamp_seconds", ())] == 0
+    assert found[("pubsched_tick_last_success_timestamp_seconds", ())] == 0
+    assert ("pubsched_tick_last_duration_seconds", ()) not in found  # no tick has run
+    linted = promtool_says("check", "metrics", stdin=text)
+    assert linted.returncode == 0 and not (linted.stdout + linted.stderr).strip(), \
+        linted.stdout + linted.stderr
 
 
 def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
@@ -134,13 +158,19 @@ def test_serve_metrics_port_and_json_logs(tmp_path: Path) -> None:
             pass
         found = samples(text)
         assert found[("pubsched_database_up", ())] == 1
-        assert found[("pubsched_weeks", (("state", "DRAFT"),))] == 0
+        linted = promtool_says("check", "metrics", stdin=text)  # the real scrape
+        assert linted.returncode == 0, linted.stdout + linted.stderr
+        assert found[("pubsched_week_runs", (("state", "DRAFT"),))] == 0
     finally:
         server.send_signal(signal.SIGTERM)
         out, _ = server.communicate(timeout=30)
     lines = [line for line in out.splitlines() if line.strip()]
     records = [json.loads(line) for line in lines]  # every line is a JSON record
     assert {"time", "level", "logger", "message"} <= set(records[0])
+    for record in records:  # the time with its zone; no colour codes, no colour copy
+        assert datetime.fromisoformat(record["time"]).utcoffset() is not None, record
+        assert "color_message" not in record, record
+    assert "\x1b" not in out and "\\u001b" not in out
     said = " ".join(r["message"] for r in records)
     assert "serving http://127.0.0.1" in said and f"127.0.0.1:{scrape}/metrics" in said
     assert any(r["logger"] == "uvicorn.access" and "/healthz" in r["message"]

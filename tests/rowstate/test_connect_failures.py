@@ -183,40 +183,17 @@ async def test_a_role_that_does_not_exist_is_a_connect_error(
 
 @pytest.fixture(scope="module")
 def password_cluster() -> Iterator[str]:
-    """The admin URL of a throwaway cluster of our own that asks TCP clients for a password
-    (scram-sha-256; its socket stays trusted for the setup): the shared server trusts
-    loopback, where no password is ever wrong."""
-    from support.pg_server import start_postgres
+    """A cluster that asks for passwords (:func:`support.pg_server.password_cluster`)."""
+    from support.pg_server import password_cluster
 
     try:
-        server = start_postgres()
+        with password_cluster() as admin:
+            yield admin
     except ServiceUnavailable as exc:
         why = f"no throwaway PostgreSQL cluster for the password test: {exc}"
         if services_required():
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
-    try:
-        assert server.data_dir is not None and server.port is not None
-        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-            conn.execute("ALTER ROLE postgres PASSWORD 'admin'")
-            hba = conn.execute("SHOW hba_file").fetchone()
-            assert hba is not None
-            Path(hba[0]).write_text("local all all trust\n"
-                                    f"host all all {LOCALHOST}/32 scram-sha-256\n")
-            conn.execute("SELECT pg_reload_conf()")
-        admin = _url(server.admin_dsn, password="admin")
-        for _ in range(50):  # the reload is asynchronous: until a wrong password is refused
-            try:
-                psycopg.connect(_url(server.admin_dsn, password="wrong"),
-                                connect_timeout=5).close()
-            except psycopg.OperationalError:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the cluster still trusts loopback after its pg_hba was rewritten")
-        yield admin
-    finally:
-        server.stop()
 
 
 @pytest.mark.postgres

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -363,6 +363,40 @@ def start_postgres(
         raise
     atexit.register(server.stop)
     return server
+
+
+@contextlib.contextmanager
+def password_cluster() -> Iterator[str]:
+    """The admin URL (password ``admin``) of a throwaway cluster of our own that asks TCP
+    clients for a password (scram-sha-256; its socket stays trusted for the setup): the
+    shared server trusts loopback, where no password is ever wrong. ServiceUnavailable
+    when no cluster can be started; stopped on leaving."""
+    server = start_postgres()
+    try:
+        assert server.data_dir is not None and server.port is not None
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            conn.execute("ALTER ROLE postgres PASSWORD 'admin'")
+            hba = conn.execute("SHOW hba_file").fetchone()
+            assert hba is not None
+            Path(hba[0]).write_text("local all all trust\n"
+                                    f"host all all {LOCALHOST}/32 scram-sha-256\n")
+            conn.execute("SELECT pg_reload_conf()")
+        admin = make_conninfo(server.admin_dsn, password="admin")
+        wrong = make_conninfo(server.admin_dsn, password="wrong")
+
+        def refused() -> bool:  # the reload is asynchronous: until a wrong one is refused
+            try:
+                psycopg.connect(wrong, connect_timeout=5).close()
+            except psycopg.OperationalError:
+                return True
+            return False
+
+        if not wait_until(refused, timeout=5, interval=0.1):
+            raise ServiceUnavailable("the cluster still trusts loopback after its pg_hba "
+                                     "was rewritten")
+        yield admin
+    finally:
+        server.stop()
 
 
 def start_embedded_postgres() -> PostgresServer:

@@ -284,10 +284,10 @@ def story(n: Narrator, db_url: str, inbox: Inbox) -> None:
     n.run("weeks", now=False)
 
     print(f"\nThe demo's database is kept at {db_url}. To look at it in the web admin:\n"
-          f"   PUBSCHED_DB={db_url} PUBSCHED_ADMIN_PASSWORD=demo PUBSCHED_INSECURE_COOKIES=1 "
-          f"{_script()} serve\n"
+          f"   PUBSCHED_DB={db_url} PUBSCHED_ADMIN_PASSWORD=demo-password "
+          f"PUBSCHED_INSECURE_COOKIES=1 {_script()} serve\n"
           f"then open {WEB_ADDRESS}admin/weeks/{week} and log in as admin with the password "
-          "'demo'.",
+          "'demo-password'.",
           file=n.out)
 
 

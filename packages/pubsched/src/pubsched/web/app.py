@@ -4,7 +4,8 @@ its pages.
 Routes (``/admin`` needs the operator's session; everything else is public)::
 
     GET  /                               -> /admin/
-    GET  /healthz                        {"ok": true} when the database answers (no login)
+    GET  /healthz                        {"ok": true} when the database answers (no login);
+                                         503 within 2 s when it does not (within.py)
     GET  /static/...                     the stylesheet, the script, the vendored mermaid.js
     GET  /admin/login   POST /admin/login   POST /admin/logout        login.py
     GET  /admin/                         the weeks, and a form to open a new one  admin.py
@@ -86,6 +87,7 @@ from .template import TemplatePages
 from .tender import TenderPages
 from .tender_covers import TenderCovers
 from .tenders import TenderAdmin
+from .within import Deadline, database_answers
 
 log = logging.getLogger("pubsched.web")
 
@@ -159,11 +161,15 @@ def create_app(pub: Pub, settings: WebSettings, *,
     async def root(request: Request) -> Response:
         return RedirectResponse(ADMIN_PATH + "/", status_code=303)
 
+    probe = Deadline(lambda: database_answers(pub), name="pubsched-healthz")
+
     async def healthz(request: Request) -> Response:
+        """503 within 2 s when the database does not answer (:mod:`.within`)."""
         try:
-            await site.run(pub.query, "SELECT 1 AS ok")
+            await probe.answer()
         except Exception as exc:  # the database is down: say so, without a trace
-            log.warning("healthz: database: %s", exc)
+            log.warning("healthz: database: %s",
+                        str(exc) or f"no answer within {probe.seconds} s")
             return JSONResponse({"ok": False, "database": "unreachable"}, status_code=503)
         return JSONResponse({"ok": True, "database": "ok"})
 

@@ -5,12 +5,14 @@ Two kinds of figures, each where it is true:
 
 * **read from the database at each scrape** (a collector, so every instance tells the
   same story, whichever one ran the tick or sent the mail): weeks by state, schedule
-  deliveries by status, notices (cover emails, reminders) by kind and status, cover
-  requests by state, the mail log by outcome (``refused`` and ``unknown`` are the mail
-  failures), and the tick's last success, failure and duration (:mod:`pubsched.tick.status`).
-  A database that does not answer is ``pubsched_database_up 0``, not a failed scrape; a
-  group that cannot be read (a hand-edited row) is left out and named in
-  ``pubsched_metrics_read_errors``, the other groups still there;
+  deliveries by status, notices (every email owed) by kind and status, cover requests by
+  state, each known label value there at 0 when nothing is in it; the mail log by outcome
+  (``refused`` and ``unknown`` are the mail failures), and the tick's last success and
+  failure (0: never) and duration (:mod:`pubsched.tick.status`). A database that does not
+  answer within the deadline (:mod:`.within`) is ``pubsched_database_up 0``, not a failed
+  or hung scrape; a group that cannot be read (a hand-edited row, a table locked past the
+  statement timeout) is left out and named in ``pubsched_metrics_read_errors``, the other
+  groups still there;
 * **measured in this process**: request latency and counts by route template
   (``/admin/weeks/{week}``, never a tender's token) and method, and status.
 
@@ -46,35 +48,54 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..db.instants import instant
 from ..deliveries.outbox import STATUS
-from ..machine import STATES
+from ..machine import COVER_STATES, STATES
 from ..pub import Pub
+from ..tick.run import COMPOSERS
 from ..tick.status import last
+from ..week.send import KIND as SCHEDULE
 from ..week.view import weeks_list
+from .within import Deadline, bounded, database_answers
 
 log = logging.getLogger("pubsched.metrics")
 MAIL_OUTCOMES = ("delivered", "refused", "unknown")
 # the mail machine's edge each outcome finishes through (pubsched.deliveries.machine)
 _OUTCOME_OF_EDGE = {"send": "delivered", "refuse": "refused", "lose": "unknown"}
+#: every kind of email the pub owes: the schedule, and each the tick delivers
+MAIL_KINDS = tuple(sorted({SCHEDULE, *COMPOSERS}))
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class PubCollector(Collector):
-    """The figures read from the database (module docstring), at each scrape."""
+    """The figures read from the database (module docstring), at each scrape, within
+    :data:`pubsched.web.within.DEADLINE`: every read of one scrape runs in one
+    :class:`~pubsched.web.within.Deadline` (scrapes that meet share it), so a database
+    that does not answer in time is ``pubsched_database_up 0`` at once, the process's own
+    figures still there, and never a scrape that hangs."""
 
     def __init__(self, pub: Pub) -> None:
         self.pub = pub
+        self.reads: Deadline[list[Metric]] = Deadline(self._read, name="pubsched-metrics")
 
     def collect(self) -> Iterator[Metric]:
         up = GaugeMetricFamily("pubsched_database_up",
-                               "1 when the database answered this scrape")
+                               "1 when the database answered this scrape in time")
         try:
-            self.pub.query("SELECT 1 AS ok")
-        except Exception:  # a scrape must say the database is down, not fail
+            found = self.reads()
+        except Exception as exc:  # a scrape must say the database is down, not fail
+            why = str(exc) or f"no answer within {self.reads.seconds} s"
+            log.warning("metrics: the database did not answer: %s", why)
             up.add_metric([], 0)
             yield up
             return
         up.add_metric([], 1)
         yield up
+        yield from found
+
+    def _read(self) -> list[Metric]:
+        """Every group, each in a bounded unit of its own; raises when the database does
+        not answer at all (``SELECT 1``)."""
+        database_answers(self.pub)
+        found: list[Metric] = []
         failed = GaugeMetricFamily("pubsched_metrics_read_errors", "1 for a group of "
                                    "figures that could not be read this scrape (its "
                                    "figures are left out; the log says why)",
@@ -83,16 +104,18 @@ class PubCollector(Collector):
                             ("notices", self._notices), ("covers", self._covers),
                             ("mail", self._mail), ("tick", self._tick)):
             try:
-                found = list(read())
+                with bounded(self.pub):
+                    found += read()
             except Exception:  # one unreadable row must not hide every other figure
                 log.exception("metrics: reading %s failed", group)
                 failed.add_metric([group], 1)
-                continue
-            yield from found
-        yield failed
+        found.append(failed)
+        return found
 
     def _weeks(self) -> Iterator[Metric]:
-        weeks = GaugeMetricFamily("pubsched_weeks", "weeks by state", labels=["state"])
+        # not ``pubsched_weeks``: promtool takes a name's "weeks" for a unit of time
+        weeks = GaugeMetricFamily("pubsched_week_runs", "the pub's weeks (one run of the "
+                                  "schedule each), by state", labels=["state"])
         states = [str(w["state"]) for w in weeks_list(self.pub)]
         for state in STATES:
             weeks.add_metric([state], states.count(state))
@@ -116,23 +139,27 @@ class PubCollector(Collector):
     def _notices(self) -> Iterator[Metric]:
         if not self.pub.schema.mail:
             return
-        owed = GaugeMetricFamily("pubsched_notices", "cover emails and reminders by kind "
-                                 "and status", labels=["kind", "status"])
-        for (kind, state), n in _counts(self.pub.query(
-                "SELECT kind, state, COUNT(*) AS n FROM pub_mail GROUP BY kind, state"),
-                "kind", "state").items():
-            owed.add_metric([kind, STATUS.get(state, state)], n)
+        owed = GaugeMetricFamily("pubsched_notices", "every email the pub owes, by kind "
+                                 "and status (each known pair, 0 included)",
+                                 labels=["kind", "status"])
+        counted: dict[tuple[str, ...], int] = {
+            (kind, STATUS.get(state, state)): n for (kind, state), n in _counts(
+            self.pub.query("SELECT kind, state, COUNT(*) AS n FROM pub_mail "
+                           "GROUP BY kind, state"), "kind", "state").items()}
+        statuses = tuple(STATUS.values())
+        for pair in _every(((k, st) for k in MAIL_KINDS for st in statuses), counted):
+            owed.add_metric(list(pair), counted.get(pair, 0))
         yield owed
 
     def _covers(self) -> Iterator[Metric]:
         if not self.pub.schema.covers:
             return
-        covers = GaugeMetricFamily("pubsched_cover_requests", "cover requests by state",
-                                   labels=["state"])
-        for (state,), n in _counts(self.pub.query(
-                "SELECT state, COUNT(*) AS n FROM pub_covers GROUP BY state"),
-                "state").items():
-            covers.add_metric([state], n)
+        covers = GaugeMetricFamily("pubsched_cover_requests", "cover requests by state "
+                                   "(each state, 0 included)", labels=["state"])
+        counted = _counts(self.pub.query(
+            "SELECT state, COUNT(*) AS n FROM pub_covers GROUP BY state"), "state")
+        for (state,) in _every(((st,) for st in COVER_STATES), counted):
+            covers.add_metric([state], counted.get((state,), 0))
         yield covers
 
     def _mail(self) -> Iterator[Metric]:
@@ -155,19 +182,32 @@ class PubCollector(Collector):
         yield mail
 
     def _tick(self) -> Iterator[Metric]:
-        record = last(self.pub)
+        """Both times always (0: never yet), so an alert on them has a series to read
+        from the first scrape; the duration once a tick has run."""
+        record = last(self.pub) or {}
         for name, column, help_text in (
                 ("pubsched_tick_last_success_timestamp_seconds", "last_success_at",
-                 "when the last tick finished (Unix time)"),
+                 "when the last tick finished (Unix time; 0: no tick yet)"),
                 ("pubsched_tick_last_failure_timestamp_seconds", "last_failure_at",
-                 "when a tick last raised (Unix time)"),
-                ("pubsched_tick_last_duration_seconds", "last_duration_seconds",
-                 "how long the last tick took")):
-            value = None if record is None else record.get(column)
-            if value is not None:
-                gauge = GaugeMetricFamily(name, help_text)
-                gauge.add_metric([], _seconds(value))
-                yield gauge
+                 "when a tick last raised (Unix time; 0: none has)")):
+            gauge = GaugeMetricFamily(name, help_text)
+            value = record.get(column)
+            gauge.add_metric([], 0.0 if value is None else _seconds(value))
+            yield gauge
+        if record.get("last_duration_seconds") is not None:
+            gauge = GaugeMetricFamily("pubsched_tick_last_duration_seconds",
+                                      "how long the last tick took")
+            gauge.add_metric([], _seconds(record["last_duration_seconds"]))
+            yield gauge
+
+
+def _every(known: Iterable[tuple[str, ...]], counted: Mapping[tuple[str, ...], int]
+           ) -> list[tuple[str, ...]]:
+    """Every known label value (or pair), then any other the database holds (a kind of an
+    older version): a value with nothing in it is a 0, never a series that comes and goes,
+    which a rate or an alert cannot read."""
+    listed = list(known)
+    return listed + sorted(set(counted) - set(listed))
 
 
 def _counts(rows: Iterable[Mapping[str, Any]], *keys: str) -> dict[tuple[str, ...], int]:
