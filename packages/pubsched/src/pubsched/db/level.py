@@ -45,6 +45,7 @@ class SchemaLevel:
     usual: bool = _since("0046")          # pub_usual, pub_availability.source
     tick_status: bool = _since("0047")    # pub_tick_status: the tick's own record
     mail: bool = _since("0050")           # pub_mail (0049), the schedule's mail in it (0050)
+    handover: bool = _since("0055")       # pub_mail.handover_at, pub_calendar_sequences
 
     @classmethod
     def of(cls, applied: Iterable[str]) -> SchemaLevel:

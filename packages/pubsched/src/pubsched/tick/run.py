@@ -33,6 +33,7 @@ from ..engines import operator_notes
 from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..people import invite
+from ..week import send
 from ..pub import Pub, utc
 from ..verdicts import Verdict
 from . import reminders
@@ -40,6 +41,9 @@ from . import reminders
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS,
                                              **operator_notes.COMPOSERS, **invite.COMPOSERS}
+# every kind of mail there is: the operator's resend of one of unknown fate
+# (:mod:`pubsched.deliveries.resend`) writes it again; the schedule is the week's send's
+EVERY_COMPOSER: Mapping[str, outbox.Composer] = {**COMPOSERS, **send.COMPOSERS}
 
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:

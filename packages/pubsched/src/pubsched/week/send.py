@@ -35,7 +35,7 @@ from .. import machine
 from ..deliveries import legacy_record
 from ..deliveries.deliver import Sender, claim_owed, sweep_lost
 from ..deliveries.machine import REFUSED, SENT
-from ..deliveries.outbox import Mail, NotSentYet, listed, owe, to_tender
+from ..deliveries.outbox import Composer, Mail, NotSentYet, listed, owe, to_tender
 from ..mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
 from ..people import links
 from ..people.tenders import all_tenders
@@ -138,6 +138,24 @@ def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
                                 links=tender_links)
     except ValueError as exc:
         return f"cannot be addressed, fix the tender: {exc}"
+
+
+def compose_again(pub: Pub, mail: Mail, at: datetime) -> Outgoing | None:
+    """A tender's schedule email written again from the roster now (the operator's resend
+    of one of unknown fate, :mod:`pubsched.deliveries.resend`): None when they are no
+    longer on that week's roster."""
+    week = mail.about
+    roster, own, people = roster_lines(pub, week)
+    if mail.tender_id not in people:
+        return None
+    made = _composed(roster, people[mail.tender_id], own[mail.tender_id], pub, at)
+    if isinstance(made, str):
+        raise NotSentYet(made)
+    return made
+
+
+COMPOSERS: dict[str, Composer] = {
+    KIND: compose_again}
 
 
 def failure_text(result: dict[str, Any]) -> str:
