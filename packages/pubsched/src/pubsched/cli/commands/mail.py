@@ -25,12 +25,11 @@ def cmd_mail_unknown(ctx: Context, args: argparse.Namespace) -> int:
     tz = pub.config.tz
     code = listing(ctx, args.json, [m.as_json() for m in found],
                    "no email of unknown fate: every email was delivered, refused, or waits "
-                   "its turn", ("id", "what", "to", "subject", "owed", "why"),
-                   lambda m: (str(m["id"]), m["what"], _to(m), m["subject"] or "",
-                              _local(m["owed_at"], tz), m["error"] or ""))
+                   "its turn", ("id", "what", "to", "owed"),
+                   lambda m: (str(m["id"]), m["what"], _to(m), _local(m["owed_at"], tz)))
     if found and not args.json:
         ctx.say(f"Times are {zone_words(tz, [m.owed_at for m in found])}. Each may have "
-                "arrived; `pubsched mail resend ID` sends one again.")
+                "arrived; `pubsched mail resend ID` sends one again (--json: each one's subject and what went wrong).")
     return code
 
 
