@@ -37,7 +37,7 @@ from ..deliveries.deliver import Sender, claim_owed, sweep_lost
 from ..deliveries.machine import REFUSED, SENT
 from ..deliveries.outbox import Composer, Mail, NotSentYet, listed, owe, to_tender
 from ..mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
-from ..people import links
+from ..people import links, sequences
 from ..people.tenders import all_tenders
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
@@ -135,7 +135,8 @@ def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
             pub.config, int(person["tender_id"]), int(person["link_version"]))
         return compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
                                 shift_ids, settings=pub.config.mail, now=now,
-                                links=tender_links)
+                                links=tender_links,
+                                sequences=sequences.current(pub, int(person["tender_id"])))
     except ValueError as exc:
         return f"cannot be addressed, fix the tender: {exc}"
 
