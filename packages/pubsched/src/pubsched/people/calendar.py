@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from icalendar import Calendar, Event, vCalAddress
+from icalendar import Calendar, Event, vCalAddress, vDuration
 
 PRODID = "-//rowstate//pubsched//EN"
 UID_DOMAIN = "pubsched"
@@ -95,7 +95,7 @@ def feed_calendar(
     calendar = _calendar("PUBLISH")
     calendar.add("x-wr-calname", organizer.name)
     calendar.add("refresh-interval", REFRESH, parameters={"VALUE": "DURATION"})
-    calendar.add("x-published-ttl", REFRESH)
+    calendar.add("x-published-ttl", vDuration(REFRESH))
     for week_of, shift_id, summary, starts_at, ends_at in events:
         calendar.add_component(_published(week_of, shift_id, tender_email, summary,
                                           starts_at, ends_at, stamp=stamp,
