@@ -113,6 +113,32 @@ def _note(pub: Pub, mail: outbox.Mail, now: datetime) -> Outgoing:
     return Outgoing(Recipient(OPERATOR, "Boss"), OPERATOR, message)
 
 
+def _at_once(pubs: list[Pub], lost_id: int) -> list[Any]:
+    """Two resends of email ``lost_id`` and a tick's deliveries, one thread each (each
+    pub its own store), released together."""
+    barrier = threading.Barrier(3)
+    out: list[Any] = [None] * 3
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            if i < 2:
+                out[i] = resend(pubs[i], lost_id, {KIND: _note}, NOW)
+            else:
+                out[i] = deliver(pubs[i], {KIND: _note}, NOW)
+        except BaseException as exc:  # pragma: no cover - shown by the assert
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    return out
+
+
 @pytest.mark.both_databases("two resends and a tick claim one email at once")
 def test_two_resends_and_a_tick_at_once_send_it_once(db_url: str,
                                                      smtp: SmtpTestServer) -> None:
@@ -126,26 +152,7 @@ def test_two_resends_and_a_tick_at_once_send_it_once(db_url: str,
             deliver(pubs[0], {KIND: _note}, NOW)
             smtp.clear_faults()
             [lost] = [m for m in unknown(pubs[0]) if m.about == about]
-            barrier = threading.Barrier(3)
-            out: list[Any] = [None] * 3
-            errors: list[BaseException] = []
-
-            def run(i: int, lost_id: int = lost.id) -> None:
-                try:
-                    barrier.wait()
-                    if i < 2:
-                        out[i] = resend(pubs[i], lost_id, {KIND: _note}, NOW)
-                    else:
-                        out[i] = deliver(pubs[i], {KIND: _note}, NOW)
-                except BaseException as exc:  # pragma: no cover - shown by the assert
-                    errors.append(exc)
-
-            threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
-            assert not errors, errors
+            out = _at_once(pubs, lost.id)
             sent = [m for m in smtp.accepted if str(m.message["Subject"]) == f"note {about}"]
             assert len(sent) == 1, (round_, out)  # the resend's, once
             assert sorted(v.applied for v in out[:2]) == [False, True], out

@@ -288,7 +288,7 @@ def compose_cover(
                                   [(shift.id, summary, shift.starts_at, shift.ends_at)],
                                   stamp=now, organizer=organizer(settings),
                                   location=settings.pub_address,
-                                  sequences={shift.id: sequence})
+                                  sequences={int(shift.id): sequence})
         else:
             ics = cancelled_calendar(facts.week_of, shift.id, recipient.email, summary,
                                      shift.starts_at, shift.ends_at, stamp=now,

@@ -63,10 +63,10 @@ import re
 import smtplib
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.policy import SMTP as SMTP_POLICY
 from types import TracebackType
-from collections.abc import Callable
 from typing import Protocol, Self
 
 from .compose import Outgoing, Recipient

@@ -33,9 +33,9 @@ from ..engines import operator_notes
 from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..people import invite
-from ..week import send
 from ..pub import Pub, utc
 from ..verdicts import Verdict
+from ..week import send
 from . import reminders
 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)

@@ -72,8 +72,8 @@ from .cutover import CutoverPages
 from .hours import HoursPages
 from .limits import BodyLimit
 from .login import Login
-from .mail import MailPages
 from .logs import loggable_path
+from .mail import MailPages
 from .metrics import Metrics, RequestMetrics, route_templates
 from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages

@@ -29,7 +29,8 @@ def cmd_mail_unknown(ctx: Context, args: argparse.Namespace) -> int:
                    lambda m: (str(m["id"]), m["what"], _to(m), _local(m["owed_at"], tz)))
     if found and not args.json:
         ctx.say(f"Times are {zone_words(tz, [m.owed_at for m in found])}. Each may have "
-                "arrived; `pubsched mail resend ID` sends one again (--json: each one's subject and what went wrong).")
+                "arrived; `pubsched mail resend ID` sends one again (--json: each one's "
+                "subject and what went wrong).")
     return code
 
 
