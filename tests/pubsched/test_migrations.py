@@ -174,6 +174,11 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "sent_at": ("TIME", False), "error": ("TEXT", False), "address": ("TEXT", False),
         "subject": ("TEXT", False), "acting_at": ("TIME", False),
         "acting_kind": ("TEXT", False), "acting_token": ("BIGINT", True),
+        "handover_at": ("TIME", False),  # 0055
+    },
+    "pub_calendar_sequences": {  # 0055
+        "tender_id": ("INTEGER", True), "shift_id": ("INTEGER", True),
+        "sequence": ("INTEGER", True),
     },
     "pub_covers": {  # 0045
         "id": ("BIGINT", True), "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),
