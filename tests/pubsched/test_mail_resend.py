@@ -7,10 +7,14 @@ each with its own store)."""
 from __future__ import annotations
 
 import html
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 from collections import Counter
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from typing import Any
 
@@ -20,12 +24,15 @@ from starlette.testclient import TestClient
 from pubsched import covers
 from pubsched.deliveries import outbox
 from pubsched.deliveries.deliver import deliver
+from pubsched.deliveries.machine import SEND_TTL
 from pubsched.deliveries.resend import resend, unknown
+from pubsched.engines import actions
 from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.people import invite
 from pubsched.pub import Pub
-from pubsched.tick.run import EVERY_COMPOSER
+from pubsched.tick.run import EVERY_COMPOSER, tick
 from pubsched.web.app import create_app
+from pubsched.week.view import week_show
 from support.pub_cli import Cli, use_env
 from support.pub_covers import THU, email, sent_week
 from support.pub_web import login, web_settings
@@ -194,3 +201,60 @@ def test_the_mail_page_lists_it_and_its_resend_button_sends_it_once(
             assert _got(smtp) - before == Counter({email("ann"): 1})
     finally:
         pub.close()
+
+
+# the real ``week send`` command, stopped at its second recipient's handover (its email
+# claimed, not a byte of it sent), for the SIGKILL
+SEND_STOPPED_BEFORE_THE_SECOND_HANDOVER = """
+import sys, time
+from pubsched.cli.dispatch import run
+from pubsched.deliveries import deliver
+real, calls = deliver.Sender.hand_over, []
+def stop(self, outgoing, handing_over=None):
+    calls.append(outgoing)
+    if len(calls) == 2:
+        print("claimed " + outgoing.envelope_to, flush=True)
+        time.sleep(120)
+    return real(self, outgoing, handing_over)
+deliver.Sender.hand_over = stop
+run(sys.argv[1:])
+"""
+
+
+@pytest.mark.both_databases("a send killed holding a recipient's claim")
+def test_a_send_killed_before_a_handover_whose_retry_ends_sent_leaves_it_to_the_tick(
+        pub: Pub, db_url: str, smtp: SmtpTestServer) -> None:
+    """The send dies holding Bob's claim; its retry comes once the week's send lease is
+    past but while Bob's claim is still live, so it counts him uncertain and ends SENT.
+    Once his claim is past too, the tick sends him the schedule, once."""
+    sent_week(pub, send=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")}
+    env.update(smtp.env(PUBSCHED_MAIL_FROM="pub@pub.test", PUBSCHED_OPERATOR_EMAIL=OPERATOR))
+    child = subprocess.Popen(
+        [sys.executable, "-c", SEND_STOPPED_BEFORE_THE_SECOND_HANDOVER, "--db", db_url,
+         "week", "send", WEEK, "--now", NOW.isoformat()],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline().strip() == f"claimed {email('bob')}"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.communicate(timeout=30)
+    assert _got(smtp) == Counter({email("ann"): 1})
+    old = datetime.now(UTC) - timedelta(seconds=SEND_TTL + 5)
+    with pub.atomic() as tx:  # the week's send lease is past; Bob's claim is not yet
+        tx.execute("UPDATE pub_schedule_runs SET acting_at = %s WHERE week_of = %s",
+                   [old, WEEK])
+    retried = actions.perform(pub, "send", WEEK, now=NOW)
+    assert retried.applied and retried.detail["uncertain"] == [email("bob")], retried
+    assert _got(smtp) == Counter({p: 1 for p in map(email, ("ann", "cat", "dan", "eve"))})
+    tick(pub, NOW)  # Bob's claim is still live: left to its (dead) sender
+    assert email("bob") not in _got(smtp)
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_mail SET acting_at = %s WHERE acting_at IS NOT NULL", [old])
+    tick(pub, NOW)
+    tick(pub, NOW)
+    assert _got(smtp) == Counter({p: 1 for p in map(email, ("ann", "bob", "cat", "dan",
+                                                            "eve"))})
+    shown = {d["email"]: d["status"] for d in week_show(pub, WEEK)["deliveries"]}
+    assert shown[email("bob")] == "sent" and set(shown.values()) == {"sent"}

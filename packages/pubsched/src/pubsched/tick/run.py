@@ -8,15 +8,16 @@ The engine's tick runs fenced by the flag it chose its engine by
 (:func:`pubsched.engines.choose.chosen`): a tick racing a flip lands before it, or is
 refused (FLAG_CHANGED) and writes nothing more.
 
-Then, whatever engine runs the weeks, what is not the engine's (it moves no week, so it
-runs outside the fence): the cover requests whose shift has started end
+Then, whatever engine runs the weeks, what is not the engine's (it moves no week, so it runs
+outside the fence): the cover requests whose shift has started end
 (:func:`pubsched.covers.expire_due`, the cover machine's own timed edge); the reminders due
 now are owed (:func:`pubsched.tick.reminders.owe`: what the engine's tick just did, a roster
 made, is seen by the same tick); and every email still owed is delivered
 (:func:`pubsched.deliveries.deliver.deliver` with :data:`COMPOSERS`): the ones a command or
 a page left behind (a crash after its commit, SMTP down), the ones refused before, and the
-ones this tick just owed. On a database at the legacy schema (before 0045: no cover
-requests, no outbox) the tick is the engine's alone, as it was.
+ones this tick just owed, and a schedule email of a sent week that its send's sender died
+holding (:func:`pubsched.week.send.deliver_stranded`). On a database at the legacy schema
+(before 0045: no cover requests, no outbox) the tick is the engine's alone, as it was.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
     if pub.schema.mail:  # cover requests (0045) and the mail machine (0049)
         out += covers.expire_due(pub, at)
         reminders.owe(pub, at)
-        out += _told(deliver(pub, COMPOSERS, at))
+        out += _told(deliver(pub, COMPOSERS, at) + send.deliver_stranded(pub, at))
     return out
 
 

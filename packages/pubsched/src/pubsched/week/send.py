@@ -17,11 +17,13 @@ A send with any refused recipient fails as a whole: the run stays APPROVED with
 ``last_error``, and the refused mail waits for the send's retry (no timer of its own). A
 retry sends only to recipients never tried or refused; one of unknown fate is shown to the
 operator as uncertain and is not re-sent on its own (the explicit :func:`resend` is the
-operator's way). The operator is never a recipient of a tender's message; in rehearsal
-every message goes to the operator, the intended one in the subject. Each message carries
-the tender's own links (their page, their calendar); on a database at the legacy schema,
-which has no link versions yet, it goes without them, and the record is the legacy
-system's (:mod:`pubsched.deliveries.legacy_record`).
+operator's way). A recipient whose email was claimed by a send that died before its handover
+is mailed by the send's retry, or, when that retry found the dead claim still live and ended
+SENT, by the tick (:func:`deliver_stranded`). The operator is never a recipient of a
+tender's message; in rehearsal every message goes to the operator, the intended one in the
+subject. Each message carries the tender's own links (their page, their calendar); on a
+database at the legacy schema, which has no link versions yet, it goes without them, and the
+record is the legacy system's (:mod:`pubsched.deliveries.legacy_record`).
 """
 
 from __future__ import annotations
@@ -157,6 +159,29 @@ def compose_again(pub: Pub, mail: Mail, at: datetime) -> Outgoing | None:
 
 COMPOSERS: dict[str, Composer] = {
     KIND: compose_again}
+
+
+def deliver_stranded(pub: Pub, now: datetime) -> list[Verdict]:
+    """The tick's part of the schedule: a send killed after claiming a recipient's email
+    (and before its handover) whose retry came while that dead claim was still live
+    counted it uncertain and ended SENT, so no send will mail it. Once the claim is past
+    (:func:`pubsched.deliveries.deliver.sweep_lost`: of unknown fate when its handover had
+    begun, else owed again), an owed schedule email of a SENT week is sent here, once (the
+    claim), written from the roster now; a week not sent yet leaves it to its send."""
+    if not pub.schema.mail:
+        return []
+    at = utc(now)
+    out = sweep_lost(pub, [KIND], at)
+    rows = pub.query("SELECT m.about, m.recipient FROM pub_mail m JOIN pub_schedule_runs r "
+                     "ON r.week_of = m.about WHERE m.kind = %s AND m.state = 'OWED' "
+                     "AND m.acting_at IS NULL AND r.status = 'sent' ORDER BY m.id",
+                     [KIND])
+    with Sender(pub) as sender:
+        for r in rows:
+            got = claim_owed(pub, (KIND, str(r["about"]), str(r["recipient"])))
+            if not isinstance(got, str):
+                out.append(sender.send(*got, compose_again, at, retry=False))
+    return out
 
 
 def failure_text(result: dict[str, Any]) -> str:
