@@ -131,7 +131,7 @@ def resend(pub: Pub, number: object, composers: Mapping[str, Composer],
     row = rows[0]
     seen = _uncertain(pub, row)
     key = (str(row["kind"]), str(row["about"]), str(row["recipient"]))
-    what = f"email {wanted} ({seen.what} to {seen.to})"
+    what = f"Email {wanted} ({seen.what} to {seen.to})"
     composer = composers.get(key[0])
     if composer is None:
         raise BadInput(f"{what} is of a kind this version cannot write: {key[0]}")
