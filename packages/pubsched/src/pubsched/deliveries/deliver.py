@@ -79,7 +79,7 @@ class Sender:
         unit fenced by the claim: False (nothing marked) when the claim was taken over."""
         if not self.pub.schema.handover:  # no mark to keep: every stop counts as handed
             return True
-        with self.pub.atomic() as tx:
+        with self.pub.fenced(None), self.pub.atomic() as tx:  # the claim's fence, alone
             if not tx.fence(claim, lifecycle=self.pub.mail).held:
                 return False
             tx.execute(f"UPDATE pub_mail SET handover_at = %s WHERE {_KEY}",
@@ -143,7 +143,8 @@ class Sender:
         carrying what was handed over (``logged``: the address, the subject, the server's
         answer; :mod:`.log` reads it); a verdict only when it could not be (the lease was
         swept meanwhile: its row says UNKNOWN)."""
-        with self.pub.atomic() as tx:
+        # a side effect's finish must land: no caller's fence (the flag's) stops it
+        with self.pub.fenced(None), self.pub.atomic() as tx:
             done = self.pub.mail.finalize(mail.key, claim, to=to, payload=payload,
                                           by=self.pub.actor,
                                           data=dict(logged) if logged else None,
@@ -232,7 +233,7 @@ def sweep_lost(pub: Pub, kinds: Iterable[str], at: datetime, *, about: str | Non
         where["about"] = about
     for row in pub.mail.find(state=OWED, where=where, limit=limit):
         key = (row["kind"], row["about"], row["recipient"])
-        with pub.atomic() as tx:
+        with pub.fenced(None), pub.atomic() as tx:  # as the dead sender's finish would
             claim = pub.mail.claim(key, "send", by=pub.actor)
             if not claim.claimed:
                 continue
