@@ -241,7 +241,7 @@ def sweep_lost(pub: Pub, kinds: Iterable[str], at: datetime, *, about: str | Non
             mail = Mail.of(claim.row)
             if not _marked(pub, tx, key):
                 pub.mail.release(key, claim)
-                log.info("%s: its sender stopped before the handover; sent again", _what(mail))
+                log.info("%s: its sender stopped before the handover: owed again", _what(mail))
                 continue
             why = "the sender stopped before the mail server answered"
             done = pub.mail.finalize(key, claim, to=UNKNOWN, by=pub.actor, note=why,
