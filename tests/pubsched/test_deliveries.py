@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pubsched.deliveries import outbox as notices
-from pubsched.deliveries.deliver import deliver
+from pubsched.deliveries.deliver import Sender, deliver
 from pubsched.deliveries.machine import MAILS
 from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.pub import Pub
@@ -249,6 +249,29 @@ def test_a_sender_that_died_mid_handover_leaves_it_unknown_never_resent(
                        ("resend", "OWED", "operator:ops"), ("send", "SENT", None)]
     [mark] = pub.query("SELECT handover_at FROM pub_mail")
     assert mark["handover_at"] is None  # the finish cleared it
+
+
+@pytest.mark.both_databases("the handover mark fenced by the claim")
+def test_a_sender_whose_claim_was_taken_over_hands_nothing_over(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """A sender paused past its lease (a zombie) and taken over: its handover mark is
+    refused by the fence, so the message's data never goes (the server has nothing)."""
+    owe(pub, "a")
+    key = (KIND, "a", notices.OPERATOR)
+    zombie = pub.mail.claim(key, "send", by="tick")
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_mail SET acting_at = %s", [datetime.now(UTC) - timedelta(
+            seconds=MAILS.lease.ttl + 5)])  # type: ignore[union-attr]
+    assert pub.mail.claim(key, "send", by="sweeper").claimed  # taken over
+    row = pub.mail.get(key)
+    assert row is not None
+    with Sender(pub) as sender:
+        verdict = sender.send(notices.Mail.of(row), zombie, note, NOW)
+    assert not verdict.applied and smtp.received == []
+    assert verdict.failed == "the send took longer than its lease"  # its finish lost too
+    [mark] = pub.query("SELECT acting_at, state, handover_at FROM pub_mail")
+    assert mark["state"] == "OWED" and mark["acting_at"] is not None  # the sweeper's
+    assert mark["handover_at"] is None
 
 
 @pytest.mark.both_databases("rowstate inspect and stuck: PostgreSQL's own interval SQL")

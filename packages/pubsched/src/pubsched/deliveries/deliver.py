@@ -100,7 +100,10 @@ class Sender:
             return self._refused(mail, claim, at, f"could not be written: {exc}", retry)
         if outgoing is None:
             done = self._finish(mail, claim, DROPPED, {"attempts": mail.attempts + 1})
-            return done or Verdict(True, message=f"{_what(mail)}: no longer needed")
+            # (a verdict is falsy when not applied: a lost finish is told by None or not)
+            if done is not None:
+                return done
+            return Verdict(True, message=f"{_what(mail)}: no longer needed")
         outcome = self.hand_over(outgoing, lambda: self._mark(mail, claim))
         subject = str(outgoing.message["Subject"])
         handed = {"attempts": mail.attempts + 1, "address": outgoing.envelope_to,
@@ -112,7 +115,9 @@ class Sender:
         if outcome.delivery is Delivery.DELIVERED:
             lost = self._finish(mail, claim, None, {**handed, "sent_at": at, "error": None},
                                 logged)
-            return lost or Verdict(True, message=f"{what}: sent")
+            if lost is not None:
+                return lost
+            return Verdict(True, message=f"{what}: sent")
         if logged:
             logged["answer"] = outcome.detail
         if outcome.delivery is Delivery.REFUSED:
@@ -120,8 +125,10 @@ class Sender:
         # unknown: possibly delivered, so it is not sent again on its own
         lost = self._finish(mail, claim, UNKNOWN, {**handed, "error": outcome.detail},
                             logged)
-        return lost or Verdict(False, UNKNOWN, failed=outcome.detail,
-                               message=f"{what}: may not have arrived: {outcome.detail}")
+        if lost is not None:
+            return lost
+        return Verdict(False, UNKNOWN, failed=outcome.detail,
+                       message=f"{what}: may not have arrived: {outcome.detail}")
 
     def _refused(self, mail: Mail, claim: LeaseClaim, at: datetime, why: str, retry: bool,
                  handed: Mapping[str, Any] | None = None,
@@ -133,8 +140,10 @@ class Sender:
         payload = {**(handed or {}), "attempts": tries, "error": why[:2000],
                    "retry_at": again}
         lost = self._finish(mail, claim, REFUSED, payload, logged)
-        return lost or Verdict(False, REFUSED, failed=why, detail={"retry_at": again},
-                               message=f"{_what(mail)}: not delivered: {why}")
+        if lost is not None:
+            return lost
+        return Verdict(False, REFUSED, failed=why, detail={"retry_at": again},
+                       message=f"{_what(mail)}: not delivered: {why}")
 
     def _finish(self, mail: Mail, claim: LeaseClaim, to: str | None,
                 payload: Mapping[str, Any],
