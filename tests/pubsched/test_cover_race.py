@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,11 @@ import pytest
 
 from pubsched import covers
 from pubsched.deliveries import outbox as notices
+from pubsched.deliveries.machine import SEND_TTL
+from pubsched.deliveries.resend import resend, unknown
 from pubsched.people import tenders
 from pubsched.pub import Pub
-from pubsched.tick.run import tick
+from pubsched.tick.run import EVERY_COMPOSER, tick
 from support.pub_covers import FRI, SAT, THU, cover_mail, email, roster, sent_week
 from support.pubs import NOW, OPERATOR, WEEK, mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
@@ -66,6 +69,21 @@ pub = Pub(open_store(url), Config(db_url=url, mail=load_mail_settings(dict(os.en
 got = covers.take(pub, cover_id, taker, now=datetime.fromisoformat({later!r}))
 print("committed" if got.applied else got.message, flush=True)
 time.sleep(120)
+"""
+
+
+# the real ``cover take`` command, stopped after its first email is claimed (composed,
+# its mail lease committed) and before a byte of it goes to the mail server: issue 29's
+# point, where the red team's SIGKILL left the email "in flight" for good
+TAKE_STOPPED_BEFORE_THE_HANDOVER = """
+import sys, time
+from pubsched.cli.dispatch import run
+from pubsched.deliveries import deliver
+def stop(self, outgoing, handing_over=None):
+    print("claimed " + outgoing.envelope_to, flush=True)
+    time.sleep(120)
+deliver.Sender.hand_over = stop
+run(sys.argv[1:])
 """
 
 
@@ -187,6 +205,54 @@ def test_a_take_command_killed_while_its_first_email_hangs_never_sends_it_twice(
              and n.recipient == notices.to_tender(tenders.get(pub, email("ann")).id)]
     assert ann.status == "in_flight"  # shown as uncertain, not re-sent
     assert cover_mail(smtp, email("dan"))  # the taker's arrived, from the tick
+    # its sender had marked the handover's start: once the dead sender's lease is past,
+    # the tick records it as of unknown fate and still does not send it again
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_mail SET acting_at = %s WHERE acting_at IS NOT NULL",
+                   [datetime.now(UTC) - timedelta(seconds=SEND_TTL + 5)])
+    tick(pub, NOW)
+    assert _taken_mail(smtp, received=True)[email("ann")] == 1
+    [lost] = unknown(pub)
+    assert (lost.kind, lost.to_address) == ("cover_taken", email("ann"))
+    # the operator's resend sends it again, once
+    assert resend(pub, lost.id, EVERY_COMPOSER, NOW).applied
+    assert _taken_mail(smtp, received=True)[email("ann")] == 2 and unknown(pub) == []
+
+
+@pytest.mark.both_databases("a crash between the mail's claim and its handover")
+def test_a_take_killed_between_its_email_claim_and_the_handover_sends_it_once_later(
+        pub: Pub, db_url: str, smtp: SmtpTestServer) -> None:
+    """Issue 29, item 13: the command is SIGKILLed holding the asker's email's claim, no
+    byte of it sent. While the claim's lease is live the tick leaves it to its sender; once
+    the lease is past (the sender is dead), the tick sends it, once, with the others."""
+    ids, cover = _asked(pub)
+    child = subprocess.Popen(
+        [sys.executable, "-c", TAKE_STOPPED_BEFORE_THE_HANDOVER, "--db", db_url, "cover",
+         "take", str(cover), email("dan"), "--now", LATER],
+        env=_env(smtp), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    try:
+        said = child.stdout.readline()  # the take's own line, then the stop's
+        assert said.startswith("Request 1: Dan takes"), said
+        assert child.stdout.readline().strip() == f"claimed {email('ann')}"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)  # the claim committed, nothing handed over
+        child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    assert roster(pub)[ids[THU]] == ["Bob", "Dan"]
+    ann = notices.to_tender(tenders.get(pub, email("ann")).id)
+    tick(pub, NOW)  # the dead sender's lease is still live: the others go, Ann's waits
+    assert _taken_mail(smtp, received=True) == Counter({email("dan"): 1, OPERATOR: 1})
+    with pub.atomic() as tx:  # the lease's TTL passes (the engine ages it by the db clock)
+        tx.execute("UPDATE pub_mail SET acting_at = %s WHERE recipient = %s AND kind = %s",
+                   [datetime.now(UTC) - timedelta(seconds=SEND_TTL + 5), ann, "cover_taken"])
+    tick(pub, NOW)
+    tick(pub, NOW)
+    assert _taken_mail(smtp, received=True) == Counter(
+        {email("ann"): 1, email("dan"): 1, OPERATOR: 1})
+    [mine] = [n for n in notices.listed(pub, about=f"cover:{cover}")
+              if n.kind == "cover_taken" and n.recipient == ann]
+    assert (mine.status, mine.attempts) == ("sent", 1)
 
 
 def _at_once(pubs: list[Pub], call: Any) -> list[Any]:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pubsched.deliveries import outbox as notices
-from pubsched.deliveries.deliver import deliver
+from pubsched.deliveries.deliver import Sender, deliver
 from pubsched.deliveries.machine import MAILS
 from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.pub import Pub
@@ -195,19 +195,44 @@ def test_a_composer_not_ready_fails_the_try_and_it_is_retried(
     assert deliver(pub, {KIND: note}, NOW + timedelta(minutes=1))[0].applied
 
 
-@pytest.mark.both_databases("a crash: the mail lease of a dead sender")
-def test_a_sender_that_died_mid_send_leaves_it_unknown_never_resent(
-        pub: Pub, smtp: SmtpTestServer) -> None:
-    """A claim whose sender died (killed between the claim and the server's answer) holds a
-    lease that expires: the next deliver takes it over only to record UNKNOWN, and never
-    hands the email over again on its own; the operator's resend owes it anew."""
-    owe(pub, "a")
+def _dead_sender(pub: Pub, *, handed: bool) -> Any:
+    """A claim whose sender died, past its lease's TTL; ``handed``: after it marked the
+    handover's start (the first byte of the data was about to go)."""
     dead = pub.mail.claim((KIND, "a", notices.OPERATOR), "send", by="tick")
     assert dead.claimed
-    assert deliver(pub, {KIND: note}, NOW) == []  # a live lease: left to its sender
     with pub.atomic() as tx:  # the sender is long gone: its lease is past its TTL
-        tx.execute("UPDATE pub_mail SET acting_at = %s", [datetime.now(UTC) - timedelta(
-            seconds=MAILS.lease.ttl + 5)])  # type: ignore[union-attr]
+        tx.execute("UPDATE pub_mail SET acting_at = %s, handover_at = %s", [
+            datetime.now(UTC) - timedelta(seconds=MAILS.lease.ttl + 5),  # type: ignore[union-attr]
+            datetime.now(UTC) if handed else None])
+    return dead
+
+
+@pytest.mark.both_databases("a crash: the mail lease of a dead sender")
+def test_a_sender_that_died_before_the_handover_leaves_it_to_be_sent_again(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """Killed between its claim and the handover's start (no mark): the mail server never
+    had a byte of it, so the next deliver sends it, once; the dead sender finishes nothing."""
+    owe(pub, "a")
+    dead = pub.mail.claim((KIND, "a", notices.OPERATOR), "send", by="tick")
+    assert deliver(pub, {KIND: note}, NOW) == []  # a live lease: left to its sender
+    pub.mail.release((KIND, "a", notices.OPERATOR), dead)
+    dead = _dead_sender(pub, handed=False)
+    assert [v.applied for v in deliver(pub, {KIND: note}, NOW)] == [True]
+    assert deliver(pub, {KIND: note}, NOW) == [] and len(smtp.accepted) == 1
+    assert statuses(pub) == {"a": ("sent", 1)}
+    assert not pub.mail.finalize((KIND, "a", notices.OPERATOR), dead).applied
+    history = [(e.edge, e.to_state) for e in pub.mail.history((KIND, "a", notices.OPERATOR))]
+    assert history == [(None, "OWED"), ("send", "SENT")]
+
+
+@pytest.mark.both_databases("a crash: the mail lease of a dead sender")
+def test_a_sender_that_died_mid_handover_leaves_it_unknown_never_resent(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """Killed after the handover began (its mark committed) and before the server's answer:
+    the next deliver takes it over only to record UNKNOWN, and never hands the email over
+    again on its own; the operator's resend owes it anew."""
+    owe(pub, "a")
+    dead = _dead_sender(pub, handed=True)
     (lost,) = deliver(pub, {KIND: note}, NOW)
     assert (lost.applied, lost.reason) == (False, "UNKNOWN")
     assert "may not have arrived" in lost.message
@@ -222,6 +247,31 @@ def test_a_sender_that_died_mid_send_leaves_it_unknown_never_resent(
                                                                       notices.OPERATOR))]
     assert history == [(None, "OWED", None), ("lose", "UNKNOWN", None),
                        ("resend", "OWED", "operator:ops"), ("send", "SENT", None)]
+    [mark] = pub.query("SELECT handover_at FROM pub_mail")
+    assert mark["handover_at"] is None  # the finish cleared it
+
+
+@pytest.mark.both_databases("the handover mark fenced by the claim")
+def test_a_sender_whose_claim_was_taken_over_hands_nothing_over(
+        pub: Pub, smtp: SmtpTestServer) -> None:
+    """A sender paused past its lease (a zombie) and taken over: its handover mark is
+    refused by the fence, so the message's data never goes (the server has nothing)."""
+    owe(pub, "a")
+    key = (KIND, "a", notices.OPERATOR)
+    zombie = pub.mail.claim(key, "send", by="tick")
+    with pub.atomic() as tx:
+        tx.execute("UPDATE pub_mail SET acting_at = %s", [datetime.now(UTC) - timedelta(
+            seconds=MAILS.lease.ttl + 5)])  # type: ignore[union-attr]
+    assert pub.mail.claim(key, "send", by="sweeper").claimed  # taken over
+    row = pub.mail.get(key)
+    assert row is not None
+    with Sender(pub) as sender:
+        verdict = sender.send(notices.Mail.of(row), zombie, note, NOW)
+    assert not verdict.applied and smtp.received == []
+    assert verdict.failed == "the send took longer than its lease"  # its finish lost too
+    [mark] = pub.query("SELECT acting_at, state, handover_at FROM pub_mail")
+    assert mark["state"] == "OWED" and mark["acting_at"] is not None  # the sweeper's
+    assert mark["handover_at"] is None
 
 
 @pytest.mark.both_databases("rowstate inspect and stuck: PostgreSQL's own interval SQL")

@@ -30,7 +30,7 @@ from rowstate import NOW, Binding, Derived, Edge, Lease, Machine, Notice, TimedE
 
 ALL = ["0001", "0032", "0033", "0034", "0035", "0036", "0037", "0038", "0039", "0040",
        "0041", "0042", "0043", "0044", "0045", "0046",
-       "0047", "0048", "0049", "0050", "0052", "0053"]
+       "0047", "0048", "0049", "0050", "0052", "0053", "0055"]
 AFTER_0034 = ALL[ALL.index("0035"):]  # what a database at 0034 still lacks
 LAST = ALL[-1]
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -180,6 +180,11 @@ EXPECTED: dict[str, dict[str, tuple[str, bool]]] = {
         "sent_at": ("TIME", False), "error": ("TEXT", False), "address": ("TEXT", False),
         "subject": ("TEXT", False), "acting_at": ("TIME", False),
         "acting_kind": ("TEXT", False), "acting_token": ("BIGINT", True),
+        "handover_at": ("TIME", False),  # 0055
+    },
+    "pub_calendar_sequences": {  # 0055
+        "tender_id": ("INTEGER", True), "shift_id": ("INTEGER", True),
+        "sequence": ("INTEGER", True),
     },
     "pub_covers": {  # 0045
         "id": ("BIGINT", True), "week_of": ("TEXT", True), "shift_id": ("INTEGER", True),

@@ -425,6 +425,7 @@ def test_the_covers_page_says_which_email_did_not_go_and_the_tick_retries_it(
     row = _row(read(operator.get("/admin/covers")), only_cover(pub).id)
     assert "Bob: sent" in row and "not delivered" not in row
     assert "Carol: handed to the mail server, no answer yet (" in row  # never sent twice
+    assert "it may have arrived: the Mail page can resend it" in row
 
 
 def test_the_covers_page_says_a_started_request_expired(

@@ -24,6 +24,7 @@ from .commands.away import cmd_tender_away, cmd_tender_back
 from .commands.backup import cmd_backup
 from .commands.covers import cmd_cover_ask, cmd_cover_cancel, cmd_cover_list, cmd_cover_take
 from .commands.cutover import cmd_cutover_check, cmd_cutover_rehearse, cmd_flag
+from .commands.mail import cmd_mail_resend, cmd_mail_unknown
 from .commands.operators import (
     cmd_operator_add,
     cmd_operator_list,
@@ -268,6 +269,16 @@ def build_parser() -> argparse.ArgumentParser:
     listed.add_argument("--week", metavar="WEEK", type=week, default=None,
                         help="only this week's (its Monday)")
     json_flag(listed)
+
+    mail = commands.add_parser("mail", help="mail of unknown fate: handed to the mail "
+                               "server with no answer; resend one")
+    mails = mail.add_subparsers(dest="mail_command", metavar="ACTION", required=True)
+    json_flag(leaf(mails, "unknown", cmd_mail_unknown,
+                   "every email of unknown fate (any kind): it may have arrived, so nothing "
+                   "sends it again on its own"))
+    leaf(mails, "resend", cmd_mail_resend,
+         "send that email again now (the recipient may get it twice)"
+         ).add_argument("mail_id", metavar="ID", type=whole)
 
     report = commands.add_parser("report", help="reports: each tender's hours on the roster")
     reports = report.add_subparsers(dest="report", metavar="REPORT", required=True)

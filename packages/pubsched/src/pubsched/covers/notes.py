@@ -30,6 +30,7 @@ from ..deliveries import outbox
 from ..deliveries.deliver import deliver as deliver_owed
 from ..mail import cover as words
 from ..mail.compose import CoverFacts, CoverNote, Outgoing, Recipient, ShiftLine, compose_cover
+from ..people import sequences
 from ..people.links import offer_url, tender_links
 from ..people.tenders import Tender, by_id
 from ..pub import Pub
@@ -66,7 +67,7 @@ def _cover(pub: Pub, notice: outbox.Mail) -> Cover | None:
 
 
 def _send(pub: Pub, note: CoverNote, to: Tender | None, cover: Cover, kind: str,
-          now: datetime, calendar: str | None = None) -> Outgoing:
+          now: datetime, calendar: str | None = None, sequence: int = 1) -> Outgoing:
     """``note`` addressed to ``to`` (None: the operator, or NotSentYet without one)."""
     settings = pub.config.mail
     if to is None and settings.operator_email is None:
@@ -74,7 +75,7 @@ def _send(pub: Pub, note: CoverNote, to: Tender | None, cover: Cover, kind: str,
                                  "PUBSCHED_OPERATOR_EMAIL")
     recipient = None if to is None else Recipient(to.email, to.name)
     return compose_cover(note, recipient, facts(pub, cover), kind=kind, settings=settings,
-                         now=now, calendar=calendar)
+                         now=now, calendar=calendar, sequence=sequence)
 
 
 def _tender(pub: Pub, notice: outbox.Mail) -> Tender | None:
@@ -120,12 +121,17 @@ def compose_taken(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | No
     if tender is None:
         return _send(pub, words.taken_operator(said, pub_name, admin_url(pub)), None, cover,
                      "taken", now)
+    # the SEQUENCE of this change to their event (owed with it; a notice owed before
+    # 0055 has none: the number now, which is at least as high)
+    seq = outbox.facts_of(pub, notice).get("sequence")
+    if seq is None:
+        seq = sequences.current(pub, tender.id).get(cover.shift_id, 0)
     if tender.id == cover.asked_by:
         return _send(pub, words.taken_asker(said, pub_name, tender.name), tender, cover,
-                     "taken", now, calendar="cancel")
+                     "taken", now, calendar="cancel", sequence=max(1, int(seq)))
     links = tender_links(pub.config, tender.id, tender.link_version)
     return _send(pub, words.taken_taker(said, pub_name, tender.name, links), tender, cover,
-                 "taken", now, calendar="add")
+                 "taken", now, calendar="add", sequence=int(seq))
 
 
 def compose_cancelled(pub: Pub, notice: outbox.Mail, now: datetime) -> Outgoing | None:

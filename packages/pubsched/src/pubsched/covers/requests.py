@@ -42,6 +42,7 @@ from ..engines.choose import chosen
 from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..machine import SENT
 from ..mail.wording import shift_in_zone
+from ..people import sequences
 from ..people.tenders import Tender
 from ..people.tenders import get as tender_named
 from ..pub import Pub, utc
@@ -227,11 +228,16 @@ def take(pub: Pub, cover_id: int, email: str, *, now: datetime | None = None) ->
             if not moved.applied:  # another take's compare-and-set won
                 raise _Undo(_closed(cover, pub, moved.state or TAKEN, None))
             _move_assignment(tx, cover, taker, at)
+            # both calendar events change: each email carries its change's SEQUENCE
+            changed = (sequences.bump(tx, cover.shift_id, (cover.asked_by, taker.id))
+                       if pub.schema.handover else {})
             about = notice_about(cover.id)
-            for recipient in (outbox.to_tender(cover.asked_by), outbox.to_tender(taker.id),
-                              outbox.OPERATOR):
+            for recipient, tender_id in ((outbox.to_tender(cover.asked_by), cover.asked_by),
+                                         (outbox.to_tender(taker.id), taker.id),
+                                         (outbox.OPERATOR, None)):
+                seq = changed.get(tender_id) if tender_id is not None else None
                 outbox.owe(pub, TAKEN_NOTE, about, recipient, week_of=cover.week_of,
-                                now=at)
+                           now=at, facts=None if seq is None else {"sequence": seq})
     except FlagChanged as changed:
         return Verdict(False, FLAG_CHANGED, message=f"nothing was taken: {changed}")
     except _Undo as undone:

@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import covers
 from ..deliveries import outbox
+from ..deliveries.machine import UNKNOWN
 from ..people.tenders import Tender, all_tenders
 from ..pub import Pub
 from ..week.time import as_utc
@@ -128,6 +129,8 @@ def mails(pub: Pub, cover: Cover, names: dict[int, str]) -> list[Mail]:
                      if wait < timedelta(hours=1) else ", tried again within the hour")
         elif notice.status == outbox.FAILED:
             went += f", given up after {notice.attempts} tries"
+        if notice.state == UNKNOWN:  # only the operator's word sends it again
+            went += "; it may have arrived: the Mail page can resend it"
         out.append(Mail(to, TOLD.get(notice.kind, notice.kind), notice.kind, went,
                         notice.status))
     return out

@@ -46,6 +46,7 @@ class SchemaLevel:
     tick_status: bool = _since("0047")    # pub_tick_status: the tick's own record
     mail: bool = _since("0050")           # pub_mail (0049), the schedule's mail in it (0050)
     week_record: bool = _since("0052")    # pub_week_edits, form_moved_at, clock_note
+    handover: bool = _since("0055")       # pub_mail.handover_at, pub_calendar_sequences
 
     @classmethod
     def of(cls, applied: Iterable[str]) -> SchemaLevel:

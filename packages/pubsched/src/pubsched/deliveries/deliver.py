@@ -15,9 +15,16 @@ and commands at once:
 
 1. **what waited is owed again**: refused emails whose wait is over move back to OWED (the
    timed edge ``retry``, through ``fire_due``: of several passes, one moves each);
-2. **a send that stopped mid-way is of unknown fate** (:func:`sweep_lost`): an OWED row
-   whose lease expired (its sender died between the claim and the answer) may have been
-   delivered, so it ends UNKNOWN, never re-sent on its own (``lose``);
+2. **a send that stopped mid-way** (:func:`sweep_lost`: an OWED row whose lease expired,
+   its sender dead between the claim and the answer) is told apart by the **handover
+   mark** (``handover_at``, migration 0055): the sender commits it, in a unit fenced by its
+   claim, just before the first byte of the message's data (:mod:`pubsched.mail.mailer`'s
+   ``handing_over``), and every finish clears it. No mark: the server never had a byte of
+   it, so the lease is given back and the email is sent again like any owed one (this
+   pass, or the schedule's next send). A mark: it may have been delivered, so it ends
+   UNKNOWN, never re-sent on its own (``lose``); the operator sees it and may resend it
+   (:mod:`.resend`). The fence makes the two exclusive: a mark lands before the sweep's
+   takeover (which then sees it) or not at all (and the sender hands nothing over);
 3. **each owed email is sent** (:meth:`Sender.send`), in the order it was owed.
 """
 
@@ -30,10 +37,10 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
 
-from rowstate import LeaseClaim
+from rowstate import LeaseClaim, Unit
 
 from ..mail.compose import Outgoing
-from ..mail.mailer import Delivery, MailSession, Outcome
+from ..mail.mailer import Delivery, HandingOver, MailSession, Outcome
 from ..pub import Pub, utc
 from ..verdicts import Verdict
 from .machine import DROPPED, LEASE_KIND, OWED, REFUSED, UNKNOWN
@@ -60,11 +67,24 @@ class Sender:
                  tb: TracebackType | None) -> None:
         self._opened.close()
 
-    def hand_over(self, outgoing: Outgoing) -> Outcome:
-        """Hand one message to the mail server, once (no retry after the data went)."""
+    def hand_over(self, outgoing: Outgoing, handing_over: HandingOver | None = None) -> Outcome:
+        """Hand one message to the mail server, once (no retry after the data went);
+        ``handing_over`` is called just before its data goes (False: it does not)."""
         if self._session is None:
             self._session = self._opened.enter_context(self.pub.mailer.session())
-        return self._session.send(outgoing)
+        return self._session.send(outgoing, handing_over)
+
+    def _mark(self, mail: Mail, claim: LeaseClaim) -> bool:
+        """The handover mark, committed before the first byte of the message's data, in a
+        unit fenced by the claim: False (nothing marked) when the claim was taken over."""
+        if not self.pub.schema.handover:  # no mark to keep: every stop counts as handed
+            return True
+        with self.pub.fenced(None), self.pub.atomic() as tx:  # the claim's fence, alone
+            if not tx.fence(claim, lifecycle=self.pub.mail).held:
+                return False
+            tx.execute(f"UPDATE pub_mail SET handover_at = %s WHERE {_KEY}",
+                       [utc(None), *mail.key])
+        return True
 
     def send(self, mail: Mail, claim: LeaseClaim, composer: Composer, at: datetime, *,
              retry: bool = True) -> Verdict:
@@ -80,8 +100,11 @@ class Sender:
             return self._refused(mail, claim, at, f"could not be written: {exc}", retry)
         if outgoing is None:
             done = self._finish(mail, claim, DROPPED, {"attempts": mail.attempts + 1})
-            return done or Verdict(True, message=f"{_what(mail)}: no longer needed")
-        outcome = self.hand_over(outgoing)
+            # (a verdict is falsy when not applied: a lost finish is told by None or not)
+            if done is not None:
+                return done
+            return Verdict(True, message=f"{_what(mail)}: no longer needed")
+        outcome = self.hand_over(outgoing, lambda: self._mark(mail, claim))
         subject = str(outgoing.message["Subject"])
         handed = {"attempts": mail.attempts + 1, "address": outgoing.envelope_to,
                   "subject": subject}
@@ -92,7 +115,9 @@ class Sender:
         if outcome.delivery is Delivery.DELIVERED:
             lost = self._finish(mail, claim, None, {**handed, "sent_at": at, "error": None},
                                 logged)
-            return lost or Verdict(True, message=f"{what}: sent")
+            if lost is not None:
+                return lost
+            return Verdict(True, message=f"{what}: sent")
         if logged:
             logged["answer"] = outcome.detail
         if outcome.delivery is Delivery.REFUSED:
@@ -100,8 +125,10 @@ class Sender:
         # unknown: possibly delivered, so it is not sent again on its own
         lost = self._finish(mail, claim, UNKNOWN, {**handed, "error": outcome.detail},
                             logged)
-        return lost or Verdict(False, UNKNOWN, failed=outcome.detail,
-                               message=f"{what}: may not have arrived: {outcome.detail}")
+        if lost is not None:
+            return lost
+        return Verdict(False, UNKNOWN, failed=outcome.detail,
+                       message=f"{what}: may not have arrived: {outcome.detail}")
 
     def _refused(self, mail: Mail, claim: LeaseClaim, at: datetime, why: str, retry: bool,
                  handed: Mapping[str, Any] | None = None,
@@ -113,8 +140,10 @@ class Sender:
         payload = {**(handed or {}), "attempts": tries, "error": why[:2000],
                    "retry_at": again}
         lost = self._finish(mail, claim, REFUSED, payload, logged)
-        return lost or Verdict(False, REFUSED, failed=why, detail={"retry_at": again},
-                               message=f"{_what(mail)}: not delivered: {why}")
+        if lost is not None:
+            return lost
+        return Verdict(False, REFUSED, failed=why, detail={"retry_at": again},
+                       message=f"{_what(mail)}: not delivered: {why}")
 
     def _finish(self, mail: Mail, claim: LeaseClaim, to: str | None,
                 payload: Mapping[str, Any],
@@ -123,9 +152,14 @@ class Sender:
         carrying what was handed over (``logged``: the address, the subject, the server's
         answer; :mod:`.log` reads it); a verdict only when it could not be (the lease was
         swept meanwhile: its row says UNKNOWN)."""
-        done = self.pub.mail.finalize(mail.key, claim, to=to, payload=payload,
-                                      by=self.pub.actor, data=dict(logged) if logged else None,
-                                      note=payload.get("error"))
+        # a side effect's finish must land: no caller's fence (the flag's) stops it
+        with self.pub.fenced(None), self.pub.atomic() as tx:
+            done = self.pub.mail.finalize(mail.key, claim, to=to, payload=payload,
+                                          by=self.pub.actor,
+                                          data=dict(logged) if logged else None,
+                                          note=payload.get("error"))
+            if done.applied:
+                _unmark(self.pub, tx, mail.key)
         if done.applied:
             return None
         return Verdict(False, done.reason, failed="the send took longer than its lease",
@@ -198,25 +232,54 @@ def _what(mail: Mail) -> str:
 
 def sweep_lost(pub: Pub, kinds: Iterable[str], at: datetime, *, about: str | None = None,
                limit: int = MAX_PASS) -> list[Verdict]:
-    """Sends whose sender stopped mid-way (a lease expired on an OWED row) end UNKNOWN: the
-    claim takes only an expired lease (the engine's rule), so a live sender keeps its."""
+    """Sends whose sender stopped mid-way (a lease expired on an OWED row): with the
+    handover mark, UNKNOWN (a verdict each); without it, the lease given back, so the email
+    is owed and free to send again (module docstring). Each in one unit with its takeover,
+    whose claim takes only an expired lease (the engine's rule): a live sender keeps its."""
     out = []
     where: dict[str, Any] = {"kind": list(kinds), "acting_kind": LEASE_KIND}
     if about is not None:
         where["about"] = about
     for row in pub.mail.find(state=OWED, where=where, limit=limit):
         key = (row["kind"], row["about"], row["recipient"])
-        claim = pub.mail.claim(key, "send", by=pub.actor)
-        if not claim.claimed:
-            continue
-        why = "the sender stopped before the mail server answered"
-        mail = Mail.of(row)
-        done = pub.mail.finalize(key, claim, to=UNKNOWN, by=pub.actor, note=why,
-                                 payload={"attempts": mail.attempts + 1, "error": why})
-        if done.applied:
-            out.append(Verdict(False, UNKNOWN, failed=why,
-                               message=f"{_what(mail)}: may not have arrived: {why}"))
+        with pub.fenced(None), pub.atomic() as tx:  # as the dead sender's finish would
+            claim = pub.mail.claim(key, "send", by=pub.actor)
+            if not claim.claimed:
+                continue
+            assert claim.row is not None
+            mail = Mail.of(claim.row)
+            if not _marked(pub, tx, key):
+                pub.mail.release(key, claim)
+                log.info("%s: its sender stopped before the handover: owed again", _what(mail))
+                continue
+            why = "the sender stopped before the mail server answered"
+            done = pub.mail.finalize(key, claim, to=UNKNOWN, by=pub.actor, note=why,
+                                     payload={"attempts": mail.attempts + 1, "error": why})
+            if done.applied:
+                _unmark(pub, tx, key)
+                out.append(Verdict(False, UNKNOWN, failed=why,
+                                   message=f"{_what(mail)}: may not have arrived: {why}"))
     return out
+
+
+_KEY = "kind = %s AND about = %s AND recipient = %s"
+
+
+def _marked(pub: Pub, tx: Unit, key: tuple[str, str, str]) -> bool:
+    """Did a handover of this email begin since its last finish? Read after the claim, in
+    its unit, so a mark committed before the takeover is seen (the fence orders them). On
+    a database without marks (before 0055) every stop counts as handed: it may have been."""
+    if not pub.schema.handover:
+        return True
+    rows = tx.execute(f"SELECT handover_at FROM pub_mail WHERE {_KEY}", list(key))
+    return bool(rows) and rows[0]["handover_at"] is not None
+
+
+def _unmark(pub: Pub, tx: Unit, key: tuple[str, str, str]) -> None:
+    """Clear the mark with the finish that settles the handover it was for."""
+    if pub.schema.handover:
+        tx.execute(f"UPDATE pub_mail SET handover_at = NULL WHERE {_KEY} "
+                   "AND handover_at IS NOT NULL", list(key))
 
 
 __all__ = ["MAX_PASS", "Sender", "claim_owed", "deliver", "sweep_lost"]

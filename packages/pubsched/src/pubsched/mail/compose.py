@@ -25,13 +25,13 @@ here, so the same input gives the same message.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import date, datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime
 
-from ..people.calendar import cancelled_calendar, shifts_calendar
+from ..people.calendar import Organizer, cancelled_calendar, shifts_calendar
 from . import html as h
 from .cover import CoverFacts, CoverNote, note_html, note_text
 from .schedule import ScheduleView, in_order, schedule_html, schedule_text
@@ -55,9 +55,11 @@ def compose_schedule(
     settings: MailSettings,
     now: datetime,
     links: TenderLinks | None = None,
+    sequences: Mapping[int, int] | None = None,
 ) -> Outgoing:
     """The schedule email of ``roster`` for ``tender``, who works ``own_shift_ids``, with
-    the tender's own ``links`` (their page, their calendar) when given.
+    the tender's own ``links`` (their page, their calendar) when given, and each event's
+    SEQUENCE now (``sequences`` by shift id, :mod:`pubsched.people.sequences`; absent: 0).
 
     A tender with no shift gets no schedule email, so an empty or unknown ``own_shift_ids``
     is a ValueError: it is a bug in the caller, not a message to send.
@@ -83,7 +85,9 @@ def compose_schedule(
                                      shift.ends_at, shift.tz),
           shift.starts_at, shift.ends_at) for shift in own),
         stamp=now,
+        organizer=organizer(settings),
         location=settings.pub_address,
+        sequences=sequences,
     )
     message.add_attachment(
         ics,
@@ -241,6 +245,11 @@ def compose_invite(
 CALENDAR_CHANGES = ("add", "cancel")
 
 
+def organizer(settings: MailSettings) -> Organizer:
+    """The pub as its calendars' ORGANIZER: its name, the address its mail comes from."""
+    return Organizer(settings.pub_name, settings.mail_from)
+
+
 def compose_cover(
     note: CoverNote,
     recipient: Recipient | None,
@@ -250,13 +259,15 @@ def compose_cover(
     settings: MailSettings,
     now: datetime,
     calendar: str | None = None,
+    sequence: int = 1,
 ) -> Outgoing:
     """One of the cover request's emails (:mod:`.cover` wrote ``note``) to ``recipient``
     (None: the operator, ``PUBSCHED_OPERATOR_EMAIL``, a ValueError when unset).
 
     ``calendar`` attaches the shift's change for the recipient's calendar: ``"add"`` (the
     taker: the event, ``METHOD:PUBLISH``) or ``"cancel"`` (the asker: the same UID their
-    schedule email gave it, ``METHOD:CANCEL``). The Message-ID names the request and the
+    schedule email gave it, ``METHOD:CANCEL``), with the change's ``sequence``
+    (:mod:`pubsched.people.sequences`). The Message-ID names the request and the
     ``kind`` of email, so a retried send of the same notice is recognisably the same."""
     if recipient is None:
         if settings.operator_email is None:
@@ -275,10 +286,13 @@ def compose_cover(
         if calendar == "add":
             ics = shifts_calendar(facts.week_of, recipient.email,
                                   [(shift.id, summary, shift.starts_at, shift.ends_at)],
-                                  stamp=now, location=settings.pub_address)
+                                  stamp=now, organizer=organizer(settings),
+                                  location=settings.pub_address,
+                                  sequences={int(shift.id): sequence})
         else:
             ics = cancelled_calendar(facts.week_of, shift.id, recipient.email, summary,
                                      shift.starts_at, shift.ends_at, stamp=now,
+                                     organizer=organizer(settings), sequence=sequence,
                                      location=settings.pub_address)
         method = "PUBLISH" if calendar == "add" else "CANCEL"
         local_day = shift.starts_at.astimezone(zone(shift.tz))

@@ -28,6 +28,15 @@ The contract, for the send action (which writes the delivery records by fenced w
                recipient in flight: uncertain, shown to the operator, never re-sent on its
                own (only an explicit operator action resends it).
 
+**The handover's start.** ``send(outgoing, handing_over)`` calls ``handing_over()`` once
+the server has taken the envelope and said 354, just before the first byte of the message's
+data (the one moment from which the server may have the message): the caller records that
+the handover began (:mod:`pubsched.deliveries.deliver` commits a mark fenced by its claim).
+Answering False (the claim was lost meanwhile) stops the send before any data goes: the
+connection is dropped, which abandons the transaction, and the outcome is ``REFUSED``. So a
+crash before the mark is certainly not a delivery (the caller may send again), and a crash
+after it is as uncertain as an ``UNKNOWN``.
+
 A crash anywhere in the loop leaves in flight only the recipient being sent (besides any
 ``UNKNOWN`` ones), exactly as uncertain as an ``UNKNOWN``. ``send`` never retries a message
 after its data has been handed over (that retry is the double send); before the handover it
@@ -54,6 +63,7 @@ import re
 import smtplib
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.policy import SMTP as SMTP_POLICY
 from types import TracebackType
@@ -70,6 +80,10 @@ log = logging.getLogger("pubsched.mail")
 log.addHandler(logging.NullHandler())
 
 SERVICE_CLOSING = 421  # RFC 5321: the server is closing the connection (e.g. idle too long)
+NOT_HANDED = "not handed over: the send's claim was taken over before the message's data"
+
+HandingOver = Callable[[], bool]
+"""Called just before the first byte of a message's data; False: do not hand it over."""
 
 
 class Delivery(enum.Enum):
@@ -111,7 +125,7 @@ class MailSession(Protocol):
         tb: TracebackType | None,
     ) -> None: ...
 
-    def send(self, outgoing: Outgoing) -> Outcome: ...
+    def send(self, outgoing: Outgoing, handing_over: HandingOver | None = None) -> Outcome: ...
 
 
 class Mailer(Protocol):
@@ -180,7 +194,7 @@ class SmtpSession:
             except (OSError, smtplib.SMTPException):
                 smtp.close()
 
-    def send(self, outgoing: Outgoing) -> Outcome:
+    def send(self, outgoing: Outgoing, handing_over: HandingOver | None = None) -> Outcome:
         payload = _wire_bytes(outgoing)
         try:
             smtp = self._envelope(outgoing, payload)
@@ -188,6 +202,15 @@ class SmtpSession:
             outcome = Outcome(outgoing.intended, Delivery.REFUSED, refusal.detail, refusal.code)
             log.warning("mail to %s refused: %s", outgoing.envelope_to, refusal.detail)
             return outcome
+        try:
+            go = handing_over is None or handing_over()
+        except BaseException:
+            self._drop()  # mid-DATA: closing abandons the transaction, nothing delivered
+            raise
+        if not go:
+            self._drop()
+            log.warning("mail to %s: %s", outgoing.envelope_to, NOT_HANDED)
+            return Outcome(outgoing.intended, Delivery.REFUSED, NOT_HANDED)
         # The handover: from the first byte of data on, a missing reply is UNKNOWN.
         try:
             smtp.send(payload)
@@ -376,7 +399,9 @@ class LogSession:
     ) -> None:
         return None
 
-    def send(self, outgoing: Outgoing) -> Outcome:
+    def send(self, outgoing: Outgoing, handing_over: HandingOver | None = None) -> Outcome:
+        if handing_over is not None and not handing_over():
+            return Outcome(outgoing.intended, Delivery.REFUSED, NOT_HANDED)
         log.info(
             "mail (no SMTP host configured) to %s for %s:\n%s",
             outgoing.envelope_to,

@@ -39,7 +39,7 @@ from ..db.migrate import migrate
 from ..db.store import open_store
 from ..engines.flags import set_v2
 from ..mail.compose import Outgoing
-from ..mail.mailer import Delivery, Mailer, MailSession, Outcome
+from ..mail.mailer import Delivery, HandingOver, Mailer, MailSession, Outcome
 from ..pub import Pub
 from ..verdicts import BadInput
 
@@ -186,9 +186,9 @@ class _OperatorSession:
                  tb: TracebackType | None) -> None:
         self._inner.__exit__(exc_type, exc, tb)
 
-    def send(self, outgoing: Outgoing) -> Outcome:
+    def send(self, outgoing: Outgoing, handing_over: HandingOver | None = None) -> Outcome:
         if outgoing.envelope_to.lower() != self._operator:
             return Outcome(outgoing.intended, Delivery.REFUSED,
                            f"rehearsal: not sent to {outgoing.envelope_to}, only the "
                            "operator gets a rehearsal's email")
-        return self._inner.send(outgoing)
+        return self._inner.send(outgoing, handing_over)

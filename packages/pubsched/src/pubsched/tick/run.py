@@ -8,15 +8,16 @@ The engine's tick runs fenced by the flag it chose its engine by
 (:func:`pubsched.engines.choose.chosen`): a tick racing a flip lands before it, or is
 refused (FLAG_CHANGED) and writes nothing more.
 
-Then, whatever engine runs the weeks, what is not the engine's (it moves no week, so it
-runs outside the fence): the cover requests whose shift has started end
+Then, whatever engine runs the weeks, what is not the engine's (it moves no week, so it runs
+outside the fence): the cover requests whose shift has started end
 (:func:`pubsched.covers.expire_due`, the cover machine's own timed edge); the reminders due
 now are owed (:func:`pubsched.tick.reminders.owe`: what the engine's tick just did, a roster
 made, is seen by the same tick); and every email still owed is delivered
 (:func:`pubsched.deliveries.deliver.deliver` with :data:`COMPOSERS`): the ones a command or
 a page left behind (a crash after its commit, SMTP down), the ones refused before, and the
-ones this tick just owed. On a database at the legacy schema (before 0045: no cover
-requests, no outbox) the tick is the engine's alone, as it was.
+ones this tick just owed, and a schedule email of a sent week that its send's sender died
+holding (:func:`pubsched.week.send.deliver_stranded`). On a database at the legacy schema
+(before 0045: no cover requests, no outbox) the tick is the engine's alone, as it was.
 
 **Each step stands alone.** The four steps (the engine's moves, the covers' expiry, the
 reminders owed, the deliveries) share no unit of work, so one that raises (a deadlock, a
@@ -44,6 +45,7 @@ from ..engines.flags import FLAG_CHANGED, FlagChanged
 from ..people import invite
 from ..pub import Pub, utc
 from ..verdicts import Verdict
+from ..week import send
 from . import reminders
 
 log = logging.getLogger("pubsched.tick")
@@ -52,6 +54,9 @@ STEP_FAILED = "TICK_STEP_FAILED"  # a step of the tick raised; the others still 
 # every kind of notice the tick delivers, with its composer (a feature adds its own here)
 COMPOSERS: Mapping[str, outbox.Composer] = {**covers.COMPOSERS, **reminders.COMPOSERS,
                                              **operator_notes.COMPOSERS, **invite.COMPOSERS}
+# every kind of mail there is: the operator's resend of one of unknown fate
+# (:mod:`pubsched.deliveries.resend`) writes it again; the schedule is the week's send's
+EVERY_COMPOSER: Mapping[str, outbox.Composer] = {**COMPOSERS, **send.COMPOSERS}
 
 
 def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
@@ -65,6 +70,8 @@ def tick(pub: Pub, now: datetime | None = None) -> list[Verdict]:
                      lambda: covers.expire_due(pub, at))
         out += _step("finding the reminders due", lambda: _owed(pub, at))
         out += _step("sending the emails owed", lambda: _told(deliver(pub, COMPOSERS, at)))
+        out += _step("sending the schedule emails a killed send left",
+                     lambda: _told(send.deliver_stranded(pub, at)))
     return out
 
 

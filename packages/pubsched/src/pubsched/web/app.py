@@ -27,6 +27,7 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
     POST /admin/weeks/{week}/roster/assign|unassign   the roster by hand        roster.py
     POST /admin/tenders/{id}/away|back   a tender's time off, by the operator  away.py
     GET  /admin/covers   POST /admin/covers/{id}/cancel   the cover requests   covers.py
+    GET  /admin/mail   POST /admin/mail/{id}/resend   mail of unknown fate   mail.py
     GET  /t/{token}      POST /t/{token}  a tender's form (signed link)       tender.py
     POST /t/{token}/away   POST /t/{token}/back   their time off, by the tender  away.py
     POST /t/{token}/reminders            their switch of the shift reminders  reminders.py
@@ -74,6 +75,7 @@ from .hours import HoursPages
 from .limits import BodyLimit
 from .login import Login
 from .logs import loggable_path
+from .mail import MailPages
 from .metrics import Metrics, RequestMetrics, route_templates
 from .operators import OperatorPages
 from .pages import ADMIN_PATH, HERE, Pages
@@ -113,6 +115,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
     time_off = AwayPages(site, tender)
     reminders = ReminderSwitch(site)
     cover_desk, own_covers = CoverAdmin(site), TenderCovers(site)
+    mail_desk = MailPages(site)
     admin_routes = [
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
@@ -156,6 +159,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/tenders/{tender_id:id}/back", time_off.admin_back, methods=["POST"]),
         Route("/covers", cover_desk.page, methods=["GET"]),
         Route("/covers/{cover_id:id}/cancel", cover_desk.cancel, methods=["POST"]),
+        Route("/mail", mail_desk.page, methods=["GET"]),
+        Route("/mail/{mail_id:id}/resend", mail_desk.resend, methods=["POST"]),
     ]
 
     async def root(request: Request) -> Response:

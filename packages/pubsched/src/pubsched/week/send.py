@@ -17,11 +17,13 @@ A send with any refused recipient fails as a whole: the run stays APPROVED with
 ``last_error``, and the refused mail waits for the send's retry (no timer of its own). A
 retry sends only to recipients never tried or refused; one of unknown fate is shown to the
 operator as uncertain and is not re-sent on its own (the explicit :func:`resend` is the
-operator's way). The operator is never a recipient of a tender's message; in rehearsal
-every message goes to the operator, the intended one in the subject. Each message carries
-the tender's own links (their page, their calendar); on a database at the legacy schema,
-which has no link versions yet, it goes without them, and the record is the legacy
-system's (:mod:`pubsched.deliveries.legacy_record`).
+operator's way). A recipient whose email was claimed by a send that died before its handover
+is mailed by the send's retry, or, when that retry found the dead claim still live and ended
+SENT, by the tick (:func:`deliver_stranded`). The operator is never a recipient of a
+tender's message; in rehearsal every message goes to the operator, the intended one in the
+subject. Each message carries the tender's own links (their page, their calendar); on a
+database at the legacy schema, which has no link versions yet, it goes without them, and the
+record is the legacy system's (:mod:`pubsched.deliveries.legacy_record`).
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ from .. import machine
 from ..deliveries import legacy_record
 from ..deliveries.deliver import Sender, claim_owed, sweep_lost
 from ..deliveries.machine import REFUSED, SENT
-from ..deliveries.outbox import Mail, NotSentYet, listed, owe, to_tender
+from ..deliveries.outbox import Composer, Mail, NotSentYet, listed, owe, to_tender
 from ..mail.compose import Outgoing, Recipient, Roster, ShiftLine, compose_schedule
-from ..people import links
+from ..people import links, sequences
 from ..people.tenders import all_tenders
 from ..pub import Pub, utc
 from ..verdicts import BadInput, Verdict
@@ -135,9 +137,51 @@ def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
             pub.config, int(person["tender_id"]), int(person["link_version"]))
         return compose_schedule(roster, Recipient(str(person["email"]), str(person["name"])),
                                 shift_ids, settings=pub.config.mail, now=now,
-                                links=tender_links)
+                                links=tender_links,
+                                sequences=sequences.current(pub, int(person["tender_id"])))
     except ValueError as exc:
         return f"cannot be addressed, fix the tender: {exc}"
+
+
+def compose_again(pub: Pub, mail: Mail, at: datetime) -> Outgoing | None:
+    """A tender's schedule email written again from the roster now (the operator's resend
+    of one of unknown fate, :mod:`pubsched.deliveries.resend`): None when they are no
+    longer on that week's roster."""
+    week = mail.about
+    roster, own, people = roster_lines(pub, week)
+    if mail.tender_id not in people:
+        return None
+    made = _composed(roster, people[mail.tender_id], own[mail.tender_id], pub, at)
+    if isinstance(made, str):
+        raise NotSentYet(made)
+    return made
+
+
+COMPOSERS: dict[str, Composer] = {
+    KIND: compose_again}
+
+
+def deliver_stranded(pub: Pub, now: datetime) -> list[Verdict]:
+    """The tick's part of the schedule: a send killed after claiming a recipient's email
+    (and before its handover) whose retry came while that dead claim was still live
+    counted it uncertain and ended SENT, so no send will mail it. Once the claim is past
+    (:func:`pubsched.deliveries.deliver.sweep_lost`: of unknown fate when its handover had
+    begun, else owed again), an owed schedule email of a SENT week is sent here, once (the
+    claim), written from the roster now; a week not sent yet leaves it to its send."""
+    if not pub.schema.mail:
+        return []
+    at = utc(now)
+    out = sweep_lost(pub, [KIND], at)
+    rows = pub.query("SELECT m.about, m.recipient FROM pub_mail m JOIN pub_schedule_runs r "
+                     "ON r.week_of = m.about WHERE m.kind = %s AND m.state = 'OWED' "
+                     "AND m.acting_at IS NULL AND r.status = 'sent' ORDER BY m.id",
+                     [KIND])
+    with Sender(pub) as sender:
+        for r in rows:
+            got = claim_owed(pub, (KIND, str(r["about"]), str(r["recipient"])))
+            if not isinstance(got, str):
+                out.append(sender.send(*got, compose_again, at, retry=False))
+    return out
 
 
 def failure_text(result: dict[str, Any]) -> str:

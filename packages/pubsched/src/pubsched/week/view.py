@@ -18,8 +18,9 @@ from ..db.instants import instant
 from ..engines.base import Engine
 from ..engines.choose import engine_for
 from ..machine import APPROVED, ASSIGNED, CLOSED, COLLECTING, SENT
+from ..mail.compose import organizer
 from ..mail.wording import calendar_summary, days, zone_words
-from ..people import usual
+from ..people import sequences, usual
 from ..people.away import as_json as away_json
 from ..people.away import upcoming as away_upcoming
 from ..people.calendar import feed_calendar
@@ -264,4 +265,5 @@ def tender_calendar(pub: Pub, tender: Tender) -> bytes:
           calendar_summary(mail.pub_name, str(r["label"]), r["starts_at"],
                            r["ends_at"], pub.config.tz),
           r["starts_at"], r["ends_at"]) for r in rows),
-        stamp=stamp, location=mail.pub_address)
+        stamp=stamp, organizer=organizer(mail), location=mail.pub_address,
+        sequences=sequences.current(pub, tender.id))
