@@ -234,7 +234,7 @@ class TenderAdmin:
     # -- shared ---------------------------------------------------------------------------
 
     async def _tender(self, request: Request) -> Tender | None:
-        tender_id = int(request.path_params["tender_id"])  # the route's {..:id}: digits that fit a row
+        tender_id = int(request.path_params["tender_id"])  # {..:id}: fits a row
         return await self.site.run(tenders.by_id, self.site.pub, tender_id)
 
     def _missing(self, request: Request) -> Response:
