@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -14,6 +15,7 @@ from starlette.testclient import TestClient
 from pubsched.cli.dispatch import run as cli_run
 from pubsched.pub import Pub
 from pubsched.web.app import create_app
+from pubsched.web.ids import RowIdConvertor
 from support.pub_web import login, people, web_settings
 from support.pubs import NOW, WEEK
 
@@ -29,7 +31,24 @@ ADMIN = [("GET", f"/admin/tenders/{BIG}"), ("POST", f"/admin/tenders/{BIG}"),
            for act in ("deactivate", "activate", "revoke", "invite", "away", "back")],
          ("POST", f"/admin/template/{BIG}/edit"), ("POST", f"/admin/template/{BIG}/remove"),
          ("POST", f"/admin/weeks/{WEEK}/shifts/{BIG}/remove"),
-         ("POST", f"/admin/operators/{BIG}/remove"), ("POST", f"/admin/covers/{BIG}/cancel")]
+         ("POST", f"/admin/operators/{BIG}/remove"), ("POST", f"/admin/covers/{BIG}/cancel"),
+         ("POST", f"/admin/mail/{BIG}/resend")]
+
+
+def _routes(routes: list[Any]) -> Iterator[Any]:
+    for route in routes:
+        yield route
+        yield from _routes(getattr(route, "routes", []))
+
+
+def test_every_route_naming_a_row_takes_only_a_number_a_row_can_have(pub: Pub) -> None:
+    """A route added later cannot forget the bound: every path parameter that names a row
+    (``..._id``) uses the ``{name:id}`` convertor."""
+    app = create_app(pub, web_settings(), clock=lambda: NOW)
+    loose = [f"{route.path} {name}" for route in _routes(app.routes)
+             for name, convertor in getattr(route, "param_convertors", {}).items()
+             if name.endswith("_id") and not isinstance(convertor, RowIdConvertor)]
+    assert loose == []
 
 
 @pytest.fixture
