@@ -101,10 +101,7 @@ def send_body(pub: Pub, week: str, now: datetime,
     sweep_lost(pub, [KIND], now, about=week)
 
     def composer(_pub: Pub, mail: Mail, _at: datetime) -> Outgoing:
-        made = compose(int(mail.tender_id or 0))
-        if isinstance(made, str):
-            raise NotSentYet(made)
-        return made
+        return _ready(compose(int(mail.tender_id or 0)))
 
     sent, failed, uncertain = 0, [], []
     with Sender(pub) as sender:
@@ -143,6 +140,15 @@ def _composed(roster: Roster, person: Any, shift_ids: list[int], pub: Pub,
         return f"cannot be addressed, fix the tender: {exc}"
 
 
+def _ready(made: Outgoing | str) -> Outgoing:
+    """The email to hand over, or :class:`NotSentYet` with why it cannot be built: the
+    mail machine keeps a mail its composer could not write owed, with the reason, instead
+    of losing it or ending the send."""
+    if isinstance(made, str):
+        raise NotSentYet(made)
+    return made
+
+
 def compose_again(pub: Pub, mail: Mail, at: datetime) -> Outgoing | None:
     """A tender's schedule email written again from the roster now (the operator's resend
     of one of unknown fate, :mod:`pubsched.deliveries.resend`): None when they are no
@@ -151,10 +157,7 @@ def compose_again(pub: Pub, mail: Mail, at: datetime) -> Outgoing | None:
     roster, own, people = roster_lines(pub, week)
     if mail.tender_id not in people:
         return None
-    made = _composed(roster, people[mail.tender_id], own[mail.tender_id], pub, at)
-    if isinstance(made, str):
-        raise NotSentYet(made)
-    return made
+    return _ready(_composed(roster, people[mail.tender_id], own[mail.tender_id], pub, at))
 
 
 COMPOSERS: dict[str, Composer] = {
@@ -235,10 +238,7 @@ def resend(pub: Pub, week: str, email: str, *, state_of: Callable[[dict[str, Any
                        f"{email} is under way")
 
     def composer(_pub: Pub, _mail: Mail, _at: datetime) -> Outgoing:
-        made = _composed(roster, people[tid], own[tid], pub, at)
-        if isinstance(made, str):
-            raise NotSentYet(made)
-        return made
+        return _ready(_composed(roster, people[tid], own[tid], pub, at))
 
     with Sender(pub) as sender:
         verdict = sender.send(*got, composer, at, retry=False)
