@@ -31,12 +31,13 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import psycopg
-import yaml
+import yaml  # type: ignore[import-untyped]  # (types-PyYAML is not a dependency)
 
 from support.pg_server import PG_OS_USER, find_pg_bindir
 from support.services import (
@@ -108,7 +109,6 @@ class Node:
     api_port: int
     directory: Path
     process: subprocess.Popen[bytes] | None = None
-    _log: TextIO | None = field(default=None, repr=False)
 
     @property
     def data_dir(self) -> Path:
@@ -312,21 +312,38 @@ class PatroniCluster:
         if not gone:
             raise self.explain(f"{node.name}'s PostgreSQL outlived SIGKILL")
 
+    @contextlib.contextmanager
+    def replication_paused(self, leader: Node) -> Iterator[None]:
+        """Freeze the leader's walsenders (SIGSTOP) for the block: the standby receives
+        nothing more, as on a congested link. In asynchronous mode commits go on being
+        acknowledged meanwhile; in synchronous mode they wait. A kill of the leader in the
+        block ends them; else they go on (SIGCONT) on leaving."""
+        with psycopg.connect(leader.dsn, connect_timeout=5, autocommit=True) as conn:
+            pids = [int(pid) for (pid,) in conn.execute("SELECT pid FROM pg_stat_replication")]
+        if not pids:
+            raise self.explain(f"{leader.name} has no walsender to pause")
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
     def start_node(self, node: Node) -> None:
         """(Re)start the node's Patroni: it brings its PostgreSQL up, and a node that was the
         leader and was killed rejoins as a replica (rewound with pg_rewind when it had WAL
         the new leader never got)."""
         if node.patroni_alive:
             raise RuntimeError(f"{node.name}'s Patroni is already running")
-        if node._log is not None:
-            node._log.close()
-        node._log = node.log_file.open("ab")  # type: ignore[assignment]
-        node.process = subprocess.Popen(
-            [self._patroni_bin(), str(node.config_file)],
-            cwd=node.directory, env=self.env, stdin=subprocess.DEVNULL,
-            stdout=node._log, stderr=subprocess.STDOUT, user=self.run_as,
-            start_new_session=True,  # a Ctrl-C of pytest does not reach it; stop() does
-        )
+        with node.log_file.open("ab") as log:  # the child keeps its own copy
+            node.process = subprocess.Popen(
+                [self._patroni_bin(), str(node.config_file)],
+                cwd=node.directory, env=self.env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, user=self.run_as,
+                start_new_session=True,  # a Ctrl-C of pytest does not reach it; stop() does
+            )
 
     def set_synchronous(self, on: bool, *, timeout: float = 60) -> Node:
         """Switch synchronous replication on or off (PATCH /config, as ``patronictl
@@ -378,8 +395,6 @@ class PatroniCluster:
                     node.process.kill()
                     _reap(node.process)
             node.stop_postmaster()  # when Patroni did not
-            if node._log is not None:
-                node._log.close()
         if self.etcd_process is not None and self.etcd_process.poll() is None:
             self.etcd_process.terminate()
             try:
@@ -404,8 +419,7 @@ def _start_etcd(cluster: PatroniCluster) -> None:
         raise ServiceUnavailable("no `etcd` on PATH (Debian: apt-get install etcd-server)")
     client, peer = free_port(), free_port()
     cluster.etcd_hosts = f"{LOCALHOST}:{client}"
-    log = cluster.etcd_log.open("ab")
-    try:
+    with cluster.etcd_log.open("ab") as log:  # the child keeps its own copy
         cluster.etcd_process = subprocess.Popen(
             [etcd, "--name", "rowstate-test", "--data-dir", str(cluster.base_dir / "etcd"),
              "--listen-client-urls", f"http://{LOCALHOST}:{client}",
@@ -417,8 +431,6 @@ def _start_etcd(cluster: PatroniCluster) -> None:
             cwd=cluster.base_dir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env={k: v for k, v in os.environ.items() if not k.startswith("ETCD")},
             start_new_session=True)
-    finally:
-        log.close()  # the child has its own copy
     process = cluster.etcd_process
     if not wait_until(lambda: process.poll() is not None or _etcd_healthy(cluster.etcd_hosts),
                       timeout=30, interval=0.1) or process.poll() is not None:
