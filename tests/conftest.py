@@ -79,14 +79,14 @@ _MARKER_FOR_FIXTURE = {
 }
 
 
-def _unavailable(service: str, reason: str) -> NoReturn:
+def _unavailable(service: str, reason: str,
+                 remedy: str = f"set {services.PG_DSN_ENV} / {services.NATS_URL_ENV}") -> NoReturn:
     message = f"{service} unavailable: {reason}"
     _UNAVAILABLE[service] = message
     if services.services_required():
         pytest.fail(f"{message} [failing because {services.REQUIRE_SERVICES_ENV}=1]", pytrace=False)
     pytest.skip(
-        f"{message} [set {services.PG_DSN_ENV} / {services.NATS_URL_ENV}, or "
-        f"{services.REQUIRE_SERVICES_ENV}=1 to fail instead of skipping]"
+        f"{message} [{remedy}, or {services.REQUIRE_SERVICES_ENV}=1 to fail instead of skipping]"
     )
 
 
@@ -176,7 +176,7 @@ def patroni_cluster() -> Iterator[PatroniCluster]:
     try:
         cluster = start_cluster()
     except services.ServiceUnavailable as exc:
-        _unavailable("Patroni cluster", str(exc))
+        _unavailable("Patroni cluster", str(exc), ".ci/run installs them")
     try:
         yield cluster
     finally:

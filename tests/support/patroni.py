@@ -197,6 +197,7 @@ class PatroniCluster:
     """Two Patroni nodes and (unless given one) an etcd, all ours: see the module docstring."""
 
     base_dir: Path
+    patroni: str  # the executable
     nodes: list[Node]
     etcd_hosts: str
     namespace: str
@@ -339,7 +340,7 @@ class PatroniCluster:
             raise RuntimeError(f"{node.name}'s Patroni is already running")
         with node.log_file.open("ab") as log:  # the child keeps its own copy
             node.process = subprocess.Popen(
-                [self._patroni_bin(), str(node.config_file)],
+                [self.patroni, str(node.config_file)],
                 cwd=node.directory, env=self.env, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, user=self.run_as,
                 start_new_session=True,  # a Ctrl-C of pytest does not reach it; stop() does
@@ -361,12 +362,6 @@ class PatroniCluster:
         return self.wait_healthy(synchronous=on, timeout=timeout)
 
     # -- start and stop -------------------------------------------------------------
-
-    def _patroni_bin(self) -> str:
-        found = shutil.which("patroni", path=self.env.get("PATH"))
-        if found is None:
-            raise ServiceUnavailable("no `patroni` on PATH (Debian: apt-get install patroni)")
-        return found
 
     def explain(self, what: str) -> ClusterTimeout:
         """A ClusterTimeout saying ``what`` went wrong, then each process's state and log."""
@@ -413,8 +408,7 @@ def _etcd_healthy(hosts: str) -> bool:
 
 
 def _start_etcd(cluster: PatroniCluster) -> None:
-    etcd = shutil.which("etcd") or next(
-        (p for p in ("/usr/bin/etcd", "/usr/sbin/etcd") if os.access(p, os.X_OK)), None)
+    etcd = shutil.which("etcd")
     if etcd is None:
         raise ServiceUnavailable("no `etcd` on PATH (Debian: apt-get install etcd-server)")
     client, peer = free_port(), free_port()
@@ -442,10 +436,11 @@ def start_cluster(*, template: Path = CONFIG_TEMPLATE, timeout: float = 180) -> 
     """Start etcd (unless ``$ROWSTATE_ETCD_HOSTS``) and two Patroni nodes, and wait for a
     leader with a synchronous standby. ServiceUnavailable when something is missing or the
     cluster does not come up; everything started is stopped again then."""
+    patroni = shutil.which("patroni")
     missing = [tool for tool in ("patroni", "etcd") if shutil.which(tool) is None]
     if os.environ.get(ETCD_HOSTS_ENV, "").strip():
         missing = [tool for tool in missing if tool != "etcd"]
-    if missing:
+    if missing or patroni is None:
         raise ServiceUnavailable(f"not installed: {', '.join(missing)} "
                                  "(Debian: apt-get install patroni etcd-server)")
     bindir = find_pg_bindir()
@@ -465,7 +460,7 @@ def start_cluster(*, template: Path = CONFIG_TEMPLATE, timeout: float = 180) -> 
     base = Path(tempfile.mkdtemp(prefix="rowstate-patroni-"))
     template_config = yaml.safe_load(template.read_text())
     cluster = PatroniCluster(
-        base_dir=base, etcd_hosts=os.environ.get(ETCD_HOSTS_ENV, "").strip(),
+        base_dir=base, patroni=patroni, etcd_hosts=os.environ.get(ETCD_HOSTS_ENV, "").strip(),
         namespace=f"/rowstate-test-{uuid.uuid4().hex[:12]}/", run_as=run_as,
         nodes=[Node(name, pg_port=free_port(), api_port=free_port(), directory=base / name)
                for name in NODE_NAMES],
