@@ -286,8 +286,20 @@ class PatroniCluster:
         return all(streaming[node.name] == "async" for node in others)
 
     def wait_healthy(self, *, synchronous: bool, timeout: float = 120) -> Node:
-        """Wait for :meth:`healthy`; the leader. ClusterTimeout otherwise."""
-        if not wait_until(lambda: self.healthy(synchronous=synchronous), timeout, interval=0.2):
+        """Wait for :meth:`healthy`; the leader. ClusterTimeout otherwise, at once when one
+        of our processes exits meanwhile (a port taken, a bad setting)."""
+
+        def ready() -> bool:
+            exited = [f"{node.name}'s Patroni exited with {node.process.returncode}"
+                      for node in self.nodes
+                      if node.process is not None and node.process.poll() is not None]
+            if self.etcd_process is not None and self.etcd_process.poll() is not None:
+                exited.append(f"etcd exited with {self.etcd_process.returncode}")
+            if exited:
+                raise self.explain("; ".join(exited))
+            return self.healthy(synchronous=synchronous)
+
+        if not wait_until(ready, timeout, interval=0.2):
             raise self.explain(f"no leader with a{' synchronous' if synchronous else 'n async'}"
                                 f" standby streaming from it within {timeout:g} s")
         leader = self.leader()
