@@ -13,13 +13,15 @@ own). :meth:`PatroniCluster.stop` ends only the processes this module started, b
 A missing ``patroni``/``etcd`` or PostgreSQL binaries is :class:`ServiceUnavailable` (the
 tests skip, or fail under ``ROWSTATE_REQUIRE_SERVICES=1``). A cluster that does not reach
 the state asked for in time raises :class:`ClusterTimeout`, whose message says what each
-process was doing and ends with the tail of each log.
+process was doing and ends with the tail of each log. ``ROWSTATE_KEEP_CLUSTER=1`` keeps the
+temporary directory (configurations, data, logs) after the processes are stopped.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import json
 import os
 import pwd
@@ -168,7 +170,7 @@ def node_config(template: dict[str, Any], node: Node, *, etcd_hosts: str, namesp
                 bindir: Path, socket_dir: Path) -> dict[str, Any]:
     """The template with this node's name, addresses and directories filled in: the values
     the template's opening comment lists as per-node, and where this machine keeps things."""
-    config: dict[str, Any] = json.loads(json.dumps(template))  # a deep copy
+    config = copy.deepcopy(template)
     config["name"] = node.name
     config["namespace"] = namespace
     config["etcd3"] = {"hosts": etcd_hosts}
