@@ -20,6 +20,7 @@ temporary directory (configurations, data, logs) after the processes are stopped
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import copy
 import json
@@ -404,7 +405,9 @@ class PatroniCluster:
                     node.process.kill()
                     _reap(node.process)
             node.stop_postmaster()  # when Patroni did not
-        if self.etcd_process is not None and self.etcd_process.poll() is None:
+        if self.etcd_process is None:  # someone else's etcd: leave it as we found it
+            _delete_prefix(self.etcd_hosts, self.namespace)
+        elif self.etcd_process.poll() is None:
             self.etcd_process.terminate()
             try:
                 self.etcd_process.wait(timeout=10)
@@ -413,6 +416,18 @@ class PatroniCluster:
                 _reap(self.etcd_process)
         if os.environ.get("ROWSTATE_KEEP_CLUSTER", "") != "1":
             shutil.rmtree(self.base_dir, ignore_errors=True)
+
+
+def _delete_prefix(hosts: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` (etcd's v3 JSON gateway); best effort."""
+    key = prefix.encode()
+    body = {"key": base64.b64encode(key).decode(),
+            "range_end": base64.b64encode(key[:-1] + bytes([key[-1] + 1])).decode()}
+    request = urllib.request.Request(
+        f"http://{hosts.split(',')[0]}/v3/kv/deleterange", method="POST",
+        data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with contextlib.suppress(OSError), urllib.request.urlopen(request, timeout=5):
+        pass
 
 
 def _etcd_healthy(hosts: str) -> bool:
