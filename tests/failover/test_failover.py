@@ -94,13 +94,14 @@ def _fail_over(cluster: PatroniCluster, writers: Writers, *, synchronous: bool,
                  behind=behind, acked_behind=acked_behind)
 
 
-def _now_went_back(writers: Writers, rounds: list[Round]) -> int:
-    """Rows the new leader acknowledged with a now() earlier than the old leader's last
-    acknowledged commit (a clock a failover turned back), over every round."""
+def _clock_went_back(writers: Writers, rounds: list[Round]) -> int:
+    """Rows the new leader acknowledged with a now() or clock_timestamp() earlier than the
+    old leader's last acknowledged commit's (a clock a failover turned back), over every
+    round."""
     acked = list(writers.ledger.acked)
     return sum(1 for one in rounds for ack in acked
                if ack.at > one.killed_at and ack.port == one.new_first.port
-               and ack.txn_at < one.old_last.txn_at)
+               and (ack.txn_at < one.old_last.txn_at or ack.clock_at < one.old_last.clock_at))
 
 
 def _outcome(writers: Writers, rounds: list[Round], mode: str) -> tuple[list[Ack], str]:
@@ -116,7 +117,8 @@ def _outcome(writers: Writers, rounds: list[Round], mode: str) -> tuple[list[Ack
             f"acknowledged, {len(lost)} of them lost; {len(ledger.unknown)} of unknown outcome "
             f"(connection broke after sending: {unknown_kept} committed, "
             f"{len(ledger.unknown) - unknown_kept} not); {len(ledger.refused)} refused; "
-            f"rows whose now() went back across a switch: {_now_went_back(writers, rounds)}; "
+            f"rows whose now() or clock_timestamp() went back across a switch: "
+            f"{_clock_went_back(writers, rounds)}; "
             f"median time to the first write after a kill: "
             f"{sorted(one.to_first_write for one in rounds)[len(rounds) // 2]:.1f} s")
     return lost, line
