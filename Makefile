@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint twins unasync typecheck unit contrib bench chaos clean
+.PHONY: demo test lint twins unasync typecheck unit contrib bench chaos failover clean
 
 # the three distributions, editable, with every extra of the engine, and the dev group of the
 # workspace's pyproject (pip 25.1+: --group)
@@ -55,6 +55,13 @@ bench: $(STAMP)
 
 chaos: $(STAMP)
 	ROWSTATE_CHAOS_HISTORIES=$${ROWSTATE_CHAOS_HISTORIES:-200} $(BIN)/pytest -q -m slow tests/rowstate/test_chaos.py tests/rowstate/test_condition_differential.py -p no:randomly
+	$(MAKE) failover
+
+# the tests marked `failover` (left out of `make test`): they start etcd and a two-node
+# Patroni cluster (deploy/patroni/patroni.yml; Debian's patroni and etcd-server) and kill its
+# leader mid-stream; serial, the cluster is one per session; a few minutes
+failover: $(STAMP)
+	$(BIN)/pytest -q -m failover -p no:randomly
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -26,6 +26,7 @@ os.environ["LANGUAGE"] = "C"
 if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, not here
     from support.databases import Clones, Dropper
     from support.nats_server import NatsServer
+    from support.patroni import PatroniCluster
     from support.pg_server import PostgresServer
 
 # ======================================================================================
@@ -41,6 +42,10 @@ if TYPE_CHECKING:  # the drivers are imported by the fixtures that need them, no
 #                              the tests' path (all gone at session end)
 #   nats_server      session   support.nats_server.NatsServer
 #   nats_url         session   str: nats://... with JetStream enabled
+#   patroni_cluster  session   support.patroni.PatroniCluster: etcd and two Patroni nodes
+#                              we start (deploy/patroni/patroni.yml), that a test may fail
+#                              over; its tests get the `failover` marker, which the default
+#                              run leaves out (make failover runs them)
 #
 # Only these shared service fixtures live here; each test package's own fixtures are in its
 # conftest.py (tests/rowstate/, tests/dataset_lifecycle/, tests/pubsched/), and the helpers
@@ -70,17 +75,18 @@ _MARKER_FOR_FIXTURE = {
     "pg_dsn": "postgres",
     "nats_server": "nats",
     "nats_url": "nats",
+    "patroni_cluster": "failover",
 }
 
 
-def _unavailable(service: str, reason: str) -> NoReturn:
+def _unavailable(service: str, reason: str,
+                 remedy: str = f"set {services.PG_DSN_ENV} / {services.NATS_URL_ENV}") -> NoReturn:
     message = f"{service} unavailable: {reason}"
     _UNAVAILABLE[service] = message
     if services.services_required():
         pytest.fail(f"{message} [failing because {services.REQUIRE_SERVICES_ENV}=1]", pytrace=False)
     pytest.skip(
-        f"{message} [set {services.PG_DSN_ENV} / {services.NATS_URL_ENV}, or "
-        f"{services.REQUIRE_SERVICES_ENV}=1 to fail instead of skipping]"
+        f"{message} [{remedy}, or {services.REQUIRE_SERVICES_ENV}=1 to fail instead of skipping]"
     )
 
 
@@ -161,6 +167,20 @@ def nats_server() -> Iterator[NatsServer]:
 @pytest.fixture(scope="session")
 def nats_url(nats_server: NatsServer) -> str:
     return nats_server.url
+
+
+@pytest.fixture(scope="session")
+def patroni_cluster() -> Iterator[PatroniCluster]:
+    from support.patroni import start_cluster
+
+    try:
+        cluster = start_cluster()
+    except services.ServiceUnavailable as exc:
+        _unavailable("Patroni cluster", str(exc), ".ci/run installs them")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 # Modules whose tests run on one xdist worker (under -n): each has a module fixture that is
