@@ -30,7 +30,7 @@ APPLICATION = [
     # errors
     "RowstateError", "DefinitionError", "SchemaMismatch", "ValidationError", "UsageError",
     "InvalidTransitionError", "StoreError", "ConnectError", "ConnectionLostError",
-    "StatementCancelled", "InvariantViolation", "UnitRefusedError",
+    "OutcomeUnknown", "StatementCancelled", "InvariantViolation", "UnitRefusedError",
 ]
 
 EXTENSION = [

@@ -31,6 +31,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..errors import (
+    StatementCancelled,
+    StoreError,
     ValidationError,
 )
 from ..protocol import Batch, Door
@@ -44,6 +46,7 @@ from .common import (
 )
 from .pgconnect import connect_error, with_connect_timeout
 from .pgwire import (
+    DRIVER_ERRORS,
     _acheck_connection,
     _aexecute,
     _apg_raw,
@@ -52,6 +55,8 @@ from .pgwire import (
     _execute,
     _pg_raw,
     _translate,
+    committing,
+    read_only_node,
 )
 
 
@@ -131,8 +136,21 @@ class PostgresStore(StatementCounter):
             return
         with self._unit_connection() as conn:
             unit = Unit("postgresql", _pg_raw(conn, self), door, Jsonb)
-            with unit_scope(self._unit, unit, _begin(conn, read_only)):
-                yield unit
+            try:
+                with unit_scope(self._unit, unit, _begin(conn, read_only)):
+                    yield unit
+            except StatementCancelled as exc:
+                if read_only_node(exc) and not read_only:
+                    self._drop_node(conn)
+                raise
+
+    def _drop_node(self, conn: psycopg.Connection[Any]) -> None:
+        """``conn``'s server refuses writes: drop every connection that may lead to it (the
+        pool's, drained; this thread's), so that the next ones find the primary."""
+        if self.pool is None:
+            conn.close()
+        else:
+            self.pool.drain()
 
     def run(self, batch: Batch) -> Rows:
         unit = self._unit.get()
@@ -143,8 +161,10 @@ class PostgresStore(StatementCounter):
                 conn = self._threads.get()
                 try:
                     return self._run(conn, batch)
-                except psycopg.OperationalError:
-                    conn.close()  # broken: this thread's next call connects anew
+                except StoreError as exc:
+                    if isinstance(exc.__cause__, psycopg.OperationalError) or read_only_node(
+                            exc):
+                        conn.close()  # broken or a standby's: the next call connects anew
                     raise
             # getconn/putconn rather than ``with pool.connection()``: the same
             # commit/rollback (no-ops on our autocommit connections), for less
@@ -152,28 +172,41 @@ class PostgresStore(StatementCounter):
             conn = pool.getconn()
             try:
                 return self._run(conn, batch)
+            except StatementCancelled as exc:
+                if read_only_node(exc):
+                    pool.drain()  # every connection of the pool leads to that standby
+                raise
             finally:
                 pool.putconn(conn)  # a broken connection is replaced by the pool
-        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
+        except DRIVER_ERRORS as exc:
             raise _translate(exc) from exc
 
     def _run(self, conn: psycopg.Connection[Any], batch: Batch) -> Rows:
+        """Run ``batch``; a driver's error comes out translated, as :class:`OutcomeUnknown`
+        when the connection was lost with the commit in flight (see :func:`.committing`)."""
+        out: Rows = []
+        in_commit = False
         try:
             if batch.transaction:
                 with conn.transaction():
-                    out = _execute(conn, batch)
+                    _execute(conn, batch, out)
+                    in_commit = True  # leaving the block sends the COMMIT
                 self.statements += len(out) + 2
             else:
                 self.statements += len(batch.statements)
-                out = _execute(conn, batch)
+                _execute(conn, batch, out)
                 self.statements += len(out) - len(batch.statements)  # an ``otherwise``
             if not conn.autocommit:  # a caller's pool may not be in autocommit
+                in_commit = True
                 conn.commit()
             return out
-        except BaseException:
+        except BaseException as exc:
             if not conn.autocommit and not conn.closed:
                 with contextlib.suppress(Exception):  # as psycopg's ``with conn`` does
                     conn.rollback()
+            if isinstance(exc, DRIVER_ERRORS):
+                raise _translate(exc, committing=in_commit or committing(
+                    conn, batch, len(out))) from exc
             raise
 
     def execute_script(self, sql: str) -> None:
@@ -239,6 +272,10 @@ class AsyncPostgresStore:
             unit = AsyncUnit("postgresql", _apg_raw(conn, self), door, Jsonb)
             async with aunit_scope(self._unit, unit, _begin(conn, read_only)):
                 yield unit
+        except StatementCancelled as exc:
+            if read_only_node(exc) and not read_only:
+                await self.pool.drain()  # see PostgresStore._drop_node
+            raise
         finally:
             await self._checkin(conn)
 
@@ -269,29 +306,38 @@ class AsyncPostgresStore:
         await self._ensure_open()
         try:
             conn = await self._checkout()  # not ``async with pool.connection()``: see the twin
-            try:
-                if batch.transaction:
-                    async with conn.transaction():
-                        out = await _aexecute(conn, batch)
-                    self.statements += len(out) + 2
-                else:
-                    # counted before running, as the sync twin does: a statement the
-                    # database refuses (a UNIQUE invariant) was still a round trip
-                    self.statements += len(batch.statements)
-                    out = await _aexecute(conn, batch)
-                    self.statements += len(out) - len(batch.statements)  # an ``otherwise``
-                if not conn.autocommit:  # a caller's pool may not be in autocommit
-                    await conn.commit()
-                return out
-            except BaseException:
-                if not conn.autocommit and not conn.closed:
-                    with contextlib.suppress(Exception):
-                        await conn.rollback()
-                raise
-            finally:
-                await self._checkin(conn)
-        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
+        except psycopg.Error as exc:
             raise _translate(exc) from exc
+        out: Rows = []
+        in_commit = False
+        try:
+            if batch.transaction:
+                async with conn.transaction():
+                    await _aexecute(conn, batch, out)
+                    in_commit = True  # leaving the block sends the COMMIT
+                self.statements += len(out) + 2
+            else:
+                # counted before running, as the sync twin does: a statement the
+                # database refuses (a UNIQUE invariant) was still a round trip
+                self.statements += len(batch.statements)
+                await _aexecute(conn, batch, out)
+                self.statements += len(out) - len(batch.statements)  # an ``otherwise``
+            if not conn.autocommit:  # a caller's pool may not be in autocommit
+                in_commit = True
+                await conn.commit()
+            return out
+        except BaseException as exc:
+            if not conn.autocommit and not conn.closed:
+                with contextlib.suppress(Exception):
+                    await conn.rollback()
+            if not isinstance(exc, DRIVER_ERRORS):
+                raise
+            error = _translate(exc, committing=in_commit or committing(conn, batch, len(out)))
+            if read_only_node(error):
+                await self.pool.drain()  # every connection of the pool leads to that standby
+            raise error from exc
+        finally:
+            await self._checkin(conn)
 
     async def _checkout(self) -> psycopg.AsyncConnection[Any]:
         """``pool.getconn()``, shielded from the caller's cancellation when it may wait.
