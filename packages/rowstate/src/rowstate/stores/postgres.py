@@ -31,6 +31,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..errors import (
+    OutcomeUnknown,
     StatementCancelled,
     StoreError,
     ValidationError,
@@ -45,6 +46,7 @@ from .common import (
     _unit_var,
 )
 from .pgconnect import connect_error, with_connect_timeout
+from .pgsettle import aremember, asettle, remember, session, settle
 from .pgwire import (
     DRIVER_ERRORS,
     _acheck_connection,
@@ -85,6 +87,7 @@ class PostgresStore(StatementCounter):
         if per_thread and pool is not None:
             raise ValidationError("per_thread=True opens its own connections: pass no pool")
         conninfo, self.connect_timeout = with_connect_timeout(conninfo, connect_timeout)
+        self.conninfo = conninfo
         self.own_pool = pool is None and not per_thread
         self.pool: ConnectionPool[Any] | None = pool  # None: per_thread
         if pool is None:
@@ -92,10 +95,11 @@ class PostgresStore(StatementCounter):
         if self.own_pool:
             self.pool = ConnectionPool(
                 conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
-                open=True, name="rowstate", check=_check_connection,
+                open=True, name="rowstate", check=_check_connection, configure=remember,
             )
         self._threads: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
-            lambda: psycopg.connect(conninfo, autocommit=True), lambda c: not c.closed)
+            lambda: _remembered(psycopg.connect(conninfo, autocommit=True)),
+            lambda c: not c.closed)
         self._unit: ContextVar[Unit | None] = _unit_var(self)
 
     def _first_connection(self, conninfo: str) -> None:
@@ -139,6 +143,9 @@ class PostgresStore(StatementCounter):
             try:
                 with unit_scope(self._unit, unit, _begin(conn, read_only)):
                     yield unit
+            except OutcomeUnknown:
+                settle(self.conninfo, session(conn))
+                raise
             except StatementCancelled as exc:
                 if read_only_node(exc) and not read_only:
                     self._drop_node(conn)
@@ -204,10 +211,12 @@ class PostgresStore(StatementCounter):
             if not conn.autocommit and not conn.closed:
                 with contextlib.suppress(Exception):  # as psycopg's ``with conn`` does
                     conn.rollback()
-            if isinstance(exc, DRIVER_ERRORS):
-                raise _translate(exc, committing=in_commit or committing(
-                    conn, batch, len(out))) from exc
-            raise
+            if not isinstance(exc, DRIVER_ERRORS):
+                raise
+            error = _translate(exc, committing=in_commit or committing(conn, batch, len(out)))
+            if isinstance(error, OutcomeUnknown):
+                settle(self.conninfo, session(conn))
+            raise error from exc
 
     def execute_script(self, sql: str) -> None:
         _no_script_in_unit(self._unit)
@@ -246,7 +255,7 @@ class AsyncPostgresStore:
         self.conninfo, self.connect_timeout = with_connect_timeout(conninfo, connect_timeout)
         self.pool: AsyncConnectionPool[Any] = pool or AsyncConnectionPool(
             self.conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
-            open=False, name="rowstate-async", check=_acheck_connection,
+            open=False, name="rowstate-async", check=_acheck_connection, configure=aremember,
         )
         self._opened = not self.own_pool
         self._opening: asyncio.Task[None] | None = None
@@ -272,6 +281,9 @@ class AsyncPostgresStore:
             unit = AsyncUnit("postgresql", _apg_raw(conn, self), door, Jsonb)
             async with aunit_scope(self._unit, unit, _begin(conn, read_only)):
                 yield unit
+        except OutcomeUnknown:
+            await asettle(self.conninfo, session(conn))
+            raise
         except StatementCancelled as exc:
             if read_only_node(exc) and not read_only:
                 await self.pool.drain()  # see PostgresStore._drop_node
@@ -333,6 +345,8 @@ class AsyncPostgresStore:
             if not isinstance(exc, DRIVER_ERRORS):
                 raise
             error = _translate(exc, committing=in_commit or committing(conn, batch, len(out)))
+            if isinstance(error, OutcomeUnknown):
+                await asettle(self.conninfo, session(conn))
             if read_only_node(error):
                 await self.pool.drain()  # every connection of the pool leads to that standby
             raise error from exc
@@ -416,6 +430,11 @@ class AsyncPostgresStore:
             await self.pool.close()  # fails the checkouts still waiting
         if self._returning:  # orphaned checkouts and returns: done, not left pending
             await asyncio.gather(*self._returning, return_exceptions=True)
+
+
+def _remembered(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    remember(conn)  # see .pgsettle
+    return conn
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:
