@@ -145,7 +145,7 @@ async def test_a_commit_without_an_answer_is_outcome_unknown_and_resolves(
 @pytest.mark.parametrize("twin", TWINS)
 async def test_a_finalization_claim_without_an_answer_is_outcome_unknown(
         engine_pg_schema: str, twin: str, reached: bool) -> None:
-    async with relayed(engine_pg_schema, twin) as (link, store, lc):
+    async with relayed(engine_pg_schema, twin) as (link, _, lc):
         k = key()
         await call(lc.create(k))
         await call(lc.transition(k, "READY", from_="NEW"))

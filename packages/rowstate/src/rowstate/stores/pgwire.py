@@ -116,7 +116,8 @@ def read_only_node(exc: BaseException) -> bool:
     """Whether a store's error says its server refuses writes (SQLSTATE 25006 outside a
     read-only unit): its connections lead to a standby, and the pool must drop them all so
     that the next ones find the primary (a multi-host URL with target_session_attrs)."""
-    return isinstance(exc.__cause__, pg_errors.ReadOnlySqlTransaction)
+    return isinstance(exc, pg_errors.ReadOnlySqlTransaction) or isinstance(
+        exc.__cause__, pg_errors.ReadOnlySqlTransaction)
 
 
 def committing(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], batch: Batch,

@@ -347,7 +347,7 @@ class AsyncPostgresStore:
             error = _translate(exc, committing=in_commit or committing(conn, batch, len(out)))
             if isinstance(error, OutcomeUnknown):
                 await asettle(self.conninfo, session(conn))
-            if read_only_node(error):
+            if read_only_node(exc):
                 await self.pool.drain()  # every connection of the pool leads to that standby
             raise error from exc
         finally:
