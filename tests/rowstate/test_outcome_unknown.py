@@ -31,7 +31,7 @@ from rowstate import (
     Lifecycle,
     OutcomeUnknown,
 )
-from rowstate.stores import AsyncPostgresStore, PostgresStore
+from rowstate.stores import AsyncPostgresStore, PostgresStore, pgsettle
 from support.cut_link import CutLink, commit, sync
 from support.engine import JOBS
 from support.services import LOCALHOST
@@ -191,3 +191,30 @@ async def test_resolve_checks_its_input_before_any_io(engine_pg_schema: str) -> 
         with pytest.raises(InvalidTransitionError):  # NEW -> DONE: no such edge
             lc.resolve("x", "DONE", from_="NEW")
         assert lc.resolve("no-such-row", "READY", from_="NEW").applied is False
+
+
+def test_the_lost_session_is_ended_before_the_error_is_raised(engine_pg_schema: str) -> None:
+    """What makes ``resolve`` exact at once: the store ends the session whose COMMIT lost
+    its answer (it might still be committing, or holding the row's lock) and waits for it.
+    A session is named by its pid AND the client port its server saw, so a pid alone (a
+    restarted server's, another client's behind a proxy) is never ended."""
+    conn = psycopg.connect(engine_pg_schema, autocommit=True)
+    other = psycopg.connect(engine_pg_schema, autocommit=True)
+    try:
+        pgsettle.remember(conn)
+        pgsettle.remember(other)
+        lost = pgsettle.session(conn)
+        assert lost is not None and lost.pid == conn.info.backend_pid
+        wrong_port = lost._replace(client_port=lost.client_port + 1)
+        pgsettle.settle(engine_pg_schema, wrong_port)
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # left alone
+        pgsettle.settle(engine_pg_schema, lost)
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+        assert other.execute("SELECT 1").fetchone() == (1,)
+        with psycopg.connect(engine_pg_schema) as check:  # gone when settle returned
+            assert check.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                 (lost.pid,)).fetchone() == (0,)
+    finally:
+        conn.close()
+        other.close()

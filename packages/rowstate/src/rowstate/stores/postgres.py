@@ -13,8 +13,13 @@ return from the caller's cancellation (psycopg_pool loses connections otherwise:
 ``_checkout``). Both open one connection of their own before the pool, so that a server
 that cannot be reached fails in seconds with its own words (:mod:`.pgconnect`): the sync
 store when it is built, the async one on its first call. What is shared is shared as
-functions: the wire (:mod:`.pgwire`), connecting (:mod:`.pgconnect`) and the unit's flow
-(:mod:`rowstate.units`).
+functions: the wire (:mod:`.pgwire`), connecting (:mod:`.pgconnect`), settling a lost
+COMMIT (:mod:`.pgsettle`) and the unit's flow (:mod:`rowstate.units`).
+
+On a cluster (docs/engine.md, "Several hosts"): a write a read-only server refused (a
+standby, a demoted primary) drops every connection of the pool, so that the next ones find
+the primary; a connection lost with its commit in flight is :class:`OutcomeUnknown`, raised
+once the lost session is ended on its server, so that a read afterwards is final.
 """
 
 from __future__ import annotations
