@@ -166,7 +166,7 @@ async def test_connect_takes_several_hosts_and_skips_a_standby(
     dead = free_port()
     a.read_only(True)
     conninfo = form(dead, a.port, b.port, name=a.name)
-    maker = rowstate.connect if twin == "sync" else rowstate.connect_async
+    maker: Any = rowstate.connect if twin == "sync" else rowstate.connect_async
     store = maker(conninfo)
     try:
         assert await server_port(store) == b.port
@@ -176,7 +176,7 @@ async def test_connect_takes_several_hosts_and_skips_a_standby(
     store = maker(conninfo)
     try:
         assert await server_port(store) == a.port
-        lc = Lifecycle(store, SLOTS) if twin == "sync" else AsyncLifecycle(store, SLOTS)
+        lc: Any = Lifecycle(store, SLOTS) if twin == "sync" else AsyncLifecycle(store, SLOTS)
         assert (await call(lc.transition("s1", "LIVE", from_="IDLE"))).applied
     finally:
         await call(store.close())

@@ -16,8 +16,9 @@ Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantV
 (reported as reason INVARIANT), a dead connection :class:`ConnectionLostError` (nothing
 committed) or, with the commit in flight, :class:`OutcomeUnknown` (the write may have
 landed), a statement the server cancelled and rolled back, or a write refused by a server
-that is read-only (a standby), :class:`StatementCancelled` (it did not land), a value the database (or the driver, e.g.
-text that is not valid UTF-8) refuses :class:`ValidationError`, any other
+that is read-only (a standby), :class:`StatementCancelled` (it did not land), a value the
+database (or the driver, e.g. text that is not valid UTF-8) refuses
+:class:`ValidationError`, any other
 :class:`StoreError`; the driver's error is kept as ``__cause__``. That holds for scripts
 too: a caller only ever sees a :class:`RowstateError`. A store's first connection that
 cannot be opened (refused, no such database or role, no answer within the connect timeout;
