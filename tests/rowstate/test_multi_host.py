@@ -39,6 +39,7 @@ from rowstate.stores import AsyncPostgresStore, PostgresStore
 from support.databases import admin_connect, drop_database
 from support.engine import SLOTS
 from support.pg_server import PostgresServer, start_postgres
+from support.pg_standby import caught_up, promote, start_standby
 from support.services import LOCALHOST, ServiceUnavailable, free_port
 
 pytestmark = pytest.mark.postgres
@@ -346,3 +347,95 @@ async def test_a_node_that_goes_away_is_left_for_the_next_host(pg_admin_dsn: str
     finally:
         server.stop()
         drop_database(pg_admin_dsn, name)
+
+
+# -- a real standby, and its promotion -----------------------------------------------------
+
+
+@pytest.fixture
+def replicated(pg_admin_dsn: str) -> Iterator[tuple[PostgresServer, PostgresServer, str]]:
+    """(primary, standby, database): a throwaway primary, a ``pg_basebackup -R`` standby
+    streaming from it, and a database on them holding SLOTS with row ``s1`` in IDLE."""
+    try:
+        primary = start_postgres()
+    except ServiceUnavailable as exc:
+        pytest.skip(f"no throwaway PostgreSQL cluster: {exc}")
+    try:
+        name = f"rs_multi_{uuid.uuid4().hex[:12]}"
+        _database(primary.admin_dsn, name)
+        with admin_connect(primary.admin_dsn) as conn:  # an acknowledged commit is in the
+            # WAL sent to the standby (the throwaway cluster's default is off: see caught_up)
+            conn.execute(pg_sql.SQL("ALTER DATABASE {} SET synchronous_commit = on").format(
+                pg_sql.Identifier(name)))
+        store = PostgresStore(make_conninfo(primary.admin_dsn, dbname=name))
+        try:
+            lc = Lifecycle(store, SLOTS)
+            lc.create_schema()
+            lc.create("s1")
+        finally:
+            store.close()
+        try:
+            standby = start_standby(primary)
+        except ServiceUnavailable as exc:
+            pytest.skip(f"no standby: {exc}")
+        try:
+            caught_up(primary.admin_dsn, standby.admin_dsn)
+            yield primary, standby, name
+        finally:
+            standby.stop()
+    finally:
+        primary.stop()
+
+
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_write_on_a_real_standby_is_refused_typed_and_nothing_lands(
+        replicated: tuple[PostgresServer, PostgresServer, str], twin: str) -> None:
+    primary, standby, name = replicated
+    assert standby.port is not None and primary.port is not None
+    store, lc = open_store(twin, url(standby.port, name=name, attrs="any"))
+    try:
+        with pytest.raises(StatementCancelled) as info:
+            await call(lc.transition("s1", "LIVE", from_="IDLE"))
+        assert isinstance(info.value.__cause__, psycopg.errors.ReadOnlySqlTransaction)
+        assert (await call(lc.get("s1")))["state"] == "IDLE"  # reads still answer
+    finally:
+        await call(store.close())
+    store, _ = open_store(twin, url(standby.port, primary.port, name=name))
+    try:  # read-write passes over the standby, listed first
+        assert await server_port(store) == primary.port
+    finally:
+        await call(store.close())
+
+
+@pytest.mark.parametrize("twin", TWINS)
+async def test_a_pool_follows_a_failover_to_the_promoted_standby(
+        replicated: tuple[PostgresServer, PostgresServer, str], twin: str) -> None:
+    """The primary is stopped (immediate: its postmaster gone, as a node killed) and the
+    standby promoted: the pool, on ``standby,primary`` with read-write, wrote on the primary
+    and writes on the new one after at most one failed call; what the old primary had
+    acknowledged is there."""
+    primary, standby, name = replicated
+    assert standby.port is not None and primary.port is not None
+    store, lc = open_store(twin, url(standby.port, primary.port, name=name),
+                           min_size=2, max_size=2)
+    try:
+        assert await server_port(store) == primary.port
+        assert (await call(lc.transition("s1", "LIVE", from_="IDLE"))).applied
+        caught_up(primary.admin_dsn, standby.admin_dsn)
+        primary.stop()
+        promote(standby)
+        failures = 0
+        for _ in range(3):
+            try:
+                moved = await call(lc.transition("s1", "IDLE", from_="LIVE"))
+                break
+            except ConnectionLostError:
+                failures += 1
+                await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the pool never reached the promoted standby")
+        assert failures <= 1
+        assert moved.applied  # the LIVE acknowledged on the old primary survived
+        assert await server_port(store) == standby.port
+    finally:
+        await call(store.close())
