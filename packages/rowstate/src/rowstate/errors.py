@@ -77,10 +77,29 @@ class ConnectError(StoreError):
 
 
 class ConnectionLostError(StoreError):
-    """The connection died mid-call: the write *may have landed*. It either committed whole
-    or not at all, and nobody can tell which; retrying the same call is safe because every
-    write is a compare-and-set. run() keeps its lease (fenced) until the TTL, as it cannot
-    know whether its finalize committed."""
+    """The connection died mid-call. From rowstate's PostgreSQL stores a plain
+    ConnectionLostError means the loss came before anything was committed (a checkout, a
+    read, a statement inside a transaction before its COMMIT): nothing landed. When the
+    commit itself was in flight the error is its subclass :class:`OutcomeUnknown`: the
+    write *may have landed*. Other stores (contrib) may not tell the two apart and raise
+    this for both, so treat it as "may have landed" unless the store is rowstate's.
+    Retrying the same call is safe because every write is a compare-and-set. run() keeps
+    its lease (fenced) until the TTL, as it cannot know whether its finalize committed."""
+
+
+class OutcomeUnknown(ConnectionLostError):
+    """The connection died while the statement that commits was in flight (a COMMIT, or
+    the one autocommitted statement that was the whole call): the database may have
+    committed it or not, and no answer came to say which.
+
+    Never a refusal and never retried by the engine: the write is either whole or absent,
+    so the caller finds out which by reading, with ``lifecycle.resolve(key, to, from_=...)``
+    (the row and its last event: docs/engine.md "When a COMMIT gets no answer"), or retries
+    the call when it is idempotent by its ``from_`` (after the move applied, the retry is a
+    refusal whose ``state`` is the row's current one). A :class:`ConnectionLostError`, so
+    what catches that (``run()`` keeping its lease fenced until the TTL) catches this; a
+    plain ConnectionLostError from the PostgreSQL stores means nothing committed.
+    """
 
 
 class StatementCancelled(StoreError):

@@ -93,6 +93,22 @@ class TransitionResult(NamedTuple):
         return self.applied
 
 
+class Resolution(NamedTuple):
+    """What became of a move whose call raised :class:`~rowstate.OutcomeUnknown`, read back
+    by ``lifecycle.resolve``: ``applied`` when the row's history shows the move (``event``,
+    with the binding's events table), else it did not happen and retrying it is safe.
+    ``state``, ``version`` and ``row`` are the row's now (None: no row has the key)."""
+
+    applied: bool
+    state: str | None = None
+    version: int | None = None
+    event: Event | None = None
+    row: Mapping[str, Any] | None = None
+
+    def __bool__(self) -> bool:
+        return self.applied
+
+
 class CheckResult(NamedTuple):
     """The dry run: would the move apply now, and every reason why not."""
 

@@ -31,6 +31,7 @@ from ..results import (
     FireReport,
     LeaseClaim,
     ReleaseResult,
+    Resolution,
     RunResult,
     TransitionResult,
 )
@@ -179,6 +180,18 @@ class AsyncLifecycle(FrontEnd):
 
     async def history(self, key: object) -> list[Event]:
         return await adrive(self.runner, self.core.history(key))
+
+    async def resolve(self, key: object, to: str, *,
+                      from_: Iterable[str] | str | None = None, since: int | None = None,
+                      by: str | None = None) -> Resolution:
+        """What became of a move whose call raised :class:`~rowstate.OutcomeUnknown`: read
+        from the row and its events (one round trip, on the primary), ``applied`` or not.
+        ``since``: the row's version read before the call, for an exact answer when the row
+        may have moved on; ``by``: the ``by=`` the call gave, to tell its move from a
+        racer's. A ``transition_many`` is resolved key by key; a leased act by its edge's
+        ``to`` and ``from_``. See docs/engine.md, "When a COMMIT gets no answer"."""
+        return await adrive(self.runner, self.core.resolve(key, to, from_=from_,
+                                                           since=since, by=by))
 
     async def gauges(self) -> Gauges:
         """The database's figures now, in one round trip: rows per state, the outbox's lag,

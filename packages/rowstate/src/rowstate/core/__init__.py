@@ -19,7 +19,7 @@ uses; none reaches into another's private state):
 ``moves``          the general path of a move: its write and its verdict
 ``lanes``          plain moves and their lanes (the hot path); ``transition``
 ``dryrun``         can_transition, enabled_edges, the rules as data (transition_checks)
-``reads``          get, history
+``reads``          get, history, resolve (what became of a move whose COMMIT got no answer)
 ``rows``           rows through the door (create, ensure); queries by state (find, count)
 ``holds``          holds and fences inside a unit of work
 ``leases``         claim -> act -> finalize, release, run
@@ -108,6 +108,7 @@ class Core:
         # reads and rows
         self.get = reads.get
         self.history = reads.history
+        self.resolve = reads.resolve
         self.create = rows.create
         self.ensure = rows.ensure
         self.find = rows.find

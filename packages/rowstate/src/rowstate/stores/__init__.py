@@ -7,14 +7,18 @@ One module per database, and what they share:
 * :mod:`.common`: the statement counter, per-thread connections, the unit of work's flow;
 * :mod:`.sqlite`: the SQLite store (stdlib ``sqlite3``), and :mod:`.sqlite_async` its
   asyncio twin (loaded on first use: asyncio costs more to import than the engine);
-* :mod:`.postgres`: the PostgreSQL stores (psycopg 3 + psycopg_pool);
+* :mod:`.postgres`: the PostgreSQL stores (psycopg 3 + psycopg_pool), on :mod:`.pgwire`
+  (psycopg at the wire), :mod:`.pgconnect` (connecting, several hosts) and
+  :mod:`.pgsettle` (ending the session of a COMMIT whose answer was lost);
 * :mod:`.urls`: :func:`connect` and :func:`connect_async`, by the URL's scheme.
 
 Driver errors are translated here: a UNIQUE violation becomes :class:`InvariantViolation`
-(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError` (the write
-may have landed), a statement the server cancelled and rolled back
-:class:`StatementCancelled` (it did not land), a value the database (or the driver, e.g.
-text that is not valid UTF-8) refuses :class:`ValidationError`, any other
+(reported as reason INVARIANT), a dead connection :class:`ConnectionLostError` (nothing
+committed) or, with the commit in flight, :class:`OutcomeUnknown` (the write may have
+landed), a statement the server cancelled and rolled back, or a write refused by a server
+that is read-only (a standby), :class:`StatementCancelled` (it did not land), a value the
+database (or the driver, e.g. text that is not valid UTF-8) refuses
+:class:`ValidationError`, any other
 :class:`StoreError`; the driver's error is kept as ``__cause__``. That holds for scripts
 too: a caller only ever sees a :class:`RowstateError`. A store's first connection that
 cannot be opened (refused, no such database or role, no answer within the connect timeout;

@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from ..errors import (
     ConnectionLostError,
     InvariantViolation,
+    OutcomeUnknown,
     StatementCancelled,
     StoreError,
     ValidationError,
@@ -35,8 +36,25 @@ from .common import (
     StatementCounter,
 )
 
+#: what a store's call may raise from the driver, translated by :func:`_translate`
+DRIVER_ERRORS = (psycopg.Error, UnicodeEncodeError, RecursionError)
 
-def _translate(exc: psycopg.Error | UnicodeEncodeError | RecursionError) -> Exception:
+
+def _translate(exc: psycopg.Error | UnicodeEncodeError | RecursionError, *,
+               committing: bool = False) -> Exception:
+    """``exc`` as a :class:`~rowstate.RowstateError`; ``committing``: the statement in
+    flight was the one that commits (a COMMIT, or an autocommitted write), so a lost
+    connection is :class:`OutcomeUnknown` rather than a plain ConnectionLostError."""
+    translated = _translated(exc)
+    if committing and type(translated) is ConnectionLostError:
+        return OutcomeUnknown(
+            "connection lost while the database was committing: the write may or may not "
+            "have been applied; read the row to tell (lifecycle.resolve), or retry a move "
+            f"that names its from-state: {exc}")
+    return translated
+
+
+def _translated(exc: psycopg.Error | UnicodeEncodeError | RecursionError) -> Exception:
     if isinstance(exc, UnicodeEncodeError):  # e.g. a lone surrogate: never sent, nothing ran
         return ValidationError(f"a text value is not valid UTF-8: {exc}")
     if isinstance(exc, RecursionError):
@@ -54,6 +72,12 @@ def _translate(exc: psycopg.Error | UnicodeEncodeError | RecursionError) -> Exce
         # the SQL text is ours, its names checked: a type clash comes from a value's type
         # (e.g. an int key for a text column: "operator does not exist: text = bigint")
         return ValidationError(f"PostgreSQL refused a value of this type: {exc}")
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        # the server refused the write and rolled back: a standby (a multi-host URL led to
+        # one, or the primary was demoted by a failover), a server set to read-only, or a
+        # read_only unit. The stores drop their connections to such a node (read_only_node)
+        return StatementCancelled("the database is read-only here (a standby, a primary "
+                                  f"that was demoted, or a read-only unit): {exc}")
     if isinstance(exc, pg_errors.QueryCanceled | pg_errors.LockNotAvailable
                   | pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
         # OperationalErrors too, but the server answered: the statement (and its
@@ -88,9 +112,30 @@ def _cursor(conn: Any) -> Any:
     return cur
 
 
-def _execute(conn: psycopg.Connection[Any], batch: Batch) -> Rows:
+def read_only_node(exc: BaseException) -> bool:
+    """Whether a store's error says its server refuses writes (SQLSTATE 25006 outside a
+    read-only unit): its connections lead to a standby, and the pool must drop them all so
+    that the next ones find the primary (a multi-host URL with target_session_attrs)."""
+    return isinstance(exc, pg_errors.ReadOnlySqlTransaction) or isinstance(
+        exc.__cause__, pg_errors.ReadOnlySqlTransaction)
+
+
+def committing(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], batch: Batch,
+               done: int) -> bool:
+    """Whether the statement of ``batch`` in flight after ``done`` of them answered commits
+    a write on its own: a statement on an autocommit connection outside a transaction, and
+    not a read. Reads are told by their text: every statement of the engine that writes
+    starts with UPDATE, INSERT, DELETE or WITH; a read is a SELECT (an ``otherwise`` read
+    after a refused write included, for which ``done`` is past the statements)."""
+    if batch.transaction or not conn.autocommit or done >= len(batch.statements):
+        return False
+    return batch.statements[done][0].lstrip()[:6].upper() != "SELECT"
+
+
+def _execute(conn: psycopg.Connection[Any], batch: Batch, out: Rows) -> Rows:
+    """Run ``batch`` on ``conn``, appending each statement's rows to ``out`` as it answers
+    (so that a caller whose call failed knows which statement was in flight)."""
     cur = _cursor(conn)
-    out: Rows = []
     for sql, params in batch.statements:
         cur.execute(sql, params)
         out.append(cur.fetchall() if _has_rows(cur) else [])
@@ -100,9 +145,8 @@ def _execute(conn: psycopg.Connection[Any], batch: Batch) -> Rows:
     return out
 
 
-async def _aexecute(conn: psycopg.AsyncConnection[Any], batch: Batch) -> Rows:
+async def _aexecute(conn: psycopg.AsyncConnection[Any], batch: Batch, out: Rows) -> Rows:
     cur = _cursor(conn)
-    out: Rows = []
     for sql, params in batch.statements:
         await cur.execute(sql, params)
         out.append(await cur.fetchall() if _has_rows(cur) else [])
@@ -121,7 +165,7 @@ def _pg_raw(conn: psycopg.Connection[Any], counter: StatementCounter) -> Raw:
                 return [], None
             rows = cur.fetchall()
         except (psycopg.Error, UnicodeEncodeError) as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, committing=sql == "COMMIT") from exc
         finally:
             counter.statements += 1
         return rows, [c.name for c in cur.description or ()]
@@ -137,7 +181,7 @@ def _apg_raw(conn: psycopg.AsyncConnection[Any], counter: Any) -> Callable[..., 
                 return [], None
             rows = await cur.fetchall()
         except (psycopg.Error, UnicodeEncodeError) as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, committing=sql == "COMMIT") from exc
         finally:
             counter.statements += 1
         return rows, [c.name for c in cur.description or ()]

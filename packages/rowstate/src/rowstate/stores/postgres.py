@@ -13,8 +13,13 @@ return from the caller's cancellation (psycopg_pool loses connections otherwise:
 ``_checkout``). Both open one connection of their own before the pool, so that a server
 that cannot be reached fails in seconds with its own words (:mod:`.pgconnect`): the sync
 store when it is built, the async one on its first call. What is shared is shared as
-functions: the wire (:mod:`.pgwire`), connecting (:mod:`.pgconnect`) and the unit's flow
-(:mod:`rowstate.units`).
+functions: the wire (:mod:`.pgwire`), connecting (:mod:`.pgconnect`), settling a lost
+COMMIT (:mod:`.pgsettle`) and the unit's flow (:mod:`rowstate.units`).
+
+On a cluster (docs/engine.md, "Several hosts"): a write a read-only server refused (a
+standby, a demoted primary) drops every connection of the pool, so that the next ones find
+the primary; a connection lost with its commit in flight is :class:`OutcomeUnknown`, raised
+once the lost session is ended on its server, so that a read afterwards is final.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..errors import (
+    OutcomeUnknown,
+    StatementCancelled,
+    StoreError,
     ValidationError,
 )
 from ..protocol import Batch, Door
@@ -43,7 +51,9 @@ from .common import (
     _unit_var,
 )
 from .pgconnect import connect_error, with_connect_timeout
+from .pgsettle import aremember, asettle, remember, session, settle
 from .pgwire import (
+    DRIVER_ERRORS,
     _acheck_connection,
     _aexecute,
     _apg_raw,
@@ -52,6 +62,8 @@ from .pgwire import (
     _execute,
     _pg_raw,
     _translate,
+    committing,
+    read_only_node,
 )
 
 
@@ -80,6 +92,7 @@ class PostgresStore(StatementCounter):
         if per_thread and pool is not None:
             raise ValidationError("per_thread=True opens its own connections: pass no pool")
         conninfo, self.connect_timeout = with_connect_timeout(conninfo, connect_timeout)
+        self.conninfo = conninfo
         self.own_pool = pool is None and not per_thread
         self.pool: ConnectionPool[Any] | None = pool  # None: per_thread
         if pool is None:
@@ -87,10 +100,11 @@ class PostgresStore(StatementCounter):
         if self.own_pool:
             self.pool = ConnectionPool(
                 conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
-                open=True, name="rowstate", check=_check_connection,
+                open=True, name="rowstate", check=_check_connection, configure=remember,
             )
         self._threads: ThreadConnections[psycopg.Connection[Any]] = ThreadConnections(
-            lambda: psycopg.connect(conninfo, autocommit=True), lambda c: not c.closed)
+            lambda: _remembered(psycopg.connect(conninfo, autocommit=True)),
+            lambda c: not c.closed)
         self._unit: ContextVar[Unit | None] = _unit_var(self)
 
     def _first_connection(self, conninfo: str) -> None:
@@ -131,8 +145,24 @@ class PostgresStore(StatementCounter):
             return
         with self._unit_connection() as conn:
             unit = Unit("postgresql", _pg_raw(conn, self), door, Jsonb)
-            with unit_scope(self._unit, unit, _begin(conn, read_only)):
-                yield unit
+            try:
+                with unit_scope(self._unit, unit, _begin(conn, read_only)):
+                    yield unit
+            except OutcomeUnknown:
+                settle(self.conninfo, session(conn))
+                raise
+            except StatementCancelled as exc:
+                if read_only_node(exc) and not read_only:
+                    self._drop_node(conn)
+                raise
+
+    def _drop_node(self, conn: psycopg.Connection[Any]) -> None:
+        """``conn``'s server refuses writes: drop every connection that may lead to it (the
+        pool's, drained; this thread's), so that the next ones find the primary."""
+        if self.pool is None:
+            conn.close()
+        else:
+            self.pool.drain()
 
     def run(self, batch: Batch) -> Rows:
         unit = self._unit.get()
@@ -143,8 +173,10 @@ class PostgresStore(StatementCounter):
                 conn = self._threads.get()
                 try:
                     return self._run(conn, batch)
-                except psycopg.OperationalError:
-                    conn.close()  # broken: this thread's next call connects anew
+                except StoreError as exc:
+                    if isinstance(exc.__cause__, psycopg.OperationalError) or read_only_node(
+                            exc):
+                        conn.close()  # broken or a standby's: the next call connects anew
                     raise
             # getconn/putconn rather than ``with pool.connection()``: the same
             # commit/rollback (no-ops on our autocommit connections), for less
@@ -152,29 +184,44 @@ class PostgresStore(StatementCounter):
             conn = pool.getconn()
             try:
                 return self._run(conn, batch)
+            except StatementCancelled as exc:
+                if read_only_node(exc):
+                    pool.drain()  # every connection of the pool leads to that standby
+                raise
             finally:
                 pool.putconn(conn)  # a broken connection is replaced by the pool
-        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
+        except DRIVER_ERRORS as exc:
             raise _translate(exc) from exc
 
     def _run(self, conn: psycopg.Connection[Any], batch: Batch) -> Rows:
+        """Run ``batch``; a driver's error comes out translated, as :class:`OutcomeUnknown`
+        when the connection was lost with the commit in flight (see :func:`.committing`)."""
+        out: Rows = []
+        in_commit = False
         try:
             if batch.transaction:
                 with conn.transaction():
-                    out = _execute(conn, batch)
+                    _execute(conn, batch, out)
+                    in_commit = True  # leaving the block sends the COMMIT
                 self.statements += len(out) + 2
             else:
                 self.statements += len(batch.statements)
-                out = _execute(conn, batch)
+                _execute(conn, batch, out)
                 self.statements += len(out) - len(batch.statements)  # an ``otherwise``
             if not conn.autocommit:  # a caller's pool may not be in autocommit
+                in_commit = True
                 conn.commit()
             return out
-        except BaseException:
+        except BaseException as exc:
             if not conn.autocommit and not conn.closed:
                 with contextlib.suppress(Exception):  # as psycopg's ``with conn`` does
                     conn.rollback()
-            raise
+            if not isinstance(exc, DRIVER_ERRORS):
+                raise
+            error = _translate(exc, committing=in_commit or committing(conn, batch, len(out)))
+            if isinstance(error, OutcomeUnknown):
+                settle(self.conninfo, session(conn))
+            raise error from exc
 
     def execute_script(self, sql: str) -> None:
         _no_script_in_unit(self._unit)
@@ -213,7 +260,7 @@ class AsyncPostgresStore:
         self.conninfo, self.connect_timeout = with_connect_timeout(conninfo, connect_timeout)
         self.pool: AsyncConnectionPool[Any] = pool or AsyncConnectionPool(
             self.conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
-            open=False, name="rowstate-async", check=_acheck_connection,
+            open=False, name="rowstate-async", check=_acheck_connection, configure=aremember,
         )
         self._opened = not self.own_pool
         self._opening: asyncio.Task[None] | None = None
@@ -239,6 +286,13 @@ class AsyncPostgresStore:
             unit = AsyncUnit("postgresql", _apg_raw(conn, self), door, Jsonb)
             async with aunit_scope(self._unit, unit, _begin(conn, read_only)):
                 yield unit
+        except OutcomeUnknown:
+            await asettle(self.conninfo, session(conn))
+            raise
+        except StatementCancelled as exc:
+            if read_only_node(exc) and not read_only:
+                await self.pool.drain()  # see PostgresStore._drop_node
+            raise
         finally:
             await self._checkin(conn)
 
@@ -269,29 +323,40 @@ class AsyncPostgresStore:
         await self._ensure_open()
         try:
             conn = await self._checkout()  # not ``async with pool.connection()``: see the twin
-            try:
-                if batch.transaction:
-                    async with conn.transaction():
-                        out = await _aexecute(conn, batch)
-                    self.statements += len(out) + 2
-                else:
-                    # counted before running, as the sync twin does: a statement the
-                    # database refuses (a UNIQUE invariant) was still a round trip
-                    self.statements += len(batch.statements)
-                    out = await _aexecute(conn, batch)
-                    self.statements += len(out) - len(batch.statements)  # an ``otherwise``
-                if not conn.autocommit:  # a caller's pool may not be in autocommit
-                    await conn.commit()
-                return out
-            except BaseException:
-                if not conn.autocommit and not conn.closed:
-                    with contextlib.suppress(Exception):
-                        await conn.rollback()
-                raise
-            finally:
-                await self._checkin(conn)
-        except (psycopg.Error, UnicodeEncodeError, RecursionError) as exc:
+        except psycopg.Error as exc:
             raise _translate(exc) from exc
+        out: Rows = []
+        in_commit = False
+        try:
+            if batch.transaction:
+                async with conn.transaction():
+                    await _aexecute(conn, batch, out)
+                    in_commit = True  # leaving the block sends the COMMIT
+                self.statements += len(out) + 2
+            else:
+                # counted before running, as the sync twin does: a statement the
+                # database refuses (a UNIQUE invariant) was still a round trip
+                self.statements += len(batch.statements)
+                await _aexecute(conn, batch, out)
+                self.statements += len(out) - len(batch.statements)  # an ``otherwise``
+            if not conn.autocommit:  # a caller's pool may not be in autocommit
+                in_commit = True
+                await conn.commit()
+            return out
+        except BaseException as exc:
+            if not conn.autocommit and not conn.closed:
+                with contextlib.suppress(Exception):
+                    await conn.rollback()
+            if not isinstance(exc, DRIVER_ERRORS):
+                raise
+            error = _translate(exc, committing=in_commit or committing(conn, batch, len(out)))
+            if isinstance(error, OutcomeUnknown):
+                await asettle(self.conninfo, session(conn))
+            if read_only_node(exc):
+                await self.pool.drain()  # every connection of the pool leads to that standby
+            raise error from exc
+        finally:
+            await self._checkin(conn)
 
     async def _checkout(self) -> psycopg.AsyncConnection[Any]:
         """``pool.getconn()``, shielded from the caller's cancellation when it may wait.
@@ -370,6 +435,11 @@ class AsyncPostgresStore:
             await self.pool.close()  # fails the checkouts still waiting
         if self._returning:  # orphaned checkouts and returns: done, not left pending
             await asyncio.gather(*self._returning, return_exceptions=True)
+
+
+def _remembered(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    remember(conn)  # see .pgsettle
+    return conn
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:

@@ -4,6 +4,7 @@ psycopg)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import unquote
 
@@ -23,18 +24,24 @@ def _sqlite_path(url: str) -> str | None:
     return None if path in ("", ":memory:") else path
 
 
+#: a libpq keyword/value conninfo (``host=a,b port=1,2 dbname=x``): a word, then ``=``
+_KEYWORDS = re.compile(r"\s*[a-z_]+\s*=")
+
 #: SQLAlchemy's driver names for psycopg 3, which is what the PostgreSQL stores use
 _PSYCOPG_DRIVERS = ("psycopg", "psycopg_async")
 
 
 def postgres_url(url: str) -> str | None:
-    """``url`` as libpq reads it when it is a PostgreSQL URL, else None.
+    """``url`` as libpq reads it when it is a PostgreSQL URL (or libpq's keyword/value
+    form, ``host=a,b port=5432,5433 dbname=app``), else None.
 
     SQLAlchemy users have ``postgresql+psycopg://``: the suffix names psycopg 3, which is
     what we connect with, so it is dropped. Another driver suffix (``+asyncpg``,
     ``+psycopg2``, ``+pg8000``) is refused by name: libpq does not read the form, and the
     URL may carry options only that driver knows.
     """
+    if _KEYWORDS.match(url):  # libpq's other form: host=a,b port=5432,5433 dbname=...
+        return url
     scheme, sep, rest = url.partition(":")
     base, plus, driver = scheme.partition("+")
     if not sep or base not in ("postgresql", "postgres"):  # libpq's prefixes, as spelt
@@ -51,7 +58,8 @@ def postgres_url(url: str) -> str | None:
 
 def connect(url: str, **options: Any) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://`` (memory) or
-    ``postgresql://...`` (also ``postgresql+psycopg://``: see :func:`postgres_url`)."""
+    ``postgresql://...`` (also ``postgresql+psycopg://`` and libpq's ``host=... dbname=...``:
+    see :func:`postgres_url`; several hosts: :mod:`rowstate.stores.pgconnect`)."""
     if url.startswith("sqlite:"):
         return SQLiteStore(_sqlite_path(url), **options)
     if (pg := postgres_url(url)) is not None:
