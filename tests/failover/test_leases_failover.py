@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime as dt
 import itertools
 import threading
 import time
@@ -636,3 +637,41 @@ def test_what_an_asynchronous_failover_does_to_leases(cluster: PatroniCluster,
                 f"{zombies.taken_tokens}")
     assert verdict.acked_finalize_lost or verdict.token_violations, \
         "the witnesses saw no loss where asynchronous replication must lose something"
+
+
+def test_a_skewed_judge_moves_a_lease_s_expiry_never_its_fence(cluster: PatroniCluster,
+                                                              figures: Figures) -> None:
+    """The two nodes here read one clock, so a node's skew is emulated: a lifecycle given a
+    clock judges a lease's age by it, in the same SQL the server's now() fills otherwise
+    (``acting_at < :now - ttl``), which is what a new primary whose clock is off by that much
+    would do. Ahead by more than the TTL, it takes over a lease its holder still works
+    under (the holder's finalize is refused: the fence is a counter, not a time); behind,
+    it leaves a lease that ran out to its holder longer (only liveness is lost)."""
+    ttl = 3.0
+    binding = _binding(f"leases_{uuid.uuid4().hex[:10]}_skew", ttl)
+    _make_table(cluster.url, binding, ["ahead", "behind"])
+    honest = _connected(cluster.url, binding)
+    try:
+        def skewed(seconds: float) -> Lifecycle:
+            return Lifecycle(honest.store, binding,
+                             clock=lambda: dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds))
+
+        holder = honest.claim("ahead", "work", holder="holder")
+        ahead = skewed(ttl + 1).claim("ahead", "work", holder="ahead")
+        assert holder.claimed and ahead.claimed and ahead.token == (holder.token or 0) + 1
+        refused = honest.finalize("ahead", holder)
+        assert not refused.applied and refused.reason == "LEASE_LOST", refused
+
+        late = honest.claim("behind", "work", holder="holder")
+        time.sleep(ttl + 0.5)  # past its TTL by the database's clock
+        behind = skewed(-(ttl + 1)).claim("behind", "work", holder="behind")
+        assert late.claimed and not behind.claimed and behind.reason == "LEASE_HELD", behind
+        taken = honest.claim("behind", "work", holder="honest")
+        assert taken.claimed, taken
+    finally:
+        honest.store.close()
+    figures.add(f"leases, clocks: a judge {ttl + 1:g} s ahead (TTL {ttl:g} s) took over a "
+                f"lease 0 s old (token {holder.token} -> {ahead.token}) and its holder's "
+                f"finalize was refused {refused.reason}; a judge {ttl + 1:g} s behind was "
+                f"refused {behind.reason} on a lease {ttl + 0.5:g} s old, which the "
+                "database's own clock let go")
