@@ -63,6 +63,7 @@ from rowstate import (
     Machine,
     OutcomeUnknown,
     RowstateError,
+    UnitRefusedError,
     connect,
 )
 from support.figures import Figures
@@ -450,6 +451,7 @@ class Zombies:
             assert zombie.token is not None
             self.ledger.claims.append((key, taker.token, time.monotonic()))
             self.taken_tokens.append((zombie.token, taker.token))
+            self._fenced_write(key, zombie)
             result = lc.finalize(key, zombie)
             (self.accepted if result.applied else self.refused).append(
                 f"{key} while the taker works: {result.reason or 'APPLIED'}")
@@ -460,6 +462,28 @@ class Zombies:
             result = lc.finalize(key, zombie)
             (self.accepted if result.applied else self.refused).append(
                 f"{key} after the taker finished: {result.reason or 'APPLIED'}")
+
+
+    def _fenced_write(self, key: str, zombie: LeaseClaim) -> None:
+        """The zombie's own write in a unit fenced by its lease (a delivery record, say):
+        refused, and nothing of it lands."""
+        lc = self.lifecycle
+        table = f'"{lc.binding.table}_effects"'  # a name this test made: hex and _
+        try:
+            with lc.atomic(fence=zombie) as tx:
+                tx.execute(f"INSERT INTO {table} (id) VALUES (%s)", (key,))
+        except UnitRefusedError as exc:
+            self.refused.append(f"{key} fenced write: {exc.reason}")
+        else:
+            self.accepted.append(f"{key} fenced write: committed")
+
+    def effects(self, url: str) -> int:
+        """Rows the zombies' fenced writes left (0 when every one was refused)."""
+        with psycopg.connect(url, connect_timeout=5, autocommit=True) as conn:
+            row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(
+                f"{self.lifecycle.binding.table}_effects"))).fetchone()
+        assert row is not None
+        return int(row[0])
 
 
 @dataclass
@@ -510,6 +534,9 @@ def _tables(cluster: PatroniCluster, tmp_path: Path,
     zombie_keys = [f"z{n:02d}" for n in range(20)]
     _make_table(cluster.url, work, [*keys, "held"])
     _make_table(cluster.url, zombie, zombie_keys)
+    with psycopg.connect(cluster.url, connect_timeout=5, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {} (id text PRIMARY KEY)").format(
+            sql.Identifier(f"{zombie.table}_effects")))
     workers = Workers(cluster.url, work, Sink(tmp_path / "sink.txt"), keys)
     zombies = Zombies(_connected(cluster.url, zombie), workers.ledger)
     held = HeldLease(workers.lifecycle, "held")
@@ -591,12 +618,15 @@ def test_leased_acts_across_synchronous_failovers(cluster: PatroniCluster, figur
         _drain(workers, LONG_TTL + 30)
         workers.stop()
         verdict = _judge(workers)
+        zombie_effects = zombies.effects(cluster.url)
 
     figures.add(_summary("sync", workers, verdict, switches))
     figures.add(f"leases, sync mode: zombies (leased on the old primary, taken over on the new "
                 f"one past their {SHORT_TTL:g} s TTL) finalizing: {len(zombies.refused)} "
                 f"refused ({collections.Counter(r.split(': ')[1] for r in zombies.refused)}), "
-                f"{len(zombies.accepted)} accepted; tokens zombie -> taker: "
+                f"{len(zombies.accepted)} accepted; their fenced writes: "
+                f"{sum('fenced write' in r for r in zombies.refused)} refused, "
+                f"{zombie_effects} landed; tokens zombie -> taker: "
                 f"{zombies.taken_tokens[:3]}")
     age, elapsed = ages[0]
     figures.add(f"leases, sync mode: a lease claimed just before the kill, read on the new "
@@ -611,6 +641,7 @@ def test_leased_acts_across_synchronous_failovers(cluster: PatroniCluster, figur
     assert not verdict.token_violations, verdict.token_violations[:10]
     assert not verdict.runs_twice, verdict.runs_twice[:10]
     assert not zombies.accepted, zombies.accepted
+    assert zombie_effects == 0
     assert all(taker > zombie for zombie, taker in zombies.taken_tokens)
     assert all(one.to_first_lease < LONG_TTL for one in switches), switches
 
@@ -631,10 +662,12 @@ def test_what_an_asynchronous_failover_does_to_leases(cluster: PatroniCluster,
         _drain(workers, LONG_TTL + 30)
         workers.stop()
         verdict = _judge(workers)
+        zombie_effects = zombies.effects(cluster.url)
     figures.add(_summary("async", workers, verdict, [switch]))
     figures.add(f"leases, async mode: zombies leased in the standby's last half second, "
-                f"taken over on the new primary: {len(zombies.accepted)} finalizations "
-                f"accepted, {len(zombies.refused)} refused; tokens zombie -> taker: "
+                f"taken over on the new primary: {len(zombies.accepted)} finalizations and "
+                f"fenced writes accepted ({zombie_effects} fenced writes landed), "
+                f"{len(zombies.refused)} refused; tokens zombie -> taker: "
                 f"{zombies.taken_tokens}")
     assert verdict.acked_finalize_lost or verdict.token_violations, \
         "the witnesses saw no loss where asynchronous replication must lose something"
