@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
+import functools
 import itertools
 import threading
 import time
@@ -160,7 +161,7 @@ def _until_answered(call: Callable[[], T], deadline: float) -> T:
     while True:
         try:
             return call()
-        except ConnectionLostError:
+        except (ConnectionLostError, psycopg.OperationalError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
@@ -441,12 +442,11 @@ class Zombies:
         lease is the taker's), the taker finalizes, and the zombie tries once more."""
         lc = self.lifecycle
         for key, zombie in self.claims.items():
-            taker = _until_answered(lambda key=key: lc.claim(  # type: ignore[misc]
-                key, "work", holder="taker", by="taker"), deadline)
+            take = functools.partial(lc.claim, key, "work", holder="taker", by="taker")
+            taker = _until_answered(take, deadline)
             while not taker.claimed and taker.reason == "LEASE_HELD":  # not past its TTL yet
                 time.sleep(0.2)
-                taker = _until_answered(lambda key=key: lc.claim(  # type: ignore[misc]
-                    key, "work", holder="taker", by="taker"), deadline)
+                taker = _until_answered(take, deadline)
             assert taker.claimed and taker.token is not None, taker
             assert zombie.token is not None
             self.ledger.claims.append((key, taker.token, time.monotonic()))
