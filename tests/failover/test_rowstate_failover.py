@@ -1,0 +1,388 @@
+"""rowstate's transitions across a Patroni failover: what a caller was told, and what the
+rows hold afterwards.
+
+Worker threads move rows around a small cycle (A -> B -> C -> A), each move with its
+``from_``, one row at a time and in ``transition_many`` batches, through
+``rowstate.connect(<the cluster's multi-host URL>)``, while the test SIGKILLs the leader node
+(Patroni and its PostgreSQL) and brings it back. Each worker owns its rows, so its own
+ledger says exactly what each row's history must be. Every call ends one of four ways:
+
+  acknowledged   the move applied (or a batch's keys), and its event is tagged ``by=``
+  refused        ``applied=False``: the engine said no (no racer exists, so in synchronous
+                 mode there must be none: a refusal here would be a connection problem
+                 passed off as a refusal)
+  unknown        :class:`~rowstate.OutcomeUnknown`: resolved by the worker at once with
+                 ``lifecycle.resolve(..., since=<version before>, by=<tag>)``, retried
+                 until the cluster answers
+  failed         any other store error (the connection lost before anything could
+                 commit, no connection to be had): nothing may have moved
+
+Afterwards each row's history (its events, by tag) is compared with the ledger: an
+acknowledged move missing is lost, a resolution is right when its tag is in the history
+exactly when it said ``applied``, a failed call must have left no event, and the row's
+state and version must be the ledger's. A probe measures when the surviving node first
+took a write, to time the store's first write against it (the pool's reconnect delay,
+:mod:`rowstate.stores.pgpool`). Figures are printed under "failover figures".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+
+import rowstate
+from rowstate import (
+    Binding,
+    Edge,
+    Lifecycle,
+    Machine,
+    OutcomeUnknown,
+    StoreError,
+)
+from support.figures import Figures
+from support.patroni import Node, PatroniCluster
+
+pytestmark = [pytest.mark.failover, pytest.mark.timeout(600)]
+
+LAP = Machine(
+    "lap",
+    states=["A", "B", "C"],
+    initial="A",
+    edges=[Edge("ab", "A", "B"), Edge("bc", "B", "C"), Edge("ca", "C", "A")],
+)
+NEXT = {"A": "B", "B": "C", "C": "A"}
+
+#: the longest the store may go without a write after a kill (see test_failover.py)
+MAX_WRITE_OUTAGE = 60.0
+#: the store's first write after the surviving node took its first: the pool's retries
+#: (rowstate.stores.pgpool) wait 0.5 s at most; the rest is room for a loaded machine
+MAX_LAG_AFTER_WRITABLE = 2.5
+
+WORKERS = 4
+SINGLE_ROWS = 3  # per worker, moved one at a time
+BATCH_ROWS = 3  # per worker, moved together by transition_many
+
+
+@dataclass
+class Call:
+    """One call and what became of it."""
+
+    tag: str
+    keys: tuple[str, ...]
+    from_: str
+    to: str
+    versions: tuple[int, ...]  # each key's version before the call
+    started: float
+    ended: float = 0.0
+    outcome: str = ""  # acknowledged | refused | unknown | failed
+    detail: str = ""
+    resolved: tuple[bool, ...] = ()  # per key, for an unknown one
+    resolved_at: float = 0.0
+
+
+@dataclass
+class Ledger:
+    calls: list[Call] = field(default_factory=list)
+    rows: dict[str, tuple[str, int]] = field(default_factory=dict)  # key -> (state, version)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def successes_after(self, at: float) -> list[float]:
+        return sorted(c.ended for c in list(self.calls)
+                      if c.outcome == "acknowledged" and c.started > at)
+
+
+class Worker(threading.Thread):
+    """Moves its own rows until told to stop; see the module docstring."""
+
+    def __init__(self, number: int, lc: Lifecycle, ledger: Ledger, stop: threading.Event,
+                 *, resync: bool) -> None:
+        super().__init__(name=f"lap-worker-{number}", daemon=True)
+        self.number, self.lc, self.ledger, self.stop_event = number, lc, ledger, stop
+        self.resync = resync  # async mode: a row a failover turned back is read again
+        self.singles = [f"w{number}-s{i}" for i in range(SINGLE_ROWS)]
+        self.batch = [f"w{number}-b{i}" for i in range(BATCH_ROWS)]
+        self.seq = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                self.seq += 1
+                if self.seq % 4 == 0:
+                    self.move(tuple(self.batch))
+                else:
+                    self.move((self.singles[self.seq % SINGLE_ROWS],))
+                time.sleep(0.005)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    def move(self, keys: tuple[str, ...]) -> None:
+        rows = self.ledger.rows
+        state = rows[keys[0]][0]
+        assert all(rows[k][0] == state for k in keys), "a batch's rows drifted apart"
+        call = Call(tag=f"w{self.number}:{self.seq}", keys=keys, from_=state, to=NEXT[state],
+                    versions=tuple(rows[k][1] for k in keys), started=time.monotonic())
+        self.ledger.calls.append(call)
+        try:
+            if len(keys) == 1:
+                result = self.lc.transition(keys[0], call.to, from_=state, by=call.tag)
+                applied = (keys[0],) if result.applied else ()
+                call.detail = "" if result.applied else str(result.reason)
+            else:
+                bulk = self.lc.transition_many(call.to, keys=list(keys), from_=state,
+                                               by=call.tag)
+                applied = tuple(str(key[0]) for key in bulk.applied)
+                call.detail = "; ".join(f"{k}: {why}" for k, why in bulk.refused)
+        except OutcomeUnknown as exc:
+            call.ended, call.outcome, call.detail = time.monotonic(), "unknown", str(exc)
+            self.resolve(call)
+            return
+        except StoreError as exc:
+            call.ended, call.outcome = time.monotonic(), "failed"
+            call.detail = f"{type(exc).__name__}: {exc}"
+            return
+        call.ended = time.monotonic()
+        call.outcome = "acknowledged" if len(applied) == len(keys) else "refused"
+        for k, before in zip(keys, call.versions, strict=True):
+            if k in applied:
+                rows[k] = (call.to, before + 1)
+        if call.outcome == "refused" and self.resync:
+            for k in keys:
+                if k not in applied:
+                    self.reread(k)
+
+    def resolve(self, call: Call) -> None:
+        """``resolve`` each key of an unknown call, retried while the cluster is away."""
+        answers = []
+        for k, before in zip(call.keys, call.versions, strict=True):
+            deadline = time.monotonic() + MAX_WRITE_OUTAGE
+            while True:
+                try:
+                    got = self.lc.resolve(k, call.to, from_=call.from_, since=before,
+                                          by=call.tag)
+                    break
+                except StoreError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            answers.append(got.applied)
+            assert got.state is not None and got.version is not None
+            self.ledger.rows[k] = (got.state, got.version)
+        call.resolved, call.resolved_at = tuple(answers), time.monotonic()
+        if self.resync and len(set(self.ledger.rows[k][0] for k in call.keys)) > 1:
+            for k in call.keys:
+                self.reread(k)
+
+    def reread(self, key: str) -> None:
+        """Async mode: a failover lost this row's last moves; follow the row as it is."""
+        row = self.lc.get(key)
+        assert row is not None
+        self.ledger.rows[key] = (str(row["state"]), int(row["version"]))
+
+
+@dataclass(frozen=True)
+class Round:
+    killed: str
+    promoted: str
+    killed_at: float
+    writable_at: float  # the surviving node's first write, by the probe
+    first_write_at: float  # the store's
+
+    @property
+    def to_first_write(self) -> float:
+        return self.first_write_at - self.killed_at
+
+    @property
+    def lag(self) -> float:
+        return self.first_write_at - self.writable_at
+
+
+def _first_writable(nodes: list[Node], stop: float) -> tuple[Node, float] | None:
+    """Poll the nodes directly until one takes a write (an xid commits there): the moment
+    the new primary accepts writes, as a fresh connection sees it."""
+    while time.monotonic() < stop:
+        for node in nodes:
+            with contextlib.suppress(psycopg.Error):
+                with psycopg.connect(node.dsn, connect_timeout=1, autocommit=True) as conn:
+                    conn.execute("SELECT txid_current()")
+                    return node, time.monotonic()
+        time.sleep(0.05)
+    return None
+
+
+def _fail_over(cluster: PatroniCluster, ledger: Ledger, *, synchronous: bool) -> Round:
+    leader = cluster.wait_healthy(synchronous=synchronous)
+    time.sleep(1.5)  # a stream of moves, so that the kill lands mid-stream
+    others = [node for node in cluster.nodes if node is not leader]
+    killed_at = time.monotonic()
+    cluster.kill(leader)
+    probed = _first_writable(others, killed_at + MAX_WRITE_OUTAGE)
+    if probed is None:
+        raise cluster.explain(f"no node took a write within {MAX_WRITE_OUTAGE:g} s")
+    promoted, writable_at = probed
+    deadline = writable_at + MAX_WRITE_OUTAGE
+    while not (firsts := ledger.successes_after(killed_at)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not firsts:
+        raise cluster.explain("the store wrote nothing after the new primary took writes")
+    time.sleep(1.0)  # the new leader alone takes moves for a while
+    cluster.start_node(leader)
+    cluster.wait_healthy(synchronous=synchronous)
+    return Round(killed=leader.name, promoted=promoted.name, killed_at=killed_at,
+                 writable_at=writable_at, first_write_at=firsts[0])
+
+
+@contextlib.contextmanager
+def _workload(cluster: PatroniCluster, *, resync: bool) -> Iterator[tuple[Lifecycle, Ledger,
+                                                                           list[Worker]]]:
+    suffix = uuid.uuid4().hex[:8]
+    binding = Binding(LAP, table=f"laps_{suffix}", key=("id",), version="version",
+                      events=f"lap_events_{suffix}")
+    store = rowstate.connect(cluster.url, max_size=WORKERS + 2)
+    lc = Lifecycle(store, binding)
+    ledger = Ledger()
+    stop = threading.Event()
+    try:
+        lc.create_schema()
+        workers = [Worker(n, lc, ledger, stop, resync=resync) for n in range(WORKERS)]
+        for worker in workers:
+            for key in worker.singles + worker.batch:
+                created = lc.create(key)
+                assert created.applied
+                row = lc.get(key)
+                assert row is not None
+                ledger.rows[key] = ("A", int(row["version"]))
+        for worker in workers:
+            worker.start()
+        try:
+            yield lc, ledger, workers
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join(timeout=MAX_WRITE_OUTAGE * 2)
+    finally:
+        store.close()
+
+
+@dataclass
+class Verdict:
+    acked: int = 0
+    lost: list[str] = field(default_factory=list)
+    refused: list[Call] = field(default_factory=list)
+    failed: int = 0
+    failed_but_moved: list[str] = field(default_factory=list)
+    unknown: list[Call] = field(default_factory=list)
+    unknown_applied: int = 0
+    wrong_resolutions: list[str] = field(default_factory=list)
+    strays: list[str] = field(default_factory=list)  # events no call accounts for
+    mismatched_rows: list[str] = field(default_factory=list)
+
+
+def _check(lc: Lifecycle, ledger: Ledger) -> Verdict:
+    """Each row's history against the ledger (see the module docstring)."""
+    history: dict[str, list[str]] = {}
+    for key in ledger.rows:
+        history[key] = [str(event.by) for event in lc.history(key) if event.by]
+    verdict = Verdict()
+    explained: dict[str, set[str]] = {key: set() for key in ledger.rows}
+    for call in ledger.calls:
+        for index, key in enumerate(call.keys):
+            present = history[key].count(call.tag)
+            assert present <= 1, f"{call.tag} moved {key} {present} times"
+            if call.outcome == "acknowledged":
+                verdict.acked += 1
+                explained[key].add(call.tag)
+                if not present:
+                    verdict.lost.append(f"{call.tag}/{key}")
+            elif call.outcome == "unknown":
+                applied = call.resolved[index]
+                verdict.unknown_applied += applied
+                if applied:
+                    explained[key].add(call.tag)
+                if bool(present) != applied:
+                    verdict.wrong_resolutions.append(
+                        f"{call.tag}/{key}: resolved applied={applied}, history has "
+                        f"{'it' if present else 'nothing'}")
+            elif present:  # refused or failed: nothing may have moved
+                verdict.failed_but_moved.append(f"{call.tag}/{key} ({call.outcome})")
+        if call.outcome == "unknown":
+            verdict.unknown.append(call)
+        elif call.outcome == "refused":
+            verdict.refused.append(call)
+        elif call.outcome == "failed":
+            verdict.failed += 1
+    for key, tags in history.items():
+        verdict.strays += [f"{tag}/{key}" for tag in tags if tag not in explained[key]]
+        row = lc.get(key)
+        assert row is not None
+        if (row["state"], row["version"]) != ledger.rows[key]:
+            verdict.mismatched_rows.append(f"{key}: {row['state']} v{row['version']}, "
+                                           f"ledger {ledger.rows[key]}")
+    return verdict
+
+
+def _describe(mode: str, rounds: list[Round], verdict: Verdict, calls: int) -> list[str]:
+    lines = [f"rowstate {mode} round {n}: killed {r.killed}; {r.promoted} took a write "
+             f"{r.writable_at - r.killed_at:.1f} s after the kill, the store's first move "
+             f"{r.to_first_write:.1f} s after it ({r.lag:+.2f} s after the node was writable)"
+             for n, r in enumerate(rounds, 1)]
+    unknown_keys = sum(len(c.keys) for c in verdict.unknown)
+    lines.append(
+        f"rowstate {mode} mode, {len(rounds)} kill(s), {WORKERS} threads, one row and "
+        f"transition_many batches: {calls} calls; {verdict.acked} moves acknowledged, "
+        f"{len(verdict.lost)} lost; {len(verdict.unknown)} OutcomeUnknown ({unknown_keys} "
+        f"moves) resolved: {verdict.unknown_applied} applied, "
+        f"{unknown_keys - verdict.unknown_applied} not, {len(verdict.wrong_resolutions)} "
+        f"wrong against the final history; {verdict.failed} failed before commit "
+        f"({len(verdict.failed_but_moved)} moved anyway); {len(verdict.refused)} refused; "
+        f"rows off the ledger: {len(verdict.mismatched_rows)}; max lag of the store's first "
+        f"write behind the writable node: {max(r.lag for r in rounds):.2f} s")
+    return lines
+
+
+def test_acknowledged_moves_survive_synchronous_failovers_and_unknown_ones_resolve(
+        cluster: PatroniCluster, figures: Figures) -> None:
+    rounds = []
+    with _workload(cluster, resync=False) as (lc, ledger, workers):
+        for _ in range(3):
+            rounds.append(_fail_over(cluster, ledger, synchronous=True))
+        time.sleep(0.5)
+    assert all(worker.error is None for worker in workers), [w.error for w in workers]
+    verdict = _check(lc, ledger)
+    for line in _describe("sync", rounds, verdict, len(ledger.calls)):
+        figures.add(line)
+    assert not verdict.lost, f"acknowledged moves lost in synchronous mode: {verdict.lost}"
+    assert not verdict.wrong_resolutions, verdict.wrong_resolutions
+    assert not verdict.failed_but_moved, verdict.failed_but_moved
+    assert not verdict.refused, [(c.tag, c.detail) for c in verdict.refused]
+    assert not verdict.strays, verdict.strays
+    assert not verdict.mismatched_rows, verdict.mismatched_rows
+    assert all(r.promoted != r.killed for r in rounds)
+    lags = [round(r.lag, 2) for r in rounds]
+    assert max(lags) <= MAX_LAG_AFTER_WRITABLE, (
+        f"the store's first write came {lags} s after the new primary took writes")
+
+
+def test_what_an_asynchronous_failover_costs_rowstate(cluster: PatroniCluster,
+                                                      figures: Figures) -> None:
+    """Measured, not a goal: with synchronous mode off, moves acknowledged on the old
+    leader that the standby had not received are gone; a worker then finds its row in an
+    earlier state (a refusal, read again and followed)."""
+    cluster.set_synchronous(False)
+    with _workload(cluster, resync=True) as (lc, ledger, workers):
+        rounds = [_fail_over(cluster, ledger, synchronous=False)]
+        time.sleep(0.5)
+    assert all(worker.error is None for worker in workers), [w.error for w in workers]
+    verdict = _check(lc, ledger)
+    for line in _describe("async", rounds, verdict, len(ledger.calls)):
+        figures.add(line)
+    assert not verdict.failed_but_moved, verdict.failed_but_moved
+    assert not verdict.strays, verdict.strays
