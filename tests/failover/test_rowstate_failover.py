@@ -135,7 +135,7 @@ class Worker(threading.Thread):
         try:
             if len(keys) == 1:
                 result = self.lc.transition(keys[0], call.to, from_=state, by=call.tag)
-                applied = (keys[0],) if result.applied else ()
+                applied: tuple[str, ...] = (keys[0],) if result.applied else ()
                 call.detail = "" if result.applied else str(result.reason)
             else:
                 bulk = self.lc.transition_many(call.to, keys=list(keys), from_=state,
@@ -463,3 +463,71 @@ def test_what_an_asynchronous_failover_costs_rowstate(cluster: PatroniCluster,
     assert not verdict.failed_but_moved, verdict.failed_but_moved
     assert not verdict.strays, verdict.strays
     assert verdict.lost, "the ledger saw no loss where there must be one"
+
+
+def test_a_move_settled_on_a_live_primary_is_resolved_as_the_cluster_keeps_it(
+        cluster: PatroniCluster, figures: Figures) -> None:
+    """The caveat of settling (rowstate.stores.pgsettle): a session ended on a primary that
+    is alive, while its COMMIT waits for the synchronous standby, keeps its commit, made
+    locally only. Played for real: the leader's walsender frozen, a transition waiting in
+    its COMMIT, that session ended on the server (as the store's settling does after a cut
+    link), the leader killed a second later, the worker resolving its OutcomeUnknown as in
+    the test above. Its answer must be what the cluster keeps: before the settling's
+    barrier write, it resolved "applied" on the old primary at once, and the promoted
+    standby never had the move."""
+    suffix = uuid.uuid4().hex[:8]
+    binding = Binding(LAP, table=f"laps_{suffix}", key=("id",), version="version",
+                      events=f"lap_events_{suffix}")
+    leader = cluster.wait_healthy(synchronous=True)
+    store = rowstate.connect(cluster.url, max_size=2)
+    try:
+        lc = Lifecycle(store, binding)
+        lc.create_schema()
+        ledger = Ledger()
+        worker = Worker(0, lc, ledger, threading.Event(), resync=False)
+        key = worker.singles[0]
+        assert lc.create(key).applied
+        row = lc.get(key)
+        assert row is not None
+        ledger.rows[key] = ("A", int(row["version"]))
+        with cluster.replication_paused(leader):
+            mover = threading.Thread(target=worker.move, args=((key,),))
+            mover.start()
+            pid = _session_waiting_for_sync(leader)
+            with psycopg.connect(leader.dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
+            mover.join(timeout=1.0)
+            answered_before_kill = not mover.is_alive()
+            cluster.kill(leader)
+        others = [node for node in cluster.nodes if node is not leader]
+        if _first_writable(others, time.monotonic() + MAX_WRITE_OUTAGE) is None:
+            raise cluster.explain("the standby was not promoted")
+        mover.join(timeout=MAX_WRITE_OUTAGE * 2)
+        assert not mover.is_alive()
+        cluster.start_node(leader)
+        cluster.wait_healthy(synchronous=True)
+        call = ledger.calls[0]
+        kept = [str(event.by) for event in lc.history(key)].count(call.tag)
+    finally:
+        store.close()
+    assert call.outcome == "unknown", (call.outcome, call.detail)
+    figures.add(f"a COMMIT waiting for the sync standby, its session ended on the live "
+                f"primary: OutcomeUnknown {'before' if answered_before_kill else 'after'} "
+                f"the leader was killed a second later, resolved applied={call.resolved[0]}; "
+                f"the cluster kept the move: {bool(kept)}")
+    assert call.resolved[0] == bool(kept), (
+        f"resolved applied={call.resolved[0]}, but the cluster "
+        f"{'kept' if kept else 'lost'} the move")
+
+
+def _session_waiting_for_sync(node: Node) -> int:
+    """The pid of the session on ``node`` whose COMMIT waits for the synchronous standby."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(node.dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT pid FROM pg_stat_activity "
+                               "WHERE wait_event = 'SyncRep'").fetchone()
+            if row is not None:
+                return int(row[0])
+            time.sleep(0.05)
+    raise AssertionError(f"no session waits for the synchronous standby on {node.name}")
