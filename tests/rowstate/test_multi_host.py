@@ -439,3 +439,44 @@ async def test_a_pool_follows_a_failover_to_the_promoted_standby(
         assert await server_port(store) == standby.port
     finally:
         await call(store.close())
+
+
+# -- reconnecting ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("twin", TWINS)
+async def test_the_pool_retries_a_refused_connection_within_half_a_second(
+        pg_admin_dsn: str, twin: str) -> None:
+    """The database refuses every connection for 3.5 s (``ALLOW_CONNECTIONS false``, its
+    sessions ended), with a call waiting for one: that call is answered within about half
+    a second of the database taking connections again. psycopg_pool alone retries after 1,
+    2, 4 s ... (its next attempt here ~3.5 s later); a failover's new primary is found the
+    same way (rowstate.stores.pgpool; tests/failover/test_rowstate_failover.py)."""
+    name = f"rs_retry_{uuid.uuid4().hex[:12]}"
+    _database(pg_admin_dsn, name)
+    ident = pg_sql.Identifier(name)
+    try:
+        node = Node(pg_admin_dsn, name)
+        store, _ = open_store(twin, node.dsn, min_size=1, max_size=1)
+        try:
+            assert await server_port(store) == node.port
+            with admin_connect(pg_admin_dsn) as admin:
+                admin.execute(pg_sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(
+                    ident))
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE datname = %s", [name])
+                waiting = asyncio.ensure_future(
+                    server_port(store) if twin == "async"
+                    else asyncio.to_thread(asyncio.run, server_port(store)))
+                await asyncio.sleep(3.5)
+                assert not waiting.done()  # it waits for a connection, not fails
+                admin.execute(pg_sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(
+                    ident))
+                allowed = time.monotonic()
+            assert await asyncio.wait_for(waiting, 30) == node.port
+            waited = time.monotonic() - allowed
+            assert waited < 1.5, f"answered {waited:.2f} s after connections were allowed"
+        finally:
+            await call(store.close())
+    finally:
+        drop_database(pg_admin_dsn, name)

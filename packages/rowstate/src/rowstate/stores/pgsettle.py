@@ -14,8 +14,20 @@ The session is named by its server (the host and port the connection reached), i
 pid and the client port the server saw, read once when the connection opened
 (:func:`remember`): a pid alone could name another session after a restart, and a session
 seen through a proxy (PgBouncer) has another client port and is left alone. Settling is
-best effort and bounded by the store's connect timeout: a server that went away (a failover)
-has no session left, and the new primary holds what was replicated to it.
+best effort: a server that went away (a failover) has no session left, and the new primary
+holds what was replicated to it.
+
+Then one empty write on that server (:data:`_BARRIER`, its own transaction), for a primary
+with a synchronous standby: a session ended while its COMMIT waited for the standby keeps
+that commit, made locally only (PostgreSQL says so in a warning), and a ``resolve`` read
+there would answer "applied" for a move the standby never had, lost if the primary dies
+next (measured on the Patroni cluster: tests/failover/test_rowstate_failover.py). The
+barrier's commit comes later in the WAL than any commit of the ended session, and its
+answer waits for the synchronous standby like any commit, so once it answers the standby
+holds that move too; while the standby gets nothing it waits, until the standby catches up
+or the primary goes away (then the error raises as usual and ``resolve`` reads on the new
+primary). Without a synchronous standby it answers at once. No timeout is set on it: a
+cancelled wait for the standby answers as if replicated.
 """
 
 from __future__ import annotations
@@ -73,6 +85,11 @@ def session(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> Ses
 _END = ("SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
         "WHERE pid = %s AND client_port = %s")
 
+#: a transaction that writes WAL (a logical-decoding message, prefix "rowstate.settle") and
+#: so waits for the synchronous standby (see the docstring); ``txid_current()`` alone does
+#: not: PostgreSQL waits only for a transaction that wrote WAL before its commit record
+_BARRIER = "SELECT pg_logical_emit_message(true, 'rowstate.settle', '')"
+
 
 def _target(conninfo: str, lost: Session) -> str:
     return make_conninfo(conninfo, host=lost.host, port=lost.port, hostaddr=None,
@@ -87,6 +104,7 @@ def settle(conninfo: str, lost: Session | None) -> None:
     with (contextlib.suppress(psycopg.Error),
           psycopg.connect(_target(conninfo, lost), autocommit=True) as conn):
         conn.execute(_END, (WAIT_MS, lost.pid, lost.client_port))
+        conn.execute(_BARRIER)
 
 
 async def asettle(conninfo: str, lost: Session | None) -> None:
@@ -96,3 +114,4 @@ async def asettle(conninfo: str, lost: Session | None) -> None:
         conn = await psycopg.AsyncConnection.connect(_target(conninfo, lost), autocommit=True)
         async with conn:
             await conn.execute(_END, (WAIT_MS, lost.pid, lost.client_port))
+            await conn.execute(_BARRIER)

@@ -18,7 +18,9 @@ COMMIT (:mod:`.pgsettle`) and the unit's flow (:mod:`rowstate.units`).
 
 On a cluster (docs/engine.md, "Several hosts"): a write a read-only server refused (a
 standby, a demoted primary) drops every connection of the pool, so that the next ones find
-the primary; a connection lost with its commit in flight is :class:`OutcomeUnknown`, raised
+the primary, and a connection that could not be opened is retried every half second at
+most (:mod:`.pgpool`), so the new primary is found within about a second of taking writes;
+a connection lost with its commit in flight is :class:`OutcomeUnknown`, raised
 once the lost session is ended on its server, so that a read afterwards is final.
 """
 
@@ -51,6 +53,7 @@ from .common import (
     _unit_var,
 )
 from .pgconnect import connect_error, with_connect_timeout
+from .pgpool import AsyncPool, Pool
 from .pgsettle import aremember, asettle, remember, session, settle
 from .pgwire import (
     DRIVER_ERRORS,
@@ -98,7 +101,7 @@ class PostgresStore(StatementCounter):
         if pool is None:
             self._first_connection(conninfo)
         if self.own_pool:
-            self.pool = ConnectionPool(
+            self.pool = Pool(
                 conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
                 open=True, name="rowstate", check=_check_connection, configure=remember,
             )
@@ -258,7 +261,7 @@ class AsyncPostgresStore:
         self.statements = 0
         self.own_pool = pool is None
         self.conninfo, self.connect_timeout = with_connect_timeout(conninfo, connect_timeout)
-        self.pool: AsyncConnectionPool[Any] = pool or AsyncConnectionPool(
+        self.pool: AsyncConnectionPool[Any] = pool or AsyncPool(
             self.conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
             open=False, name="rowstate-async", check=_acheck_connection, configure=aremember,
         )
