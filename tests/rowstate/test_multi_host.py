@@ -463,7 +463,9 @@ async def test_the_pool_retries_a_refused_connection_within_half_a_second(
             with admin_connect(pg_admin_dsn) as admin:
                 admin.execute(pg_sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(
                     ident))
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                # ended, and gone before the call (the wait makes it so: without it the
+                # pool's check could still find the session alive, and the call then fail)
+                admin.execute("SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
                               "WHERE datname = %s", [name])
                 waiting = asyncio.ensure_future(
                     server_port(store) if twin == "async"

@@ -21,6 +21,9 @@ The hook is psycopg_pool's ``_add_connection(attempt, growing)`` (3.1 to 3.3 at 
 which starts each retry series with an ``AttemptWithBackoff`` it is given or makes; the
 stores give one whose waits are capped. A psycopg_pool without that hook backs off as it
 always did: slower after a failover, never wrong.
+
+``Pool`` and ``AsyncPool`` are kept side by side by hand, not generated: each is the same
+one-method override of its own psycopg_pool class, and unasync would have nothing to share.
 """
 
 from __future__ import annotations
