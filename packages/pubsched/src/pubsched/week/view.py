@@ -97,11 +97,12 @@ def _week_show(pub: Pub, week: str) -> dict[str, Any]:
     times = engine.times(pub, row)
     state = engine.state_of(pub, row)
     rostered = bool(assigned) or state in (ASSIGNED, APPROVED, SENT)
-    names = {t.email: t.name for t in all_tenders(pub)}
+    crew = all_tenders(pub)
+    names = {t.email: t.name for t in crew}
     submitted = of_week(pub, key)
     asked = covers.listed(pub, key) if pub.schema.covers else []
     away = away_on(pub, [date.fromisoformat(s.night) for s in week_shifts])
-    emails = {t.id: t.email for t in all_tenders(pub)}
+    emails = {t.id: t.email for t in crew}
     moves = [{"edge": e.edge or "create", "from": e.from_state, "to": e.to_state,
               "by": moved_by(e), "at": instant(e.at), "what": None}
              for e in pub.runs.history(key)]
