@@ -482,3 +482,13 @@ async def test_the_pool_retries_a_refused_connection_within_half_a_second(
             await call(store.close())
     finally:
         drop_database(pg_admin_dsn, name)
+
+
+def test_the_pools_hook_fits_the_installed_psycopg_pool() -> None:
+    """The capped retries hang on a private hook of psycopg_pool; an upgrade that changes
+    it leaves the stores on psycopg_pool's own waits (slower after a failover, never
+    broken): this says so here rather than in a failover's figures."""
+    from rowstate.stores import pgpool
+
+    assert pgpool.HOOK_FITS
+    assert pgpool.Pool is not pgpool.ConnectionPool

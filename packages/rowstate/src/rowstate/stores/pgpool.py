@@ -28,6 +28,7 @@ one-method override of its own psycopg_pool class, and unasync would have nothin
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -58,12 +59,26 @@ else:  # pragma: no cover
     CappedBackoff = None  # type: ignore[assignment,misc]
 
 
+def _hook_fits(pool: type) -> bool:
+    """The private hook is there with the parameters it is overridden with: a psycopg_pool
+    that changed it gets no override (its own waits), never a call that breaks."""
+    hook = getattr(pool, "_add_connection", None)
+    try:
+        names = list(inspect.signature(hook).parameters) if hook else []
+    except (TypeError, ValueError):  # pragma: no cover - not introspectable
+        return False
+    return CappedBackoff is not None and names == ["self", "attempt", "growing"]
+
+
+HOOK_FITS = _hook_fits(ConnectionPool) and _hook_fits(AsyncConnectionPool)
+
+
 class Pool(ConnectionPool[Any]):
     """A :class:`ConnectionPool` whose failed connections are retried with
     :class:`CappedBackoff` (see the module docstring)."""
 
     def _add_connection(self, attempt: Any, growing: bool = False) -> None:
-        if attempt is None and CappedBackoff is not None:
+        if attempt is None and HOOK_FITS:
             attempt = CappedBackoff(timeout=self.reconnect_timeout)
         super()._add_connection(attempt, growing)
 
@@ -72,6 +87,11 @@ class AsyncPool(AsyncConnectionPool[Any]):
     """:class:`Pool` for asyncio."""
 
     async def _add_connection(self, attempt: Any, growing: bool = False) -> None:
-        if attempt is None and CappedBackoff is not None:
+        if attempt is None and HOOK_FITS:
             attempt = CappedBackoff(timeout=self.reconnect_timeout)
         await super()._add_connection(attempt, growing)
+
+
+if not HOOK_FITS:  # pragma: no cover - a psycopg_pool whose hook changed: its own pools
+    Pool = ConnectionPool  # type: ignore[misc,assignment]
+    AsyncPool = AsyncConnectionPool  # type: ignore[misc,assignment]
