@@ -26,9 +26,8 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
-from types import TracebackType
 
-from support.services import LOCALHOST
+from support.relay import Relay
 
 #: (message type, body) -> whether the cut falls here
 Match = Callable[[bytes, bytes], bool]
@@ -52,20 +51,15 @@ class _Pair:
         self.cut = threading.Event()
 
 
-class CutLink:
+class CutLink(Relay):
     """``with CutLink(host, port) as link:``; connect to ``link.port``; ``link.cut_at(match,
     deliver=...)`` arms one cut; ``link.cuts`` counts the cuts made."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
         self.cuts = 0
         self._armed: tuple[Match, bool] | None = None
         self._lock = threading.Lock()
-        self._pairs: list[_Pair] = []
-        self._closing = threading.Event()
-        self._listener = socket.create_server((LOCALHOST, 0))
-        self.port = int(self._listener.getsockname()[1])
-        threading.Thread(target=self._accept, daemon=True, name="cut-link").start()
+        super().__init__(host, port, "cut-link")
 
     def cut_at(self, match: Match, *, deliver: bool) -> None:
         """Cut the connection that next sends a message ``match`` accepts (once)."""
@@ -82,24 +76,12 @@ class CutLink:
             self.cuts += 1
             return deliver
 
-    def _accept(self) -> None:
-        while not self._closing.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            pair = _Pair(client, server)
-            self._pairs.append(pair)
-            threading.Thread(target=self._from_client, args=(pair,), daemon=True,
-                             name="cut-link-client").start()
-            threading.Thread(target=self._from_server, args=(pair,), daemon=True,
-                             name="cut-link-server").start()
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        pair = _Pair(client, server)
+        threading.Thread(target=self._from_client, args=(pair,), daemon=True,
+                         name="cut-link-client").start()
+        threading.Thread(target=self._from_server, args=(pair,), daemon=True,
+                         name="cut-link-server").start()
 
     def _from_client(self, pair: _Pair) -> None:
         buffer, startup = b"", True
@@ -162,21 +144,6 @@ class CutLink:
             pair.client.shutdown(socket.SHUT_WR)
         with contextlib.suppress(OSError):
             pair.server.close()
-
-    def close(self) -> None:
-        self._closing.set()
-        self._listener.close()
-        for pair in self._pairs:
-            for sock in (pair.client, pair.server):
-                with contextlib.suppress(OSError):
-                    sock.close()
-
-    def __enter__(self) -> CutLink:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 __all__ = ["CutLink", "Match", "commit", "sync"]

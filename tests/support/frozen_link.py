@@ -11,24 +11,18 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from types import TracebackType
 
-from support.services import LOCALHOST
+from support.relay import Relay
 
 
-class FrozenLink:
+class FrozenLink(Relay):
     """``with FrozenLink(host, port) as link:`` then connect to ``link.port``;
     ``link.freeze()`` / ``link.thaw()``."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.upstream = (host, port)
         self.flowing = threading.Event()
         self.flowing.set()
-        self._closing = threading.Event()
-        self._sockets: list[socket.socket] = []
-        self._listener = socket.create_server((LOCALHOST, 0))
-        self.port = int(self._listener.getsockname()[1])
-        threading.Thread(target=self._accept, daemon=True, name="frozen-link").start()
+        super().__init__(host, port, "frozen-link")
 
     def freeze(self) -> None:
         self.flowing.clear()
@@ -36,22 +30,10 @@ class FrozenLink:
     def thaw(self) -> None:
         self.flowing.set()
 
-    def _accept(self) -> None:
-        while not self._closing.is_set():
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(self.upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            server.settimeout(None)
-            self._sockets += [client, server]
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True,
-                                 name="frozen-link-pump").start()
+    def _relay(self, client: socket.socket, server: socket.socket) -> None:
+        for source, sink in ((client, server), (server, client)):
+            threading.Thread(target=self._pump, args=(source, sink), daemon=True,
+                             name="frozen-link-pump").start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
@@ -67,17 +49,7 @@ class FrozenLink:
     def close(self) -> None:
         self._closing.set()
         self.flowing.set()
-        self._listener.close()
-        for sock in self._sockets:
-            with contextlib.suppress(OSError):
-                sock.close()
-
-    def __enter__(self) -> FrozenLink:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+        super().close()
 
 
 __all__ = ["FrozenLink"]
