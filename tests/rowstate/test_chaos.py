@@ -137,9 +137,7 @@ def test_chaos_histories_short(short_run: harness.Totals, summary: _Summary) -> 
     _assert_clean(short_run)
     assert short_run.histories == 4
     assert short_run.killed >= 1
-    # the run did real work (a floor, not a speed: 460-728 events on a quiet machine, 85
-    # with both cores busy with other suites and two Patroni clusters)
-    assert short_run.coverage["events"] > 40
+    assert short_run.coverage["events"] > 100
 
 
 def _slow_timeout() -> int:
