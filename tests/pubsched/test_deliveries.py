@@ -12,7 +12,6 @@ import json
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from email.message import EmailMessage
 from typing import Any
 
 import pytest
@@ -20,23 +19,15 @@ import pytest
 from pubsched.deliveries import outbox as notices
 from pubsched.deliveries.deliver import Sender, deliver
 from pubsched.deliveries.machine import MAILS
-from pubsched.mail.compose import Outgoing, Recipient
+from pubsched.mail.compose import Outgoing
 from pubsched.pub import Pub
 from pubsched.tick import run as tick
 from rowstate.cli import main
-from support.pubs import NOW, OPERATOR
+from support.pubs import NOW, OPERATOR, note_to_operator
 from support.smtp_server import SmtpTestServer
 
 KIND = "test_note"
 
-
-def note(pub: Pub, n: notices.Mail, now: datetime) -> Outgoing:
-    message = EmailMessage()
-    message["From"] = "pub@pub.test"
-    message["To"] = OPERATOR
-    message["Subject"] = f"note {n.about}"
-    message.set_content("hello")
-    return Outgoing(Recipient(OPERATOR, "Boss"), OPERATOR, message)
 
 
 def owe(pub: Pub, about: str, recipient: str = notices.OPERATOR) -> bool:
@@ -67,8 +58,8 @@ def test_a_rolled_back_unit_owes_nothing(pub: Pub) -> None:
 def test_deliver_sends_each_owed_notice_once(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     owe(pub, "b")
-    first = deliver(pub, {KIND: note}, NOW)
-    again = deliver(pub, {KIND: note}, NOW)
+    first = deliver(pub, {KIND: note_to_operator}, NOW)
+    again = deliver(pub, {KIND: note_to_operator}, NOW)
     assert [v.applied for v in first] == [True, True] and again == []
     assert sorted(str(m.message["Subject"]) for m in smtp.accepted) == ["note a", "note b"]
     assert statuses(pub) == {"a": ("sent", 1), "b": ("sent", 1)}
@@ -76,7 +67,7 @@ def test_deliver_sends_each_owed_notice_once(pub: Pub, smtp: SmtpTestServer) -> 
 
 def test_kinds_without_a_composer_wait(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
-    assert deliver(pub, {"other": note}, NOW) == []
+    assert deliver(pub, {"other": note_to_operator}, NOW) == []
     assert statuses(pub) == {"a": ("pending", 0)}
 
 
@@ -89,7 +80,7 @@ def test_two_delivers_at_once_send_one(pub: Pub, smtp: SmtpTestServer) -> None:
 
     def run() -> None:
         start.wait()
-        results.append(deliver(pub, {KIND: note}, NOW))
+        results.append(deliver(pub, {KIND: note_to_operator}, NOW))
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for t in threads:
@@ -105,28 +96,28 @@ def test_a_refused_notice_is_retried_after_its_wait_then_left_failed(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.refuse_recipient(OPERATOR)
-    first = deliver(pub, {KIND: note}, NOW)
+    first = deliver(pub, {KIND: note_to_operator}, NOW)
     assert not first[0].applied and first[0].failed
     assert statuses(pub) == {"a": ("failed", 1)}
-    assert deliver(pub, {KIND: note}, NOW + timedelta(seconds=59)) == []  # waiting
+    assert deliver(pub, {KIND: note_to_operator}, NOW + timedelta(seconds=59)) == []  # waiting
     at = NOW
     assert tick.not_delivered(first[0]).endswith("the next tick tries again")
     for tries in range(2, notices.MAX_ATTEMPTS + 1):  # a minute, two, four, eight
         at += notices.retry_wait(tries - 1)
-        [tried] = deliver(pub, {KIND: note}, at)
+        [tried] = deliver(pub, {KIND: note_to_operator}, at)
         assert statuses(pub) == {"a": ("failed", tries)}
     # the operator reads that it was the last try, not that a tick tries again
     assert "last of its 5 tries" in tick.not_delivered(tried)
     smtp.clear_faults()
     later = at + timedelta(days=1)
-    assert deliver(pub, {KIND: note}, later) == []  # it gave up: the operator sees it
+    assert deliver(pub, {KIND: note_to_operator}, later) == []  # it gave up: the operator sees it
 
     owe(pub, "b")
     smtp.refuse_recipient(OPERATOR)
-    deliver(pub, {KIND: note}, later)
+    deliver(pub, {KIND: note_to_operator}, later)
     smtp.clear_faults()
     again = later + timedelta(minutes=1)
-    assert [v.applied for v in deliver(pub, {KIND: note}, again)] == [True]
+    assert [v.applied for v in deliver(pub, {KIND: note_to_operator}, again)] == [True]
     assert statuses(pub)["b"] == ("sent", 2)
 
 
@@ -135,11 +126,11 @@ def test_two_delivers_that_read_the_same_refused_notice_try_it_once(
         pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.refuse_recipient(OPERATOR)
-    deliver(pub, {KIND: note}, NOW)
+    deliver(pub, {KIND: note_to_operator}, NOW)
     later = NOW + timedelta(minutes=5)
     pub.mail.fire_due(now=later)  # this ticker found its wait over...
     (seen,) = [m for m in notices.listed(pub) if m.state == "OWED"]
-    deliver(pub, {KIND: note}, later)  # ...the other ticker tried it meanwhile
+    deliver(pub, {KIND: note_to_operator}, later)  # ...the other ticker tried it meanwhile
     stale = pub.mail.claim(seen.key, "send", guards={"acting_at": None})
     assert not stale.claimed  # the stale read claims nothing
     assert statuses(pub) == {"a": ("failed", 2)}
@@ -150,12 +141,12 @@ def test_the_tick_tells_an_unknown_fate_from_a_refusal_by_the_state_not_the_text
     owe(pub, "a")
     owe(pub, "b")
     smtp.refuse_recipient(OPERATOR)
-    [refused, _] = deliver(pub, {KIND: note}, NOW)
+    [refused, _] = deliver(pub, {KIND: note_to_operator}, NOW)
     assert "did not go through" in tick.not_delivered(refused)
     smtp.clear_faults()
     owe(pub, "c")
     smtp.drop_after_data()
-    [unknown] = deliver(pub, {KIND: note}, NOW)
+    [unknown] = deliver(pub, {KIND: note_to_operator}, NOW)
     assert unknown.reason == "UNKNOWN"
     said = tick.not_delivered(replace(unknown, message="reworded"))
     assert said.startswith("an email may not have arrived")
@@ -165,10 +156,10 @@ def test_the_tick_tells_an_unknown_fate_from_a_refusal_by_the_state_not_the_text
 def test_a_notice_of_unknown_fate_is_not_sent_again(pub: Pub, smtp: SmtpTestServer) -> None:
     owe(pub, "a")
     smtp.drop_after_data()
-    out = deliver(pub, {KIND: note}, NOW)
+    out = deliver(pub, {KIND: note_to_operator}, NOW)
     assert not out[0].applied and "may not have arrived" in out[0].message
     smtp.clear_faults()
-    assert deliver(pub, {KIND: note}, NOW) == []
+    assert deliver(pub, {KIND: note_to_operator}, NOW) == []
     [only] = notices.listed(pub)
     assert (only.status, only.attempts) == ("in_flight", 1) and only.error
 
@@ -192,7 +183,7 @@ def test_a_composer_not_ready_fails_the_try_and_it_is_retried(
     out = deliver(pub, {KIND: not_yet}, NOW)
     assert out[0].failed == "set PUBSCHED_OPERATOR_EMAIL"
     assert statuses(pub) == {"a": ("failed", 1)}
-    assert deliver(pub, {KIND: note}, NOW + timedelta(minutes=1))[0].applied
+    assert deliver(pub, {KIND: note_to_operator}, NOW + timedelta(minutes=1))[0].applied
 
 
 def _dead_sender(pub: Pub, *, handed: bool) -> Any:
@@ -214,11 +205,11 @@ def test_a_sender_that_died_before_the_handover_leaves_it_to_be_sent_again(
     had a byte of it, so the next deliver sends it, once; the dead sender finishes nothing."""
     owe(pub, "a")
     dead = pub.mail.claim((KIND, "a", notices.OPERATOR), "send", by="tick")
-    assert deliver(pub, {KIND: note}, NOW) == []  # a live lease: left to its sender
+    assert deliver(pub, {KIND: note_to_operator}, NOW) == []  # a live lease: left to its sender
     pub.mail.release((KIND, "a", notices.OPERATOR), dead)
     dead = _dead_sender(pub, handed=False)
-    assert [v.applied for v in deliver(pub, {KIND: note}, NOW)] == [True]
-    assert deliver(pub, {KIND: note}, NOW) == [] and len(smtp.accepted) == 1
+    assert [v.applied for v in deliver(pub, {KIND: note_to_operator}, NOW)] == [True]
+    assert deliver(pub, {KIND: note_to_operator}, NOW) == [] and len(smtp.accepted) == 1
     assert statuses(pub) == {"a": ("sent", 1)}
     assert not pub.mail.finalize((KIND, "a", notices.OPERATOR), dead).applied
     history = [(e.edge, e.to_state) for e in pub.mail.history((KIND, "a", notices.OPERATOR))]
@@ -233,15 +224,15 @@ def test_a_sender_that_died_mid_handover_leaves_it_unknown_never_resent(
     again on its own; the operator's resend owes it anew."""
     owe(pub, "a")
     dead = _dead_sender(pub, handed=True)
-    (lost,) = deliver(pub, {KIND: note}, NOW)
+    (lost,) = deliver(pub, {KIND: note_to_operator}, NOW)
     assert (lost.applied, lost.reason) == (False, "UNKNOWN")
     assert "may not have arrived" in lost.message
-    assert deliver(pub, {KIND: note}, NOW) == [] and smtp.accepted == []
+    assert deliver(pub, {KIND: note_to_operator}, NOW) == [] and smtp.accepted == []
     assert statuses(pub) == {"a": ("in_flight", 1)}
     # the dead sender's finalize is refused: its lease is gone
     assert not pub.mail.finalize((KIND, "a", notices.OPERATOR), dead).applied
     assert pub.mail.transition((KIND, "a", notices.OPERATOR), "OWED", by="operator:ops").applied
-    assert [v.applied for v in deliver(pub, {KIND: note}, NOW)] == [True]
+    assert [v.applied for v in deliver(pub, {KIND: note_to_operator}, NOW)] == [True]
     assert len(smtp.accepted) == 1
     history = [(e.edge, e.to_state, e.by) for e in pub.mail.history((KIND, "a",
                                                                       notices.OPERATOR))]
@@ -266,7 +257,7 @@ def test_a_sender_whose_claim_was_taken_over_hands_nothing_over(
     row = pub.mail.get(key)
     assert row is not None
     with Sender(pub) as sender:
-        verdict = sender.send(notices.Mail.of(row), zombie, note, NOW)
+        verdict = sender.send(notices.Mail.of(row), zombie, note_to_operator, NOW)
     assert not verdict.applied and smtp.received == []
     assert verdict.failed == "the send took longer than its lease"  # its finish lost too
     [mark] = pub.query("SELECT acting_at, state, handover_at FROM pub_mail")

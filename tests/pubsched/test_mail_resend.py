@@ -15,7 +15,6 @@ import sys
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from email.message import EmailMessage
 from typing import Any
 
 import pytest
@@ -27,7 +26,6 @@ from pubsched.deliveries.deliver import deliver
 from pubsched.deliveries.machine import SEND_TTL
 from pubsched.deliveries.resend import resend, unknown
 from pubsched.engines import actions
-from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.people import invite
 from pubsched.pub import Pub
 from pubsched.tick.run import EVERY_COMPOSER, tick
@@ -36,7 +34,7 @@ from pubsched.week.view import week_show
 from support.pub_cli import Cli, use_env
 from support.pub_covers import THU, email, sent_week
 from support.pub_web import login, web_settings
-from support.pubs import NOW, OPERATOR, WEEK, mail_settings, make_pub
+from support.pubs import NOW, OPERATOR, WEEK, mail_settings, make_pub, note_to_operator
 from support.smtp_server import SmtpTestServer
 
 
@@ -111,14 +109,6 @@ def test_a_resend_of_mail_no_longer_true_drops_it(pub: Pub, smtp: SmtpTestServer
 KIND = "race_note"
 
 
-def _note(pub: Pub, mail: outbox.Mail, now: datetime) -> Outgoing:
-    message = EmailMessage()
-    message["From"] = "pub@pub.test"
-    message["To"] = OPERATOR
-    message["Subject"] = f"note {mail.about}"
-    message.set_content("hello")
-    return Outgoing(Recipient(OPERATOR, "Boss"), OPERATOR, message)
-
 
 def _at_once(pubs: list[Pub], lost_id: int) -> list[Any]:
     """Two resends of email ``lost_id`` and a tick's deliveries, one thread each (each
@@ -131,9 +121,9 @@ def _at_once(pubs: list[Pub], lost_id: int) -> list[Any]:
         try:
             barrier.wait()
             if i < 2:
-                out[i] = resend(pubs[i], lost_id, {KIND: _note}, NOW)
+                out[i] = resend(pubs[i], lost_id, {KIND: note_to_operator}, NOW)
             else:
-                out[i] = deliver(pubs[i], {KIND: _note}, NOW)
+                out[i] = deliver(pubs[i], {KIND: note_to_operator}, NOW)
         except BaseException as exc:  # pragma: no cover - shown by the assert
             errors.append(exc)
 
@@ -156,7 +146,7 @@ def test_two_resends_and_a_tick_at_once_send_it_once(db_url: str,
             with pubs[0].atomic():
                 outbox.owe(pubs[0], KIND, about, outbox.OPERATOR, week_of=None, now=NOW)
             smtp.drop_after_data()
-            deliver(pubs[0], {KIND: _note}, NOW)
+            deliver(pubs[0], {KIND: note_to_operator}, NOW)
             smtp.clear_faults()
             [lost] = [m for m in unknown(pubs[0]) if m.about == about]
             out = _at_once(pubs, lost.id)

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from email.message import EmailMessage
 
 from pubsched.config import Config
 from pubsched.db import open_store
+from pubsched.deliveries.outbox import Mail
 from pubsched.engines.flags import set_v2
+from pubsched.mail.compose import Outgoing, Recipient
 from pubsched.mail.settings import MailSettings, load_mail_settings
 from pubsched.people import tenders
 from pubsched.pub import Pub
@@ -74,3 +77,14 @@ def crew(pub: Pub, *people: tuple[str, int | None]) -> None:
     """Add tenders ``(name, max_shifts)`` at ``NOW``; their email is ``<name>@pub.test``."""
     for name, limit in people:
         assert tenders.add(pub, name, f"{name}@pub.test", max_shifts=limit, now=NOW)
+
+
+def note_to_operator(pub: Pub, mail: Mail, now: datetime) -> Outgoing:
+    """A composer of a plain note to the operator, "note <about>": the mail the outbox
+    tests owe and deliver when what they test is the delivery, not a feature's words."""
+    message = EmailMessage()
+    message["From"] = "pub@pub.test"
+    message["To"] = OPERATOR
+    message["Subject"] = f"note {mail.about}"
+    message.set_content("hello")
+    return Outgoing(Recipient(OPERATOR, "Boss"), OPERATOR, message)
