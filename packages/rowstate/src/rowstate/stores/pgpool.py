@@ -22,6 +22,12 @@ which starts each retry series with an ``AttemptWithBackoff`` it is given or mak
 stores give one whose waits are capped. A psycopg_pool without that hook backs off as it
 always did: slower after a failover, never wrong.
 
+The pools also draw their jitter (a connection's expiry, a retry's first wait) from a
+generator of their own, not the ``random`` module's: psycopg_pool draws from the global one
+in its worker threads, which moves a program's seeded sequence at unforeseeable times, and
+made Hypothesis fail a test of ours ("Do not use the `random` module inside strategies")
+when a store filled its pool while an example was drawn.
+
 ``Pool`` and ``AsyncPool`` are kept side by side by hand, not generated: each is the same
 one-method override of its own psycopg_pool class, and unasync would have nothing to share.
 """
@@ -29,6 +35,7 @@ one-method override of its own psycopg_pool class, and unasync would have nothin
 from __future__ import annotations
 
 import inspect
+import random
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -42,6 +49,14 @@ except ImportError:  # pragma: no cover - a psycopg_pool that moved it: the pool
 FIRST_RETRY = 0.1
 LONGEST_RETRY = 0.5
 
+_JITTER = random.Random()  # the pools' own generator (see the module docstring)
+
+
+def jitter(value: float, min_pc: float, max_pc: float) -> float:
+    """psycopg_pool's ``_jitter`` (``value`` moved by a random fraction between ``min_pc``
+    and ``max_pc``), drawn from the pools' own generator."""
+    return value * (1.0 + ((max_pc - min_pc) * _JITTER.random()) + min_pc)
+
 
 if AttemptWithBackoff is not None:
 
@@ -53,8 +68,13 @@ if AttemptWithBackoff is not None:
         INITIAL_DELAY = FIRST_RETRY
 
         def update_delay(self, now: float) -> None:
-            super().update_delay(now)
-            self.delay = min(self.delay, LONGEST_RETRY)
+            if self.delay == 0.0:  # psycopg_pool's, with the capped waits and own jitter
+                self.give_up_at = now + self.timeout
+                self.delay = jitter(self.INITIAL_DELAY, -self.DELAY_JITTER, self.DELAY_JITTER)
+            else:
+                self.delay = min(self.delay * self.DELAY_BACKOFF, LONGEST_RETRY)
+            if self.delay + now > self.give_up_at:
+                self.delay = max(0.0, self.give_up_at - now)
 else:  # pragma: no cover
     CappedBackoff = None  # type: ignore[assignment,misc]
 
@@ -75,7 +95,9 @@ HOOK_FITS = _hook_fits(ConnectionPool) and _hook_fits(AsyncConnectionPool)
 
 class Pool(ConnectionPool[Any]):
     """A :class:`ConnectionPool` whose failed connections are retried with
-    :class:`CappedBackoff` (see the module docstring)."""
+    :class:`CappedBackoff` and whose jitter is :func:`jitter` (see the module docstring)."""
+
+    _jitter = staticmethod(jitter)
 
     def _add_connection(self, attempt: Any, growing: bool = False) -> None:
         if attempt is None and HOOK_FITS:
@@ -85,6 +107,8 @@ class Pool(ConnectionPool[Any]):
 
 class AsyncPool(AsyncConnectionPool[Any]):
     """:class:`Pool` for asyncio."""
+
+    _jitter = staticmethod(jitter)
 
     async def _add_connection(self, attempt: Any, growing: bool = False) -> None:
         if attempt is None and HOOK_FITS:
