@@ -39,7 +39,8 @@ from rowstate.stores import AsyncPostgresStore, PostgresStore
 from support.databases import admin_connect, drop_database
 from support.engine import SLOTS
 from support.pg_server import PostgresServer, start_postgres
-from support.pg_standby import caught_up, promote, start_standby
+from support.pg_standby import caught_up, promote
+from support.pg_standby import replicated as streaming_pair
 from support.services import LOCALHOST, ServiceUnavailable, free_port
 
 pytestmark = pytest.mark.postgres
@@ -363,39 +364,25 @@ async def test_a_node_that_goes_away_is_left_for_the_next_host(pg_admin_dsn: str
 # -- a real standby, and its promotion -----------------------------------------------------
 
 
-@pytest.fixture
-def replicated(pg_admin_dsn: str) -> Iterator[tuple[PostgresServer, PostgresServer, str]]:
-    """(primary, standby, database): a throwaway primary, a ``pg_basebackup -R`` standby
-    streaming from it, and a database on them holding SLOTS with row ``s1`` in IDLE."""
+def _slots(dsn: str) -> None:
+    store = PostgresStore(dsn)
     try:
-        primary = start_postgres()
-    except ServiceUnavailable as exc:
-        pytest.skip(f"no throwaway PostgreSQL cluster: {exc}")
-    try:
-        name = f"rs_multi_{uuid.uuid4().hex[:12]}"
-        _database(primary.admin_dsn, name)
-        with admin_connect(primary.admin_dsn) as conn:  # an acknowledged commit is in the
-            # WAL sent to the standby (the throwaway cluster's default is off: see caught_up)
-            conn.execute(pg_sql.SQL("ALTER DATABASE {} SET synchronous_commit = on").format(
-                pg_sql.Identifier(name)))
-        store = PostgresStore(make_conninfo(primary.admin_dsn, dbname=name))
-        try:
-            lc = Lifecycle(store, SLOTS)
-            lc.create_schema()
-            lc.create("s1")
-        finally:
-            store.close()
-        try:
-            standby = start_standby(primary)
-        except ServiceUnavailable as exc:
-            pytest.skip(f"no standby: {exc}")
-        try:
-            caught_up(primary.admin_dsn, standby.admin_dsn)
-            yield primary, standby, name
-        finally:
-            standby.stop()
+        lc = Lifecycle(store, SLOTS)
+        lc.create_schema()
+        lc.create("s1")
     finally:
-        primary.stop()
+        store.close()
+
+
+@pytest.fixture
+def replicated() -> Iterator[tuple[PostgresServer, PostgresServer, str]]:
+    """(primary, standby, database) (:func:`support.pg_standby.replicated`), the database
+    holding SLOTS with row ``s1`` in IDLE."""
+    try:
+        with streaming_pair(_slots) as pair:
+            yield pair
+    except ServiceUnavailable as exc:
+        pytest.skip(f"no throwaway primary and standby: {exc}")
 
 
 @pytest.mark.parametrize("twin", TWINS)

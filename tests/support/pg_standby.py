@@ -11,9 +11,14 @@ import os
 import pwd
 import tempfile
 import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+from psycopg import sql as pg_sql
+from psycopg.conninfo import make_conninfo
 
 from support.pg_server import (
     PG_OS_USER,
@@ -21,6 +26,7 @@ from support.pg_server import (
     PostgresServer,
     _postmaster_pid,
     _run_pg,
+    start_postgres,
 )
 from support.services import LOCALHOST, ServiceUnavailable, free_port, log_tail
 
@@ -95,4 +101,30 @@ def caught_up(primary_dsn: str, standby_dsn: str, timeout: float = 30) -> None:
     raise AssertionError("the standby did not catch up")
 
 
-__all__ = ["caught_up", "promote", "start_standby"]
+@contextmanager
+def replicated(prepare: Callable[[str], None]) -> Iterator[tuple[PostgresServer,
+                                                                  PostgresServer, str]]:
+    """(primary, standby, database): a throwaway primary, a ``pg_basebackup -R`` standby
+    streaming from it, and a database ``prepare(dsn)`` filled on the primary before the
+    standby was made. Raise ServiceUnavailable when either cannot be had."""
+    primary = start_postgres()
+    try:
+        name = f"rs_repl_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(primary.admin_dsn, autocommit=True) as conn:
+            conn.execute(pg_sql.SQL("CREATE DATABASE {}").format(pg_sql.Identifier(name)))
+            # an acknowledged commit is in the WAL sent to the standby (the throwaway
+            # cluster's default is off: see caught_up)
+            conn.execute(pg_sql.SQL("ALTER DATABASE {} SET synchronous_commit = on").format(
+                pg_sql.Identifier(name)))
+        prepare(make_conninfo(primary.admin_dsn, dbname=name))
+        standby = start_standby(primary)
+        try:
+            caught_up(primary.admin_dsn, standby.admin_dsn)
+            yield primary, standby, name
+        finally:
+            standby.stop()
+    finally:
+        primary.stop()
+
+
+__all__ = ["caught_up", "promote", "replicated", "start_standby"]

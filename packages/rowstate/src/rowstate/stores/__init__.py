@@ -7,7 +7,8 @@ One module per database, and what they share:
 * :mod:`.common`: the statement counter, per-thread connections, the unit of work's flow;
 * :mod:`.sqlite`: the SQLite store (stdlib ``sqlite3``), and :mod:`.sqlite_async` its
   asyncio twin (loaded on first use: asyncio costs more to import than the engine);
-* :mod:`.postgres`: the PostgreSQL stores (psycopg 3 + psycopg_pool), on :mod:`.pgwire`
+* :mod:`.postgres`: the PostgreSQL store (psycopg 3 + psycopg_pool), and
+  :mod:`.postgres_async` its asyncio twin, on :mod:`.pgwire`
   (psycopg at the wire), :mod:`.pgconnect` (connecting, several hosts) and
   :mod:`.pgsettle` (ending the session of a COMMIT whose answer was lost);
 * :mod:`.urls`: :func:`connect` and :func:`connect_async`, by the URL's scheme.
@@ -40,11 +41,12 @@ from .urls import connect, connect_async, postgres_url
 
 if TYPE_CHECKING:
     from .pgwire import _cursors as _cursors  # tests/rowstate/test_stores.py reads it
-    from .postgres import AsyncPostgresStore, PostgresStore
+    from .postgres import PostgresStore
+    from .postgres_async import AsyncPostgresStore
     from .sqlite_async import AsyncSQLiteStore
 
 # name -> the module that defines it, imported on first use
-_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres", "_cursors": "pgwire",
+_LAZY = {"PostgresStore": "postgres", "AsyncPostgresStore": "postgres_async", "_cursors": "pgwire",
          "AsyncSQLiteStore": "sqlite_async"}
 
 

@@ -56,11 +56,21 @@ def postgres_url(url: str) -> str | None:
         "postgresql+psycopg://)")
 
 
+def _no_reads_on_sqlite(options: dict[str, Any]) -> None:
+    if options.get("read_url") is not None:
+        raise ValidationError("read_url (reads on a standby) is for PostgreSQL; a SQLite "
+                              "database has one file and no standby")
+    options.pop("read_url", None)
+
+
 def connect(url: str, **options: Any) -> Store:
     """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite://`` (memory) or
     ``postgresql://...`` (also ``postgresql+psycopg://`` and libpq's ``host=... dbname=...``:
-    see :func:`postgres_url`; several hosts: :mod:`rowstate.stores.pgconnect`)."""
+    see :func:`postgres_url`; several hosts: :mod:`rowstate.stores.pgconnect`).
+    ``read_url=``: where read-only units go (PostgreSQL: :mod:`rowstate.stores.pgreads`);
+    None is taken by SQLite too, so one call serves both."""
     if url.startswith("sqlite:"):
+        _no_reads_on_sqlite(options)
         return SQLiteStore(_sqlite_path(url), **options)
     if (pg := postgres_url(url)) is not None:
         from .postgres import PostgresStore  # on first use: see the module's docstring
@@ -73,9 +83,10 @@ def connect_async(url: str, **options: Any) -> AsyncStore:
     if url.startswith("sqlite:"):
         from .sqlite_async import AsyncSQLiteStore  # asyncio, on first use
 
+        _no_reads_on_sqlite(options)
         return AsyncSQLiteStore(_sqlite_path(url), **options)
     if (pg := postgres_url(url)) is not None:
-        from .postgres import AsyncPostgresStore
+        from .postgres_async import AsyncPostgresStore
 
         return AsyncPostgresStore(pg, **options)
     raise ValidationError(f"unsupported database URL {url!r}")
