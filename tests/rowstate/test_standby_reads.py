@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import io
+import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,11 +25,13 @@ import pytest
 
 import rowstate
 from rowstate import AsyncLifecycle, Binding, ConnectError, Lifecycle, ValidationError
+from rowstate.cli import main
 from rowstate.stores import AsyncPostgresStore, PostgresStore
 from support.engine import SLOT
 from support.pg_server import PostgresServer
 from support.pg_standby import caught_up, replicated
 from support.services import LOCALHOST, ServiceUnavailable, free_port
+from support.stuck_rows import app_module, seed
 
 pytestmark = pytest.mark.postgres
 
@@ -257,3 +262,39 @@ async def test_a_read_url_nobody_answers_fails_fast_naming_it(pair: Pair, twin: 
         finally:
             await store.close()
     assert time.monotonic() - started < 10
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def test_inspect_and_stuck_read_a_standby_the_url_names(pair: Pair, tmp_path: Path) -> None:
+    """The commands only read (a read-only unit): given a standby's URL (or every node's
+    with ``prefer-standby``) they read there and leave the primary alone. The standby's
+    replay paused, they show the row as it was before the primary moved it."""
+    app = app_module(tmp_path)
+    seed(pair.url(pair.primary), app)
+    pair.caught_up()
+    reads = pair.url(pair.standby, pair.primary, attrs="prefer-standby")
+
+    def state() -> str:
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["inspect", reads, "cliapp:JOBS", "5", "--json"], stdout=out,
+                    stderr=err) == 0, err.getvalue()
+        return str(json.loads(out.getvalue())["state"])
+
+    pair.replay(False)
+    try:
+        store = PostgresStore(pair.url(pair.primary))
+        try:
+            assert Lifecycle(store, app.JOBS).transition(5, "READY").applied
+        finally:
+            store.close()
+        assert state() == "NEW"  # the standby's, behind the primary
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["stuck", reads, "cliapp:JOBS", "--json"], stdout=out,
+                    stderr=err) == 3, err.getvalue()
+        assert json.loads(out.getvalue())["total"] > 0
+    finally:
+        pair.replay(True)
+    pair.caught_up()
+    assert state() == "READY"

@@ -61,7 +61,9 @@ def parser() -> argparse.ArgumentParser:
                    help="MODULE:ATTR naming a Machine or a Binding")
     d.set_defaults(run=diagram.run)
 
-    url_help = "database URL: sqlite:///path.db or postgresql://..."
+    url_help = ("database URL: sqlite:///path.db or postgresql://... (the commands only "
+                "read: a standby's URL, or every node's with "
+                "target_session_attrs=prefer-standby, keeps them off the primary)")
     binding_help = "MODULE:ATTR naming the Binding (the current directory is importable)"
     i = sub.add_parser(
         "inspect", parents=loading,
