@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .db.urls import DEFAULT_URL, configured_url
+from .db.urls import DEFAULT_URL, DatabaseURLError, configured_reads_url, configured_url
 from .mail.settings import MailSettings, load_mail_settings
 from .verdicts import BadInput
 from .week.time import DEFAULT_SETTINGS, RunSettings, zone_from_env
@@ -26,6 +26,7 @@ class Config:
     (:mod:`pubsched.week.template`), so every instance reads the same week."""
 
     db_url: str = DEFAULT_URL
+    db_reads_url: str | None = None  # PUBSCHED_DB_READS: where the pages read (a standby)
     tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("America/New_York"))
     times: RunSettings = DEFAULT_SETTINGS
     mail: MailSettings = field(default_factory=lambda: load_mail_settings({}))
@@ -44,6 +45,7 @@ class Config:
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {
             "db_url": configured_url(env),
+            "db_reads_url": _reads_url(env),
             "tz": zone_from_env(env),
             "mail": load_mail_settings(env),
             "secret": env.get("PUBSCHED_SECRET") or "pubsched-dev-secret",
@@ -65,6 +67,13 @@ class Config:
         key moved to ``PUBSCHED_SECRET_PREVIOUS`` keep working, new ones carry the new key,
         and a key taken off the list stops opening anything."""
         return [*self.previous_secrets, self.secret]
+
+
+def _reads_url(environ: Mapping[str, str]) -> str | None:
+    try:
+        return configured_reads_url(environ)
+    except DatabaseURLError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def min_collect_hours(environ: Mapping[str, str]) -> float:

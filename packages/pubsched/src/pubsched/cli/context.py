@@ -71,7 +71,7 @@ class Context:
 
             config = self.config()  # a bad setting is bad input before anything is opened
             _require_schema(self.db_url)
-            self._pub = Pub(open_store(self.db_url), config)
+            self._pub = Pub(open_store(self.db_url, read_url=config.db_reads_url), config)
         return self._pub
 
     def close(self) -> None:

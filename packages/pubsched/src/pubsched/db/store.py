@@ -14,13 +14,16 @@ import rowstate.stores
 
 from . import migrate as migrations
 from .files import create_database
-from .urls import dialect_of, sqlite_path
+from .urls import DatabaseURLError, dialect_of, sqlite_path
 
 Store = rowstate.Store
+#: a store whose read-only units go to a standby (``PUBSCHED_DB_READS``)
+StandbyReads = rowstate.stores.PostgresStore
 
 
-def open_store(url: str, *, migrate: bool = False) -> Store:
+def open_store(url: str, *, migrate: bool = False, read_url: str | None = None) -> Store:
     """A rowstate store on ``url`` (``rowstate.connect``); the caller closes it.
+    ``read_url``: where its read-only units go (the pages' reads: :mod:`pubsched.pub`).
 
     With ``migrate=True`` every pending migration is applied first (:mod:`pubsched.db.migrate`).
     That is how an in-memory database gets its schema: it exists only inside the store's one
@@ -34,7 +37,10 @@ def open_store(url: str, *, migrate: bool = False) -> Store:
     path = sqlite_path(url) if dialect == "sqlite" else None
     if path is not None:
         create_database(Path(path))  # a new file is 0600 before SQLite opens it
-    store = rowstate.connect(url)
+    if read_url is not None and dialect != "postgresql":
+        raise DatabaseURLError(
+            "PUBSCHED_DB_READS: reads on a standby need a PostgreSQL database")
+    store = rowstate.connect(url, read_url=read_url)
     if migrate and isinstance(store, rowstate.stores.SQLiteStore):
         try:
             migrations.migrate_connection(store.connection())
@@ -42,3 +48,11 @@ def open_store(url: str, *, migrate: bool = False) -> Store:
             store.close()
             raise
     return store
+
+
+def standby_reads(store: Store) -> StandbyReads | None:
+    """``store`` when its read-only units go to a standby, else None."""
+    if isinstance(store, rowstate.stores.PostgresStore) and store.reads is not None:
+        return store
+    return None
+

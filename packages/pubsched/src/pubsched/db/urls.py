@@ -71,3 +71,20 @@ def sqlite_path(url: str) -> str | None:
         raise DatabaseURLError(f"SQLite URLs look like sqlite:///path.db, got {url!r}")
     path = unquote(url[len("sqlite:///"):])
     return None if path in ("", ":memory:") else path
+
+
+READS_ENV = "PUBSCHED_DB_READS"
+
+
+def configured_reads_url(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where the pages read, from ``PUBSCHED_DB_READS`` (unset or blank: the database
+    itself): a PostgreSQL standby, or every node with ``target_session_attrs=prefer-standby``
+    (docs/scale.md). Checked here, at start-up: only a PostgreSQL database has standbys."""
+    env = os.environ if environ is None else environ
+    url = (env.get(READS_ENV) or "").strip()
+    if not url:
+        return None
+    if not url.startswith(("postgresql://", "postgres://")) and "host=" not in url:
+        raise DatabaseURLError(f"{READS_ENV}: a standby's PostgreSQL URL, got {url!r}")
+    return url
+

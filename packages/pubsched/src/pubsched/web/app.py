@@ -65,6 +65,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
+from ..db.store import standby_reads
 from ..pub import Pub
 from . import ids  # noqa: F401 (imported for its effect: the routes' {name:id} convertor)
 from .admin import AdminPages
@@ -78,6 +79,7 @@ from .logs import loggable_path
 from .mail import MailPages
 from .metrics import Metrics, RequestMetrics, route_templates
 from .operators import OperatorPages
+from .own_writes import OwnWrites
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
 from .reminders import ReminderSwitch
@@ -209,6 +211,8 @@ def create_app(pub: Pub, settings: WebSettings, *,
     metrics.routes = route_templates(routes)
     # innermost: it reads the route Starlette's router leaves in the scope it was handed
     app.add_middleware(RequestMetrics, metrics=metrics)
+    app.add_middleware(OwnWrites, reads=standby_reads(pub.store),
+                       secure=site.pages.secure_cookies)
     app.add_middleware(BodyLimit)  # innermost of the rest: its 413 gets the headers too
     app.add_middleware(SecurityHeaders, trusted=(pub.config.base_url,), config=pub.config)
     app.add_middleware(ForwardedClient, proxies=settings.trusted_proxies)  # outermost

@@ -127,7 +127,7 @@ def open_pub(config: Config) -> Pub:
         if pending:
             raise SystemExit(f"the database is not ready (migrations {', '.join(pending)} "
                              "pending): run `pubsched init` first")
-    return Pub(open_store(config.db_url, migrate=memory), config)
+    return Pub(open_store(config.db_url, migrate=memory, read_url=config.db_reads_url), config)
 
 
 def main(host: str, port: int, config: Config,

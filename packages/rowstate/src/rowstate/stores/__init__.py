@@ -36,8 +36,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .base import AsyncStore, Store
+from .pgurls import postgres_url
 from .sqlite import SQLiteStore
-from .urls import connect, connect_async, postgres_url
+from .urls import connect, connect_async
 
 if TYPE_CHECKING:
     from .pgwire import _cursors as _cursors  # tests/rowstate/test_stores.py reads it

@@ -37,8 +37,8 @@ from ..errors import ValidationError
 from ..protocol import Batch
 from .pgconnect import connect_error, with_connect_timeout
 from .pgpool import AsyncPool, Pool
+from .pgurls import postgres_url
 from .pgwire import _acheck_connection, _check_connection, _translate
-from .urls import postgres_url
 
 #: whether the connection's server has replayed up to a position; NULL (a primary): yes
 CAUGHT_UP = "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, true)"
@@ -49,7 +49,7 @@ POSITION = "SELECT pg_current_wal_insert_lsn()::text AS position"
 
 
 def read_conninfo(read_url: str) -> str:
-    """``read_url`` as libpq reads it (the forms :func:`~.urls.postgres_url` takes)."""
+    """``read_url`` as libpq reads it (the forms :func:`~.pgurls.postgres_url` takes)."""
     conninfo = postgres_url(read_url)
     if conninfo is None:
         raise ValidationError(f"read_url is a PostgreSQL URL (a standby's, or every node's "
