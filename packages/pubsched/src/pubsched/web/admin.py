@@ -55,9 +55,14 @@ class AdminPages:
         return self.pages.admin_page(request, "week.html", context)
 
     def _week_context(self, week: str) -> dict[str, Any]:
+        # one snapshot for the whole page (one BEGIN; on a standby with PUBSCHED_DB_READS,
+        # one replay point): the buttons' fingerprint is the row the page shows, so a
+        # click never acts on a state it did not see
+        with self.site.pub.reading():
+            return self._week_read(week)
+
+    def _week_read(self, week: str) -> dict[str, Any]:
         pub = self.site.pub
-        # the row the buttons' fingerprint is taken from is read FIRST: whatever the page
-        # then shows is that row or newer, so a click never acts on a state it did not see
         row = pub.runs.get(week_of(week)) or {}
         shown = view.week_show(pub, week)
         monday = date.fromisoformat(shown["week_of"])
