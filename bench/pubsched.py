@@ -93,10 +93,12 @@ def _pub(url: str) -> Any:
 
 
 @contextmanager
-def _served(argv: list[str], url: str, port: int, log: Path) -> Iterator[None]:
+def _served(argv: list[str], url: str, port: int, log: Path,
+            more_env: dict[str, str] | None = None) -> Iterator[None]:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PUBSCHED_")},
            "PUBSCHED_DB": url, "PUBSCHED_SECRET": SECRET,
-           "PUBSCHED_ADMIN_PASSWORD": "a bench password", "PYTHONPATH": str(ROOT)}
+           "PUBSCHED_ADMIN_PASSWORD": "a bench password", "PYTHONPATH": str(ROOT),
+           **(more_env or {})}
     with log.open("a") as out:
         proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
