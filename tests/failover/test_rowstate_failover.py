@@ -1,9 +1,10 @@
 """rowstate's transitions across a Patroni failover: what a caller was told, and what the
 rows hold afterwards.
 
-Worker threads move rows around a small cycle (A -> B -> C -> A), each move with its
-``from_``, one row at a time and in ``transition_many`` batches, through
-``rowstate.connect(<the cluster's multi-host URL>)``, while the test SIGKILLs the leader node
+Worker threads (one of them on the asyncio twin) and a worker process move rows around a
+small cycle (A -> B -> C -> A), each move with its ``from_``, one row at a time and in
+``transition_many`` batches, through ``rowstate.connect(<the cluster's multi-host URL>)``
+(``connect_async`` for the asyncio one), while the test SIGKILLs the leader node
 (Patroni and its PostgreSQL) and brings it back. Each worker owns its rows, so its own
 ledger says exactly what each row's history must be. Every call ends one of four ways:
 
@@ -27,6 +28,7 @@ took a write, to time the store's first write against it (the pool's reconnect d
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import multiprocessing
 import threading
@@ -41,6 +43,7 @@ import pytest
 
 import rowstate
 from rowstate import (
+    AsyncLifecycle,
     Binding,
     Edge,
     Lifecycle,
@@ -103,7 +106,7 @@ class Ledger:
 class Worker(threading.Thread):
     """Moves its own rows until told to stop; see the module docstring."""
 
-    def __init__(self, number: int, lc: Lifecycle, ledger: Ledger, stop: threading.Event,
+    def __init__(self, number: int, lc: Any, ledger: Ledger, stop: threading.Event,
                  *, resync: bool) -> None:
         super().__init__(name=f"lap-worker-{number}", daemon=True)
         self.number, self.lc, self.ledger, self.stop_event = number, lc, ledger, stop
@@ -134,12 +137,13 @@ class Worker(threading.Thread):
         self.ledger.calls.append(call)
         try:
             if len(keys) == 1:
-                result = self.lc.transition(keys[0], call.to, from_=state, by=call.tag)
+                result = self.wait(self.lc.transition(keys[0], call.to, from_=state,
+                                                      by=call.tag))
                 applied: tuple[str, ...] = (keys[0],) if result.applied else ()
                 call.detail = "" if result.applied else str(result.reason)
             else:
-                bulk = self.lc.transition_many(call.to, keys=list(keys), from_=state,
-                                               by=call.tag)
+                bulk = self.wait(self.lc.transition_many(call.to, keys=list(keys),
+                                                         from_=state, by=call.tag))
                 applied = tuple(str(key[0]) for key in bulk.applied)
                 call.detail = "; ".join(f"{k}: {why}" for k, why in bulk.refused)
         except OutcomeUnknown as exc:
@@ -167,8 +171,8 @@ class Worker(threading.Thread):
             deadline = time.monotonic() + MAX_WRITE_OUTAGE
             while True:
                 try:
-                    got = self.lc.resolve(k, call.to, from_=call.from_, since=before,
-                                          by=call.tag)
+                    got = self.wait(self.lc.resolve(k, call.to, from_=call.from_,
+                                                    since=before, by=call.tag))
                     break
                 except StoreError:
                     if time.monotonic() > deadline:
@@ -184,9 +188,37 @@ class Worker(threading.Thread):
 
     def reread(self, key: str) -> None:
         """Async mode: a failover lost this row's last moves; follow the row as it is."""
-        row = self.lc.get(key)
+        row = self.wait(self.lc.get(key))
         assert row is not None
         self.ledger.rows[key] = (str(row["state"]), int(row["version"]))
+
+    def wait(self, answer: Any) -> Any:
+        """A lifecycle's answer (the async worker's: awaited on its loop)."""
+        return answer
+
+
+class AsyncWorker(Worker):
+    """A :class:`Worker` on the asyncio twin (``connect_async``, ``AsyncLifecycle``): its
+    own event loop in its thread, its own store, the same moves and ledger."""
+
+    def __init__(self, number: int, url: str, binding: Binding, ledger: Ledger,
+                 stop: threading.Event, *, resync: bool) -> None:
+        self.url, self.binding = url, binding
+        self.loop = asyncio.new_event_loop()
+        super().__init__(number, None, ledger, stop, resync=resync)  # its lc: in run()
+
+    def run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        store = rowstate.connect_async(self.url, max_size=2)
+        self.lc = AsyncLifecycle(store, self.binding)
+        try:
+            super().run()
+        finally:
+            self.loop.run_until_complete(store.close())
+            self.loop.close()
+
+    def wait(self, answer: Any) -> Any:
+        return self.loop.run_until_complete(answer)
 
 
 @dataclass(frozen=True)
@@ -323,6 +355,8 @@ def _workload(cluster: PatroniCluster, *, resync: bool) -> Iterator[Workload]:
         lc = Lifecycle(store, binding)
         ledger = Ledger()
         workers = [Worker(n, lc, ledger, stop, resync=resync) for n in range(WORKERS)]
+        workers.append(AsyncWorker(WORKERS + 1, cluster.url, binding, ledger, stop,
+                                   resync=resync))
         lc.create_schema()
         for worker in workers:
             _create_rows(lc, ledger, worker)
@@ -401,15 +435,19 @@ def _check(lc: Lifecycle, ledger: Ledger) -> Verdict:
     return verdict
 
 
-def _describe(mode: str, rounds: list[Round], verdict: Verdict, calls: int) -> list[str]:
+def _describe(mode: str, rounds: list[Round], verdict: Verdict, ledger: Ledger) -> list[str]:
+    calls = len(ledger.calls)
+    on_asyncio = sum(1 for c in ledger.calls if c.tag.startswith(f"w{WORKERS + 1}:"))
+    assert on_asyncio > 0, "the asyncio worker made no call"
     lines = [f"rowstate {mode} round {n}: killed {r.killed}; {r.promoted} took a write "
              f"{r.writable_at - r.killed_at:.1f} s after the kill, the store's first move "
              f"{r.to_first_write:.1f} s after it ({r.lag:+.2f} s after the node was writable)"
              for n, r in enumerate(rounds, 1)]
     unknown_keys = sum(len(c.keys) for c in verdict.unknown)
     lines.append(
-        f"rowstate {mode} mode, {len(rounds)} kill(s), {WORKERS} threads and a process, one "
-        f"row and transition_many batches: {calls} calls; {verdict.acked} moves acknowledged, "
+        f"rowstate {mode} mode, {len(rounds)} kill(s), {WORKERS} threads, an asyncio worker "
+        f"({on_asyncio} of the calls) and a process, one row and transition_many batches: "
+        f"{calls} calls; {verdict.acked} moves acknowledged, "
         f"{len(verdict.lost)} lost; {len(verdict.unknown)} OutcomeUnknown ({unknown_keys} "
         f"moves) resolved: {verdict.unknown_applied} applied, "
         f"{unknown_keys - verdict.unknown_applied} not, {len(verdict.wrong_resolutions)} "
@@ -428,7 +466,7 @@ def test_acknowledged_moves_survive_synchronous_failovers_and_unknown_ones_resol
         time.sleep(0.5)
         load.finish()
         verdict = _check(load.lc, load.ledger)
-    for line in _describe("sync", rounds, verdict, len(load.ledger.calls)):
+    for line in _describe("sync", rounds, verdict, load.ledger):
         figures.add(line)
     assert not verdict.lost, f"acknowledged moves lost in synchronous mode: {verdict.lost}"
     assert not verdict.wrong_resolutions, verdict.wrong_resolutions
@@ -456,7 +494,7 @@ def test_what_an_asynchronous_failover_costs_rowstate(cluster: PatroniCluster,
         time.sleep(0.5)
         load.finish()
         verdict = _check(load.lc, load.ledger)
-    lines = _describe("async", rounds, verdict, len(load.ledger.calls))
+    lines = _describe("async", rounds, verdict, load.ledger)
     lines[-1] += (f"; wrong resolutions: {verdict.wrong_resolutions[:3]}"
                   if verdict.wrong_resolutions else "")
     for line in lines:
