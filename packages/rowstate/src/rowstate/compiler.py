@@ -105,11 +105,15 @@ class CasPlan:
     def ncols(self) -> int:
         return len(self.columns)
 
-    def batch(self, dialect: Dialect, values: dict[str, Any]) -> Batch:
+    def batch(self, dialect: Dialect, values: dict[str, Any],
+              otherwise: Statement | None = None) -> Batch:
+        """The plan's statements bound; ``otherwise``: the read explaining a miss, run in
+        the same transaction when the update wrote nothing (SQLite's plan without ``pre``)."""
         if self.fast:
             return Batch((self.main.bind(dialect, values),))
         stmts = [s.bind(dialect, values) for s in (self.pre, self.event, self.main) if s]
-        return Batch(tuple(stmts), transaction=len(stmts) > 1)
+        return Batch(tuple(stmts), transaction=len(stmts) > 1,
+                     otherwise=None if otherwise is None else otherwise.bind(dialect, values))
 
 
 class Compiler:
@@ -200,9 +204,13 @@ class Compiler:
                 f"UPDATE {self.table} SET {set_sql} WHERE {where_sql} "
                 f"RETURNING {self.cols(None, names)}", (*set_out.params, *where_out.params))
             return CasPlan(tuple(checks), main, None, None, True, names)
+        # from one known state, the state before is that one: no read before the write
+        # (an event INSERT and the UPDATE, one transaction; a miss is explained by a read
+        # after it, as the fast plan's is). From several, the read tells which it was.
+        names = (returning or self.columns) if known_from else self.columns
         main = Statement(
-            f"UPDATE {self.table} SET {set_sql} WHERE {where_sql} RETURNING {self.cols(None)}",
-            (*set_out.params, *where_out.params),
+            f"UPDATE {self.table} SET {set_sql} WHERE {where_sql} "
+            f"RETURNING {self.cols(None, names)}", (*set_out.params, *where_out.params),
         )
         pre_out = SqlOut()
         pre = Statement(
@@ -218,9 +226,11 @@ class Compiler:
             ev_where = self.where(checks, None, ev_out)
             ev = Statement(
                 f"INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
-                f"SELECT {head} FROM {self.table} WHERE {ev_where} RETURNING id",
-                tuple(ev_out.params),
+                f"SELECT {head} FROM {self.table} WHERE {ev_where} "
+                f"RETURNING id, created_at", tuple(ev_out.params),
             )
+        if known_from:
+            return CasPlan(tuple(checks), main, None, ev, False, names)
         return CasPlan(tuple(checks), main, pre, ev, False, self.columns)
 
     def set_clause(self, sets: Sequence[Set], out: SqlOut) -> str:

@@ -2,7 +2,8 @@
 
 A compiled :class:`~rowstate.compiler.CasPlan` comes in three row shapes (the fast
 ``UPDATE ... RETURNING``; PostgreSQL's one statement with the row before and after; SQLite's
-transaction of read, event and update): :meth:`Cas.run` reads each into one
+transaction of event and update, with a read first when the move may start from several
+states): :meth:`Cas.run` reads each into one
 :class:`Outcome`. A refusal is explained by the Python reader of the very checks the write
 was conditioned on (:meth:`Cas.explain`).
 """
@@ -40,8 +41,10 @@ class Cas:
         self.state_of = context.state_of
 
     def run(self, plan: CasPlan, values: dict[str, Any]) -> Op[Outcome]:
+        # SQLite from one known state reads the row only on a miss, in the same transaction
+        explain = self.context.read if plan.pre is None and not plan.fast else None
         try:
-            rows = yield plan.batch(self.dialect, values)
+            rows = yield plan.batch(self.dialect, values, explain)
         except InvariantViolation:
             refused = yield from self.read_refused(values)
             return refused._replace(invariant=True)
@@ -66,6 +69,12 @@ class Cas:
             after = (dict(zip(cols, row[n:2 * n], strict=True))
                      if row[n + ki] is not None else None)
             return Outcome(before, after, row[2 * n], row[2 * n + 1])
+        if plan.pre is None:  # SQLite from one known state: the event, the update, a read
+            if not rows[1]:
+                return self.outcome_of_read(rows[2])
+            event_id, now = rows[0][0] if rows[0] else (None, None)
+            return Outcome(None, dict(zip(plan.columns, rows[1][0], strict=True)), event_id,
+                           now)
         if not rows[0]:
             return Outcome(None, None, None, None)
         before = rows[0][0]
