@@ -453,6 +453,9 @@ def test_after_close_the_form_says_closed_and_when(client: TestClient, pub: Pub)
     assert 'name="shift"' not in page and "What you submitted" in page
     late = client.post(alice.form(pub), data={"week": WEEK, "shift": str(ids[1])})
     assert late.status_code == 409 and "closed" in late.text
+    # a short page (the rush's late answers draw no week) with the way back to the form
+    assert "not saved" in late.text and f'href="{alice.form(pub)}"' in late.text
+    assert 'name="shift"' not in late.text
     mine = [s for s in week_show(pub, WEEK)["submissions"] if s["email"] == alice.email]
     assert mine[0]["shift_ids"] == [ids[0]]
 

@@ -2,8 +2,10 @@
 (``/t/{token}``) and the calendar feed (``/cal/{token}.ics``).
 
 A link that does not verify (mistyped, replaced by a newer one, revoked) is a 404 that says
-what to do; a submission refused because the form closed is a 409 with the form as it is
-now, never a silent loss; one that ticks a shift not offered to the tender (started, or
+what to do; a submission refused because the form closed is a 409, never a silent loss: a
+short page saying so with a way back to the form as it is now (half of a deadline rush's
+answers come after the close, and drawing the whole page for each was most of the rush's
+cost); one that ticks a shift not offered to the tender (started, or
 needing a skill they lack: :mod:`pubsched.week.offer`) is a 400 saying which, nothing saved.
 The page shows the tender's shifts still to come above the form, with their requests for
 cover and the ones they could take (:mod:`.tender_covers`: those forms and their answers).
@@ -111,9 +113,12 @@ class TenderPages:
                                                      save_usual=save_usual)
             except BadInput as exc:
                 outcome = exc
-            saved = isinstance(outcome, Verdict) and outcome.applied
-            return tender, outcome, None if saved else tender_page(pub, tender,
-                                                                    self.site.now())
+            # saved, or refused because the form closed (half of a deadline rush's
+            # answers): no page to draw again, so the week is not read for it
+            done = isinstance(outcome, Verdict) and (outcome.applied
+                                                     or outcome.reason == "FORM_CLOSED")
+            return tender, outcome, None if done else tender_page(pub, tender,
+                                                                   self.site.now())
 
         tender, outcome, shown = await self.site.run(answer)
         if tender is None or outcome is None:
@@ -121,11 +126,16 @@ class TenderPages:
         if isinstance(outcome, BadInput):
             assert shown is not None
             return self._page(request, tender, shown, error=str(outcome), status=400)
+        if outcome.reason == "FORM_CLOSED":
+            return self.site.pages.page(request, "problem.html", {
+                "title": "The form is closed",
+                "text": "The form for this week closed before your answer came: your "
+                        "change was not saved.",
+                "back": f"/t/{token}", "back_text": "See your shifts and what you sent"},
+                status=409, headers={"cache-control": "no-store"})
         if not outcome.applied:
             assert shown is not None
-            return self._page(request, tender, shown, status=409, error=(
-                "The form for this week is closed: your change was not saved."
-                if outcome.reason == "FORM_CLOSED" else outcome.message))
+            return self._page(request, tender, shown, status=409, error=outcome.message)
         return RedirectResponse(f"/t/{token}?saved=1", status_code=303)
 
     async def calendar(self, request: Request) -> Response:
