@@ -33,6 +33,7 @@ engines implement every member with the same meaning:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol, TypedDict
 
@@ -106,9 +107,10 @@ class Engine(Protocol):
 
     # -- the submission hold --------------------------------------------------------------
 
-    def hold_form(self, tx: Any, week: str) -> Verdict | None:
-        """Hold the run open for the unit ``tx``; None when held, else the refusal (the
-        unit can then no longer commit). An unknown week is :class:`BadInput`."""
+    def hold_form(self, tx: Any, week: str) -> Verdict | Mapping[str, Any]:
+        """Hold the run open for the unit ``tx``: the run's row when held (its deadline is
+        read from it), else the refusal (the unit can then no longer commit). An unknown
+        week is :class:`BadInput`."""
         ...
 
     def hold_week(self, tx: Any, week: str, states: tuple[str, ...], *,

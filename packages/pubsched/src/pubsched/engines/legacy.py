@@ -63,7 +63,7 @@ forwards to these functions; the tests and the crons call them by name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Final
@@ -391,7 +391,7 @@ def open_week(pub: Pub, besides: str) -> str | None:
     return collecting_week(pub, besides)
 
 
-def hold_form(tx: Any, week: str) -> Verdict | None:
+def hold_form(tx: Any, week: str) -> Verdict | Mapping[str, Any]:
     """The row lock, and the legacy "open" rule read from the held row (``opened_at`` set,
     ``closed_at`` not)."""
     held = tx.hold(week, RUN.states)
@@ -401,7 +401,7 @@ def hold_form(tx: Any, week: str) -> Verdict | None:
         return Verdict(False, held.reason, message=f"week {week} is busy")
     if not is_open(held.row or {}):
         return Verdict(False, "FORM_CLOSED", message=f"the form for week {week} is not open")
-    return None
+    return held.row or {}
 
 
 def hold_week(tx: Any, week: str, states: tuple[str, ...], *,

@@ -27,6 +27,7 @@ checks. No class forwards to these functions.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -337,12 +338,12 @@ def times(pub: Pub, row: dict[str, Any]) -> Times:
             "send_window_at": maybe_instant(row.get("send_window_at"))}
 
 
-def hold_form(tx: Any, week: str) -> Verdict | None:
+def hold_form(tx: Any, week: str) -> Verdict | Mapping[str, Any]:
     """``tx.hold(week, COLLECTING)``: a submission racing a close commits before the close
     applies (the close waits for it) or is refused."""
     held = tx.hold(week, COLLECTING)
     if held:
-        return None
+        return held.row or {}
     if held.reason == "RECORD_NOT_FOUND":
         raise BadInput(f"no week {week}")
     if held.reason == "LEASE_HELD":  # a close (or another act) is in flight

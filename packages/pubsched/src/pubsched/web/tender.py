@@ -82,7 +82,7 @@ class TenderPages:
             status=404, headers={"cache-control": "no-store"})
 
     async def submit(self, request: Request) -> Response:
-        from ..week.submissions import submit
+        from ..week.submissions import submit_by_link
 
         pub = self.site.pub
         token = request.path_params["token"]
@@ -102,17 +102,17 @@ class TenderPages:
         def answer() -> Answer:
             """The link, the submission and (when it is not saved) the page to show
             again, in one trip to the thread pool: under a rush each trip is a wait."""
-            tender = links.tender_for_link(pub, token, "form")
-            if tender is None:
+            if limit == -1:
+                tender = links.tender_for_link(pub, token, "form")
+                bad = BadInput("the maximum is a whole number (or empty for no maximum)")
+                got: tuple[tenders.Tender, Verdict | BadInput] | None = (
+                    None if tender is None else (tender, bad))
+            else:
+                got = submit_by_link(pub, token, week, picked, max_shifts=limit,
+                                     now=self.site.now(), save_usual=save_usual)
+            if got is None:
                 return None, None, None
-            try:
-                if limit == -1:
-                    raise BadInput("the maximum is a whole number (or empty for no maximum)")
-                outcome: Verdict | BadInput = submit(pub, week, tender.email, picked,
-                                                     max_shifts=limit, now=self.site.now(),
-                                                     save_usual=save_usual)
-            except BadInput as exc:
-                outcome = exc
+            tender, outcome = got
             # saved, or refused because the form closed (half of a deadline rush's
             # answers): no page to draw again, so the week is not read for it
             done = isinstance(outcome, Verdict) and (outcome.applied

@@ -21,10 +21,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from rowstate import Unit
+
 from ..db.instants import instant
 from ..engines.choose import engine_for
 from ..mail.wording import shift_when
-from ..people.tenders import check_max, get
+from ..people.links import verify
+from ..people.tenders import Tender, by_id, check_max, get
 from ..people.usual import identity
 from ..people.usual import write as write_usual
 from ..pub import Pub, utc
@@ -38,66 +41,96 @@ def submit(pub: Pub, week: str, email: str, shift_ids: Iterable[int], *,
            save_usual: bool = False) -> Verdict:
     """Store (or replace) a tender's availability for ``week``; with ``save_usual``, make it
     their usual too (:func:`pubsched.people.usual.write`)."""
-    key = week_key(week)
-    try:
-        wanted = sorted({int(s) for s in shift_ids})
-    except (TypeError, ValueError):
-        raise BadInput(f"shift ids are whole numbers, got {shift_ids!r}") from None
-    limit = check_max(max_shifts, "the week's maximum")
-    at = utc(now)
     # one unit for the reads and the write: the checks judge what the write commits, and
     # SQLite's write lock is taken once per answer (a rush of tenders queues on it)
     with pub.atomic() as tx:
         tender = get(pub, email)
         if not tender.active:
             raise BadInput(f"{tender.email} is not an active tender")
-        week_shifts = {s.id: s for s in shifts(pub, key)}
-        if not week_shifts:
-            raise BadInput(f"week {key} has no shifts (is it created?)")
-        foreign = [s for s in wanted if s not in week_shifts]
-        if foreign:
-            raise BadInput(f"shift(s) {foreign} are not shifts of week {key}")
-        offered = week_offers(pub, list(week_shifts.values()), tender, at)
-        refused = [s for s in wanted if not offered[s].tickable]
-        if refused:
-            tz = pub.config.tz
-            said = "; ".join(
-                f"{shift_when(week_shifts[s].starts_at, week_shifts[s].ends_at, tz)} "
-                f"({offered[s].why_not})" for s in refused)
-            raise BadInput(f"{tender.name} cannot be put down for {said}. Nothing was saved"
-                           + (": a shift's skills are the operator's to give"
-                              if any(offered[s].missing for s in refused) else "."))
-        started = {s for s, offer in offered.items() if offer.started}
-        sourced = pub.schema.usual  # 0046; not on legacy
-        if save_usual and not sourced:
-            raise BadInput("this database has no usual yet: run `pubsched init`")
-        source = (("source, ", "'form', ", ", source = excluded.source") if sourced
-                  else ("", "", ""))
-        refused_by_engine = engine_for(pub).hold_form(tx, key)
-        if refused_by_engine is not None:
-            return refused_by_engine
-        kept = [int(r["shift_id"]) for r in tx.execute(  # answers on started shifts stay
-            "SELECT shift_id FROM pub_availability_shifts WHERE week_of = %s AND "
-            "tender_id = %s", [key, tender.id]) if int(r["shift_id"]) in started]
-        tx.execute(f"INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
-                   f"{source[0]}submitted_at, updated_at) VALUES (%s, %s, %s, "
-                   f"{source[1]}%s, %s) ON CONFLICT (week_of, tender_id) DO UPDATE SET "
-                   f"max_shifts = excluded.max_shifts, updated_at = excluded.updated_at"
-                   f"{source[2]}", [key, tender.id, limit, at, at])
-        tx.execute("DELETE FROM pub_availability_shifts WHERE week_of = %s AND "
-                   "tender_id = %s", [key, tender.id])
-        for shift_id in sorted({*wanted, *kept}):
-            tx.execute("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
-                       "VALUES (%s, %s, %s)", [key, tender.id, shift_id])
-        if save_usual:
-            tz = pub.config.tz
-            write_usual(tx, tender.id,
-                        {identity(week_shifts[s].starts_at, tz) for s in {*wanted, *kept}},
-                        limit, at, not_offered={
-                            identity(week_shifts[s].starts_at, tz)
-                            for s, offer in offered.items() if not offer.tickable})
-        run = pub.runs.get(key)
-    deadline = run.get("deadline_at") if run else None
+        return _store(pub, tx, week, tender, shift_ids, max_shifts, utc(now), save_usual)
+
+
+def submit_by_link(pub: Pub, token: str, week: str, shift_ids: Iterable[int], *,
+                   max_shifts: int | None = None, now: datetime | None = None,
+                   save_usual: bool = False,
+                   ) -> tuple[Tender, Verdict | BadInput] | None:
+    """A tender's answer from their own form: :func:`submit`, with the link checked by
+    :func:`pubsched.people.links.tender_for_link`'s rules inside the answer's unit (one
+    unit an answer: under a deadline rush each is a wait). None when the link must do
+    nothing; else the tender and the verdict, or the bad input, nothing saved."""
+    got = verify(pub.config, token, "form")
+    if got is None:
+        return None
+    tender_id, version = got
+    tender: Tender | None = None
+    try:
+        with pub.atomic() as tx:
+            tender = by_id(pub, tender_id)
+            if tender is None or not tender.active or tender.link_version != version:
+                return None
+            return tender, _store(pub, tx, week, tender, shift_ids, max_shifts, utc(now),
+                                  save_usual)
+    except BadInput as exc:
+        if tender is None:
+            raise
+        return tender, exc
+
+
+def _store(pub: Pub, tx: Unit, week: str, tender: Tender, shift_ids: Iterable[int],
+           max_shifts: int | None, at: datetime, save_usual: bool) -> Verdict:
+    """The answer's checks and its write, in ``tx`` (the caller read ``tender`` in it)."""
+    key = week_key(week)
+    try:
+        wanted = sorted({int(s) for s in shift_ids})
+    except (TypeError, ValueError):
+        raise BadInput(f"shift ids are whole numbers, got {shift_ids!r}") from None
+    limit = check_max(max_shifts, "the week's maximum")
+    week_shifts = {s.id: s for s in shifts(pub, key)}
+    if not week_shifts:
+        raise BadInput(f"week {key} has no shifts (is it created?)")
+    foreign = [s for s in wanted if s not in week_shifts]
+    if foreign:
+        raise BadInput(f"shift(s) {foreign} are not shifts of week {key}")
+    offered = week_offers(pub, list(week_shifts.values()), tender, at)
+    refused = [s for s in wanted if not offered[s].tickable]
+    if refused:
+        tz = pub.config.tz
+        said = "; ".join(
+            f"{shift_when(week_shifts[s].starts_at, week_shifts[s].ends_at, tz)} "
+            f"({offered[s].why_not})" for s in refused)
+        raise BadInput(f"{tender.name} cannot be put down for {said}. Nothing was saved"
+                       + (": a shift's skills are the operator's to give"
+                          if any(offered[s].missing for s in refused) else "."))
+    started = {s for s, offer in offered.items() if offer.started}
+    sourced = pub.schema.usual  # 0046; not on legacy
+    if save_usual and not sourced:
+        raise BadInput("this database has no usual yet: run `pubsched init`")
+    source = (("source, ", "'form', ", ", source = excluded.source") if sourced
+              else ("", "", ""))
+    run = engine_for(pub).hold_form(tx, key)
+    if isinstance(run, Verdict):
+        return run
+    kept = [int(r["shift_id"]) for r in tx.execute(  # answers on started shifts stay
+        "DELETE FROM pub_availability_shifts WHERE week_of = %s AND tender_id = %s "
+        "RETURNING shift_id", [key, tender.id]) if int(r["shift_id"]) in started]
+    tx.execute(f"INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
+               f"{source[0]}submitted_at, updated_at) VALUES (%s, %s, %s, "
+               f"{source[1]}%s, %s) ON CONFLICT (week_of, tender_id) DO UPDATE SET "
+               f"max_shifts = excluded.max_shifts, updated_at = excluded.updated_at"
+               f"{source[2]}", [key, tender.id, limit, at, at])
+    ticked = sorted({*wanted, *kept})
+    if ticked:  # one statement for all of them
+        tx.execute("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
+                   "VALUES " + ", ".join(["(%s, %s, %s)"] * len(ticked)),
+                   [value for s in ticked for value in (key, tender.id, s)])
+    if save_usual:
+        tz = pub.config.tz
+        write_usual(tx, tender.id,
+                    {identity(week_shifts[s].starts_at, tz) for s in ticked},
+                    limit, at, not_offered={
+                        identity(week_shifts[s].starts_at, tz)
+                        for s, offer in offered.items() if not offer.tickable})
+    deadline = run.get("deadline_at")
     late = deadline is not None and at >= instant(deadline)
     note = " (the deadline has passed; the form is still open)" if late else ""
     usual = "; saved as their usual" if save_usual else ""
