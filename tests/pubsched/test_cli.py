@@ -417,6 +417,9 @@ def test_a_whole_v2_week_with_its_json_and_emails(staffed: Cli, env: SmtpTestSer
     run.ok("avail", WEEK, "ben@pub.example", ids[1], ids[2], "--max", "1")
     run.ok("week", "extend", WEEK, "--deadline", "2026-12-03T13:00:00Z")
     assert run.show()["deadline_at"] == "2026-12-03T13:00:00Z"
+    # without an offset, the pub's local time, as `week open --deadline` reads it
+    run.ok("week", "extend", WEEK, "--deadline", "2026-12-03T09:00")
+    assert run.show()["deadline_at"] == "2026-12-03T14:00:00Z"  # 09:00 EST
     run.ok("week", "close", WEEK)
     late = run("avail", WEEK, "cleo@pub.example", ids[0])
     assert late.code == 3 and "FORM_CLOSED" in one_line(late.err)
@@ -442,8 +445,8 @@ def test_a_whole_v2_week_with_its_json_and_emails(staffed: Cli, env: SmtpTestSer
         e: "sent" for e in assigned}
     assert sorted(r for m in env.accepted for r in m.rcpt_tos) == sorted(assigned)
     assert [h["to"] for h in shown["history"]] == [
-        "DRAFT", "COLLECTING", "COLLECTING", "CLOSED", "ASSIGNED", "COLLECTING", "CLOSED",
-        "ASSIGNED", "APPROVED", "ASSIGNED", "APPROVED", "SENT"]
+        "DRAFT", "COLLECTING", "COLLECTING", "COLLECTING", "CLOSED", "ASSIGNED", "COLLECTING",
+        "CLOSED", "ASSIGNED", "APPROVED", "ASSIGNED", "APPROVED", "SENT"]  # extended twice
     assert {"edge", "from", "to", "by", "at"} <= set(shown["history"][-1])
     again = run("week", "send", WEEK)
     assert again.code == 3 and "was sent already" in one_line(again.err)
@@ -741,7 +744,7 @@ BAD_INPUT = {
     "naive-now": ["week", "open", WEEK, "--now", "2026-11-30T15:00:00"],
     "naive-global-now": ["--now", "2026-11-30 15:00", "week", "close", WEEK],
     "bad-now": ["week", "close", WEEK, "--now", "tomorrow"],
-    "naive-deadline": ["week", "extend", WEEK, "--deadline", "2026-12-03T13:00"],
+    "unreadable-deadline": ["week", "extend", WEEK, "--deadline", "Thursday evening"],
     "unknown-tender": ["avail", WEEK, "nobody@pub.example", "{shift}"],
     "unknown-shift": ["avail", WEEK, "ana@pub.example", "999999"],
     "shift-of-another-week": ["avail", WEEK, "ana@pub.example", "{shift}", "{other}"],

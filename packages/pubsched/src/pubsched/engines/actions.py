@@ -47,7 +47,8 @@ An :class:`Option`'s fields
     or ``Z``, a naive time refused; web: a ``datetime-local`` field in the pub's zone, empty
     is "a new deadline is needed"); :data:`WALL` an aware ``datetime`` given on the pub's
     wall clock (CLI: ISO 8601, without an offset the pub's local time, with one that
-    instant; web: a ``datetime-local`` field in the pub's zone, empty is the default);
+    instant; web: a ``datetime-local`` field in the pub's zone, empty is the default when
+    the option has one, else "a new deadline is needed");
     :data:`ON_OFF` a ``bool`` (CLI: ``on`` or ``off``; web:
     ``"1"`` is on); :data:`TEXT` a ``str`` (web: a missing field is ``""``).
 ``required``, ``default``
@@ -158,7 +159,9 @@ ACTIONS: tuple[Action, ...] = (
     Action("extend", "move the form's deadline (the later times follow)",
            lambda engine, pub, week, now, o: engine.extend(pub, week, now=now, **o),
            buttons=(("extend", "Extend the deadline"),),
-           options=(Option("deadline", INSTANT, cli_arg="--deadline", cli_metavar="ISO",
+           options=(Option("deadline", WALL, cli_arg="--deadline", cli_metavar="ISO",
+                           cli_help="the new deadline, the pub's local time (such as "
+                                    "2026-12-03T20:00) unless an offset is given",
                            field="deadline"),)),
     Action("autopilot",
            "let the tick advance the week's timed steps (never approve or send)",

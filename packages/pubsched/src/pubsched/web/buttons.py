@@ -113,7 +113,7 @@ def _options(name: str, form: FormData, tz: tzinfo) -> dict[str, Any]:
         if option.field is None:  # not asked on the web (e.g. the holder)
             continue
         raw = text(form, option.field)
-        if option.kind == WALL and not raw:
+        if option.kind == WALL and not raw and not option.required:
             continue  # left empty: the engine's default
         if option.kind in (INSTANT, WALL):
             options[option.name] = local_input(raw, tz)
