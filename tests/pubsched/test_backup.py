@@ -270,3 +270,9 @@ def test_the_password_stays_out_of_pg_dumps_arguments() -> None:
     url, password = _without_password("postgresql://pub:s%40cret@[::1]:5433/pub?sslmode=off")
     assert (url, password) == ("postgresql://pub@[::1]:5433/pub?sslmode=off", "s@cret")
     assert _without_password("postgresql://pub@db/pub") == ("postgresql://pub@db/pub", None)
+    # a cluster's nodes (docs/scale.md): the hosts as written, in either of libpq's forms
+    cluster = "postgresql://pub:pw@db1:5432,db2:5433/pub?target_session_attrs=read-write"
+    assert _without_password(cluster) == (
+        "postgresql://pub@db1:5432,db2:5433/pub?target_session_attrs=read-write", "pw")
+    url, password = _without_password("host=db1,db2 port=5432,5433 password='p w' dbname=pub")
+    assert password == "p w" and "password" not in url and "host=db1,db2" in url

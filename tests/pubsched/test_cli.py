@@ -934,6 +934,10 @@ def test_a_printed_database_url_has_no_password() -> None:
     assert cli.redacted("postgresql://pub:s3cret@db.example:5432/pub") == (
         "postgresql://pub:***@db.example:5432/pub")
     assert cli.redacted("sqlite:///pubsched.db") == "sqlite:///pubsched.db"
+    assert cli.redacted("postgresql://pub:s3cret@db1:5432,db2:5432/pub") == (
+        "postgresql://pub:***@db1:5432,db2:5432/pub")
+    keywords = cli.redacted("host=db1,db2 port=5432,5432 password=s3cret dbname=pub")
+    assert "s3cret" not in keywords and "password=***" in keywords and "db1,db2" in keywords
 
 
 def test_two_sends_at_once_from_two_processes_mail_each_tender_once(

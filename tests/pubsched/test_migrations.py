@@ -749,6 +749,12 @@ def test_database_url() -> None:
     assert pubdb.database_url({}) == "sqlite:///pubsched.db"
     assert pubdb.database_url({"PUBSCHED_DB": "  "}) == "sqlite:///pubsched.db"
     assert pubdb.database_url({"PUBSCHED_DB": "postgresql://u@h/db"}) == "postgresql://u@h/db"
+    for cluster in ("postgresql://u@h1:5432,h2:5433/db?target_session_attrs=read-write",
+                    "host=h1,h2 port=5432,5433 dbname=db target_session_attrs=read-write"):
+        assert pubdb.database_url({"PUBSCHED_DB": cluster}) == cluster
+        assert pubdb.dialect_of(cluster) == "postgresql"
+    with pytest.raises(pubdb.DatabaseURLError, match="unsupported"):
+        pubdb.dialect_of("postgresql+asyncpg://u@h/db")  # another driver's URL, not libpq's
     with pytest.raises(pubdb.DatabaseURLError, match="PUBSCHED_DB: unsupported"):
         pubdb.database_url({"PUBSCHED_DB": "mysql://x"})
     with pytest.raises(pubdb.DatabaseURLError, match="PUBSCHED_DB: SQLite URLs"):

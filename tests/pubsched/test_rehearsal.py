@@ -294,3 +294,8 @@ def test_the_scratch_url_keeps_the_real_urls_options_and_adds_the_search_path() 
     for bad in ("public", "pubsched_rehearsal_x; DROP TABLE pub_tenders"):
         with pytest.raises(BadInput):
             scratch.url_of(Real, bad)  # type: ignore[arg-type]
+    Real.config = Config(db_url="host=db1,db2 port=5432,5433 dbname=pub "
+                                "options='-c statement_timeout=5000'")  # libpq's other form
+    parts = conninfo_to_dict(scratch.url_of(Real, name))  # type: ignore[arg-type]
+    assert parts["options"] == f"-c statement_timeout=5000 -c search_path={name}"
+    assert (parts["host"], parts["port"]) == ("db1,db2", "5432,5433")

@@ -160,7 +160,16 @@ def _uncertain_line(emails: list[str], week: object) -> str:
 
 
 def redacted(url: str) -> str:
-    """The URL as it may be printed: a password in it is not."""
+    """The URL as it may be printed: a password in it is not (libpq's keyword form too:
+    ``host=db1,db2 password=... dbname=pub``)."""
+    if "=" in url and not url.startswith(("postgresql:", "postgres:", "sqlite:")):
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        try:
+            params = conninfo_to_dict(url)
+        except Exception:  # not readable, so not safely redacted: not printed at all
+            return "(a PostgreSQL conninfo libpq cannot read)"
+        return url if "password" not in params else make_conninfo(url, password="***")
     parts = urlsplit(url)
     if parts.password is None:
         return url

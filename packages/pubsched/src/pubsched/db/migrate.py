@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -58,6 +59,7 @@ TABLE = "pubsched_migrations"
 # pg_advisory_xact_lock key of the migrator ("pubschd" in ASCII); only migrators take it
 LOCK_KEY = 0x70756273636864
 SQLITE_BUSY_TIMEOUT = 30.0  # seconds a migrator waits for another writer
+CONNECT_TIMEOUT = 5  # seconds a PostgreSQL host may take to answer (rowstate's default)
 
 _FILE = re.compile(
     r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.(?P<dialect>sqlite|postgresql)\.sql$"
@@ -209,7 +211,13 @@ def _open(url: str, *, make_folder: bool = False) -> Iterator[_Db]:
     dialect = dialect_of(url)
     if dialect == "postgresql":
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+        # rowstate's stores' connect timeout, per host: a cluster's node that does not answer
+        # costs that, not psycopg's 130 s, and the next host is tried (docs/scale.md)
+        if "connect_timeout" not in conninfo_to_dict(url) and not os.environ.get(
+                "PGCONNECT_TIMEOUT"):
+            url = make_conninfo(url, connect_timeout=CONNECT_TIMEOUT)
         with psycopg.connect(url, autocommit=True) as pg:
             yield _Postgres(pg)
         return

@@ -47,16 +47,23 @@ def run(tool: str, args: Sequence[str], url: str | None = None
 
 
 def without_password(url: str) -> tuple[str, str | None]:
-    """The URL with its password taken out, and the password."""
+    """The URL with its password taken out, and the password. Either of libpq's forms, with
+    one host or a cluster's several (``user:pw@db1:5432,db2:5432``: the hosts are kept as
+    written, never parsed as one host and port)."""
+    if not url.startswith(("postgresql:", "postgres:")):  # the keyword form: host=... dbname=...
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        params = conninfo_to_dict(url)
+        password = params.pop("password", None)
+        if password is None:
+            return url, None
+        return make_conninfo("", **params), str(password)
     parts = urlsplit(url)
     if parts.password is None:
         return url, None
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
+    hosts = parts.netloc.rsplit("@", 1)[1]
     user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}")), unquote(parts.password)
+    return urlunsplit(parts._replace(netloc=f"{user}{hosts}")), unquote(parts.password)
 
 
 def last_line(text: str) -> str:

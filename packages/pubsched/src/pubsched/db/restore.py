@@ -276,9 +276,10 @@ def _pubsched_tables() -> set[str]:
 
 
 def _database_name(url: str) -> str:
-    from urllib.parse import urlsplit
+    """The database's name as libpq reads it from either form (a cluster's URL too)."""
+    from psycopg.conninfo import conninfo_to_dict
 
-    return f"the database {urlsplit(url).path.lstrip('/') or '(default)'}"
+    return f"the database {conninfo_to_dict(url).get('dbname') or '(default)'}"
 
 
 __all__ = ["RestoreFailed", "RestoreRefused", "Restored", "restore"]

@@ -3,10 +3,14 @@ forms pubsched accepts.
 
 One URL names the database everywhere (the store, the migrations, the CLI):
 ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, ``sqlite://`` (in memory:
-tests only, it lives in one connection) or ``postgresql://user@host/dbname``. The
-application reads it once at start-up and hands it down; nothing deeper reads the
-environment. :func:`configured_url` is the one reading of ``PUBSCHED_DB`` (with the one
-default, :data:`DEFAULT_URL`); :func:`database_url` is that reading, checked.
+tests only, it lives in one connection) or ``postgresql://user@host/dbname``; a PostgreSQL
+cluster's nodes as libpq names them, in either of its forms
+(``postgresql://user@db1:5432,db2:5432/pub?target_session_attrs=read-write`` or
+``host=db1,db2 port=5432,5432 dbname=pub user=pub target_session_attrs=read-write``: libpq
+finds the primary among them, docs/scale.md). The application reads it once at start-up
+and hands it down; nothing deeper reads the environment. :func:`configured_url` is the one
+reading of ``PUBSCHED_DB`` (with the one default, :data:`DEFAULT_URL`);
+:func:`database_url` is that reading, checked.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import unquote
+
+from rowstate.stores import postgres_url
 
 DB_ENV = "PUBSCHED_DB"
 DEFAULT_URL = "sqlite:///pubsched.db"
@@ -56,8 +62,12 @@ def dialect_of(url: str) -> Dialect:
         return "sqlite"
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql"
+    # libpq's keyword form (host=db1,db2 ...), as rowstate's connect reads it (one reading)
+    if not url.startswith("postgres") and postgres_url(url) == url:
+        return "postgresql"
     raise DatabaseURLError(
-        f"unsupported database URL {url!r}: use sqlite:///path.db or postgresql://..."
+        f"unsupported database URL {url!r}: use sqlite:///path.db, postgresql://... or "
+        "libpq's host=... dbname=..."
     )
 
 

@@ -72,7 +72,14 @@ def url_of(pub: Pub, scratch: str) -> str:
     if pub.dialect != "postgresql":
         return f"sqlite:///{scratch}"
     _check_schema(scratch)
-    parts = urlsplit(pub.config.db_url)
+    url = pub.config.db_url
+    if not url.startswith(("postgresql:", "postgres:")):  # libpq's keyword form
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        given = conninfo_to_dict(url).get("options")
+        return make_conninfo(url, options=" ".join(
+            [*([str(given)] if given else []), f"-c search_path={scratch}"]))
+    parts = urlsplit(url)
     pairs = parse_qsl(parts.query)
     options = " ".join([v for k, v in pairs if k == "options"] + [f"-c search_path={scratch}"])
     query = [(k, v) for k, v in pairs if k != "options"] + [("options", options)]
