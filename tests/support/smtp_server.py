@@ -31,6 +31,12 @@ messages whose envelope holds that address; None: every message):
 ``release_hung()``                the connections hanging now are closed, as a drop closes
                                   them (UNKNOWN too): a test that has seen what it needed
                                   while a send hung need not wait for the client's timeout
+``delay_data(seconds)``           the data's reply comes that long after the data (a busy
+                                  server): a send spends its time waiting for the answer
+``on_recipient(hook)``,           ``hook(address)`` is called as RCPT TO arrives (before
+``on_data(hook)``                 its reply), or ``hook(recipients)`` once a message's data
+                                  is recorded (before its reply), in the server's thread:
+                                  what a test does to the sender's world at that moment
 ``stop()`` / ``start()``          stopped: the port is closed, connections are refused
                                   (REFUSED); started again on the same port
 
@@ -51,7 +57,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -90,6 +96,9 @@ class _Faults:
     data_reply: dict[str | None, str] = field(default_factory=dict)  # recipient -> reply
     drop: set[str | None] = field(default_factory=set)
     hang: set[str | None] = field(default_factory=set)
+    data_delay: float = 0.0
+    on_recipient: Callable[[str], None] | None = None
+    on_data: Callable[[tuple[str, ...]], None] | None = None
 
 
 class _RecordingHandler:
@@ -124,6 +133,7 @@ class _RecordingHandler:
         address: str,
         rcpt_options: list[str],
     ) -> str:
+        self._owner._hook("on_recipient", address)
         if self._owner._refuses(address):
             return f"550 5.1.1 <{address}>: recipient refused (test server)"
         envelope.rcpt_tos.append(address)
@@ -137,6 +147,9 @@ class _RecordingHandler:
             server.transport is not None
             and server.transport.get_extra_info("sslcontext") is not None)
         self._owner._record(envelope, rcpt_tos, reply, secure)
+        self._owner._hook("on_data", rcpt_tos)
+        if (delay := self._owner._faults.data_delay) > 0:
+            await asyncio.sleep(delay)
         if action == "drop":
             assert isinstance(server.transport, asyncio.Transport)
             server.transport.abort()  # connection_lost() then cancels this coroutine
@@ -284,6 +297,18 @@ class SmtpTestServer:
         with self._lock:
             self._faults.hang.add(_key(for_recipient))
 
+    def delay_data(self, seconds: float) -> None:
+        with self._lock:
+            self._faults.data_delay = seconds
+
+    def on_recipient(self, hook: Callable[[str], None] | None) -> None:
+        with self._lock:
+            self._faults.on_recipient = hook
+
+    def on_data(self, hook: Callable[[tuple[str, ...]], None] | None) -> None:
+        with self._lock:
+            self._faults.on_data = hook
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults = _Faults()
@@ -321,6 +346,12 @@ class SmtpTestServer:
             if faults.sender_times is not None:
                 faults.sender_times -= 1
             return faults.sender_reply
+
+    def _hook(self, name: str, arg: Any) -> None:
+        with self._lock:
+            hook = getattr(self._faults, name)
+        if hook is not None:
+            hook(arg)
 
     def _refuses(self, address: str) -> bool:
         with self._lock:

@@ -26,29 +26,66 @@ and commands at once:
    (:mod:`.resend`). The fence makes the two exclusive: a mark lands before the sweep's
    takeover (which then sees it) or not at all (and the sender hands nothing over);
 3. **each owed email is sent** (:meth:`Sender.send`), in the order it was owed.
+
+**When the database stops answering mid-send** (a PostgreSQL cluster's failover: 10-20 s
+with no primary; docs/scale.md), the sender knows what the database cannot: whether the
+message went. So it waits for the database rather than leave the row to its lease:
+
+* **after the mail server answered** (the message accepted, refused, or no answer), the
+  finish is tried again until it lands, for as long as the lease may still be the sender's
+  (:data:`~.machine.SEND_TTL`, :data:`FINISH_PATIENCE`). That is safe because the finish is
+  fenced by the claim's token and conditioned on OWED: it lands once, and is refused if the
+  lease was swept meanwhile. A try whose COMMIT got no answer (``OutcomeUnknown``) is read
+  back (``resolve``) before the next, so a finish that landed is not mistaken for a refusal.
+  An email accepted by the server therefore ends SENT, not UNKNOWN, unless the database
+  stays away longer than the lease; nothing is handed over again in any case;
+* **before the message's data** (the handover mark could not be committed): nothing was
+  handed over, so the claim is given back (the mark cleared, the lease released, fenced by
+  the claim, with the same patience) and the error raised: the pass stops, and the next
+  pass, or the schedule's next send, sends it;
+* **a claim whose COMMIT got no answer** may hold the row with a token nobody knows: it is
+  left to its lease, after which the sweep above owes it again (no mark), 10 minutes late.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
-from rowstate import LeaseClaim, Unit
+from rowstate import (
+    ConnectError,
+    ConnectionLostError,
+    LeaseClaim,
+    OutcomeUnknown,
+    StatementCancelled,
+    Unit,
+)
 
 from ..mail.compose import Outgoing
 from ..mail.mailer import Delivery, HandingOver, MailSession, Outcome
 from ..pub import Pub, utc
 from ..verdicts import Verdict
-from .machine import DROPPED, LEASE_KIND, OWED, REFUSED, UNKNOWN
+from .machine import DROPPED, LEASE_KIND, OWED, REFUSED, SEND_TTL, SENT, UNKNOWN
 from .outbox import MAX_ATTEMPTS, Composer, Mail, NotSentYet, retry_wait
 
 log = logging.getLogger("pubsched.deliveries")
 
 MAX_PASS = 100  # emails one pass sends at most (the next pass, the next tick, sends more)
+
+#: the database did not answer (no connection, the connection lost, the statement
+#: cancelled): nothing was decided, so a fenced write may be tried again
+UNANSWERED = (ConnectError, ConnectionLostError, StatementCancelled)
+#: seconds a sender waits for the database to record what the mail server did: as long as
+#: the lease may be its own (a finish after that is refused anyway)
+FINISH_PATIENCE = SEND_TTL
+RETRY_EVERY = 0.5  # seconds between tries (each may itself wait for a connection)
+
+T = TypeVar("T")
 
 
 class Sender:
@@ -104,7 +141,11 @@ class Sender:
             if done is not None:
                 return done
             return Verdict(True, message=f"{_what(mail)}: no longer needed")
-        outcome = self.hand_over(outgoing, lambda: self._mark(mail, claim))
+        try:
+            outcome = self.hand_over(outgoing, lambda: self._mark(mail, claim))
+        except UNANSWERED:  # the mark: the mailer stopped before the message's data
+            self._give_back(mail, claim)
+            raise
         subject = str(outgoing.message["Subject"])
         handed = {"attempts": mail.attempts + 1, "address": outgoing.envelope_to,
                   "subject": subject}
@@ -151,20 +192,70 @@ class Sender:
         """The claimed send finished through the outcome ``to`` (None: sent), its event
         carrying what was handed over (``logged``: the address, the subject, the server's
         answer; :mod:`.log` reads it); a verdict only when it could not be (the lease was
-        swept meanwhile: its row says UNKNOWN)."""
-        # a side effect's finish must land: no caller's fence (the flag's) stops it
-        with self.pub.fenced(None), self.pub.atomic() as tx:
-            done = self.pub.mail.finalize(mail.key, claim, to=to, payload=payload,
-                                          by=self.pub.actor,
-                                          data=dict(logged) if logged else None,
-                                          note=payload.get("error"))
-            if done.applied:
-                _unmark(self.pub, tx, mail.key)
-        if done.applied:
+        swept meanwhile: its row says UNKNOWN). Tried again while the database does not
+        answer (the module docstring)."""
+        cut = False  # a try's COMMIT got no answer: it may have landed
+
+        def attempt() -> tuple[bool, str | None]:  # (landed, why not)
+            nonlocal cut
+            if cut and self.pub.mail.resolve(
+                    mail.key, SENT if to is None else to, from_=OWED, by=self.pub.actor,
+                    since=int((claim.row or {}).get("version") or 0)).applied:
+                return True, None
+            # a side effect's finish must land: no caller's fence (the flag's) stops it
+            try:
+                with self.pub.fenced(None), self.pub.atomic() as tx:
+                    done = self.pub.mail.finalize(mail.key, claim, to=to, payload=payload,
+                                                  by=self.pub.actor,
+                                                  data=dict(logged) if logged else None,
+                                                  note=payload.get("error"))
+                    if done.applied:
+                        _unmark(self.pub, tx, mail.key)
+            except OutcomeUnknown:
+                cut = True
+                raise
+            cut = False
+            return done.applied, done.reason
+
+        landed, reason = self._patiently(mail, "record what the mail server did", attempt)
+        if landed:
             return None
-        return Verdict(False, done.reason, failed="the send took longer than its lease",
+        return Verdict(False, reason, failed="the send took longer than its lease",
                        message=f"{_what(mail)}: the send took too long to be recorded; it "
                                "may have arrived")
+
+    def _give_back(self, mail: Mail, claim: LeaseClaim) -> None:
+        """The claim given back with nothing handed over: the mark cleared (it may have
+        landed with no answer) and the lease released, in one unit fenced by the claim
+        (nothing, when it is not held any more)."""
+        def attempt() -> None:
+            with self.pub.fenced(None), self.pub.atomic() as tx:
+                if tx.fence(claim, lifecycle=self.pub.mail).held:
+                    _unmark(self.pub, tx, mail.key)
+                    self.pub.mail.release(mail.key, claim,
+                                          error="the database did not answer before the "
+                                                "message was handed over")
+
+        self._patiently(mail, "give its claim back (nothing was handed over)", attempt)
+        log.info("%s: not handed over (the database did not answer): owed again", _what(mail))
+
+    def _patiently(self, mail: Mail, what: str, attempt: Callable[[], T]) -> T:
+        """``attempt()``, tried again every :data:`RETRY_EVERY` seconds while the database
+        does not answer, for :data:`FINISH_PATIENCE` at most; then its error is raised."""
+        give_up = time.monotonic() + FINISH_PATIENCE
+        told = False
+        while True:
+            try:
+                return attempt()
+            except UNANSWERED as exc:
+                if time.monotonic() >= give_up:
+                    raise
+                if not told:
+                    told = True
+                    log.warning("%s: the database does not answer (%s): waiting for it to "
+                                "%s, for %d s at most", _what(mail), type(exc).__name__,
+                                what, FINISH_PATIENCE)
+            time.sleep(RETRY_EVERY)
 
 
 def claim_owed(pub: Pub, key: tuple[str, str, str], *,
