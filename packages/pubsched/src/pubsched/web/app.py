@@ -5,7 +5,8 @@ Routes (``/admin`` needs the operator's session; everything else is public)::
 
     GET  /                               -> /admin/
     GET  /healthz                        {"ok": true} when the database answers (no login);
-                                         503 within 2 s when it does not (within.py)
+                                         503 within 2 s when it does not (within.py), and
+                                         every page too, at once (outage.py)
     GET  /static/...                     the stylesheet, the script, the vendored mermaid.js
     GET  /admin/login   POST /admin/login   POST /admin/logout        login.py
     GET  /admin/                         the weeks, and a form to open a new one  admin.py
@@ -43,8 +44,9 @@ Why the shape (Datasette's: an app that wires views kept one module per kind of 
   client behind a trusted proxy is found (:class:`.proxy.ForwardedClient`), and inside, a
   body too big is refused unread (:class:`.limits.BodyLimit`, 413).
 * Every refusal is a page with the engine's reason (HTTP 409), every bad input one with
-  the message (400); an unexpected error is logged and shown as a short page with no
-  trace (500).
+  the message (400); a database that does not answer a page in its words (503, with
+  Retry-After: :mod:`.outage`); an unexpected error is logged and shown as a short page
+  with no trace (500).
 * The domain is synchronous; handlers run it in the thread pool (the SQLite store keeps a
   connection per thread, the PostgreSQL store a pool).
 
@@ -65,6 +67,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.staticfiles import StaticFiles
 
+from rowstate import ConnectError, ConnectionLostError, StatementCancelled
+
 from ..db.store import standby_reads
 from ..pub import Pub
 from . import ids  # noqa: F401 (imported for its effect: the routes' {name:id} convertor)
@@ -79,6 +83,7 @@ from .logs import loggable_path
 from .mail import MailPages
 from .metrics import Metrics, RequestMetrics, route_templates
 from .operators import OperatorPages
+from .outage import DatabaseAway, unanswered
 from .own_writes import OwnWrites
 from .pages import ADMIN_PATH, HERE, Pages
 from .proxy import ForwardedClient
@@ -91,7 +96,6 @@ from .template import TemplatePages
 from .tender import TenderPages
 from .tender_covers import TenderCovers
 from .tenders import TenderAdmin
-from .within import Deadline, database_answers
 
 log = logging.getLogger("pubsched.web")
 
@@ -168,15 +172,10 @@ def create_app(pub: Pub, settings: WebSettings, *,
     async def root(request: Request) -> Response:
         return RedirectResponse(ADMIN_PATH + "/", status_code=303)
 
-    probe = Deadline(lambda: database_answers(pub), name="pubsched-healthz")
-
     async def healthz(request: Request) -> Response:
-        """503 within 2 s when the database does not answer (:mod:`.within`)."""
-        try:
-            await probe.answer()
-        except Exception as exc:  # the database is down: say so, without a trace
-            log.warning("healthz: database: %s",
-                        str(exc) or f"no answer within {probe.seconds} s")
+        """503 within 2 s when the database does not answer (:mod:`.within`); the watch
+        logs when it stops answering and when it answers again (:mod:`.outage`)."""
+        if not await site.database.answers():
             return JSONResponse({"ok": False, "database": "unreachable"}, status_code=503)
         return JSONResponse({"ok": True, "database": "ok"})
 
@@ -190,7 +189,7 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/healthz", healthz, methods=["GET", "HEAD"]),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         Mount(ADMIN_PATH, app=OperatorGate(Router(routes=admin_routes), site.sessions,
-                                           alive=site.still_valid)),
+                                           alive=site.session_alive)),
         Route("/t/{token}", tender.form, methods=["GET"]),
         Route("/t/{token}", tender.submit, methods=["POST"]),
         Route("/t/{token}/away", time_off.tender_away, methods=["POST"]),
@@ -203,8 +202,11 @@ def create_app(pub: Pub, settings: WebSettings, *,
         Route("/c/{token}", own_covers.offer, methods=["GET"]),
         Route("/c/{token}", own_covers.offer_take, methods=["POST"]),
     ]
+    away = unanswered(site.pages)
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={404: _not_found(site.pages),
+                                        DatabaseAway: away, ConnectError: away,
+                                        ConnectionLostError: away, StatementCancelled: away,
                                         Exception: _crash(site.pages)})
     app.state.web = site
     app.state.metrics = metrics

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import quote
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -81,11 +80,11 @@ class OperatorGate:
     session's id is left in ``scope["state"]["operator_sid"]`` (the logout ends it), who
     it is in ``scope["state"]["operator"]``, and every move the request makes records
     ``operator:WHO`` (:func:`pubsched.context.acting_as`). ``alive``: whether the session's
-    account still exists (asked at every request, in the thread pool: it reads the
+    account still exists (asked at every request, through the site's door: it reads the
     database), so a removed operator is out at their next click."""
 
     def __init__(self, app: ASGIApp, sessions: Sessions,
-                 alive: Callable[[Session], bool] | None = None) -> None:
+                 alive: Callable[[Session], Awaitable[bool]] | None = None) -> None:
         self.app = app
         self.sessions = sessions
         self.alive = alive
@@ -97,7 +96,7 @@ class OperatorGate:
                 request = Request(scope)
                 session = self.sessions.session(request.cookies.get(SESSION_COOKIE))
                 if session is not None and self.alive is not None \
-                        and not await run_in_threadpool(self.alive, session):
+                        and not await self.alive(session):
                     session = None
                 if session is None:
                     target = path if scope["method"] == "GET" else ADMIN_PATH + "/"

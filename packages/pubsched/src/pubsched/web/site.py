@@ -1,5 +1,6 @@
 """What every handler shares: the pub, the web settings, the clock, the operator's
-sessions and the pages, and the one door to the domain (:meth:`Site.run`). Built once per
+sessions and the pages, and the one door to the domain (:meth:`Site.run`), which the watch
+on the database guards (:mod:`.outage`). Built once per
 app (:func:`pubsched.web.app.create_app`), handed to each group of pages;
 ``app.state.web`` is this object."""
 
@@ -9,13 +10,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
 
-from starlette.concurrency import run_in_threadpool
-
 from ..people import logouts, operators
 from ..pub import Pub, utc
 from .auth import Session, Sessions
+from .outage import Watch
 from .pages import Pages
 from .settings import WebSettings
+from .within import Deadline, database_answers
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,15 +33,23 @@ class Site:
         self.sessions = Sessions(pub.config.signing_keys, settings.password,
                                  max_age=settings.session_max_age)
         self.pages = Pages(pub.config, secure_cookies=not settings.insecure_cookies)
+        # does the database answer: /healthz asks, and every request when it did not
+        self.database = Watch(Deadline(lambda: database_answers(pub), name="pubsched-database"))
 
     async def run(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """The one door from a handler to the domain: the domain blocks (on the database,
         on the mail server), so the call runs off the event loop, in a worker thread that
-        carries the request's context (who acts, :func:`pubsched.context.acting_as`).
-        The week's buttons come through it from the table of actions (``buttons.py``);
-        only the middleware below the handlers (the operator gate's session check, the
-        metrics scrape) runs its own reads off the loop."""
-        return await run_in_threadpool(call, *args, **kwargs)
+        carries the request's context (who acts, :func:`pubsched.context.acting_as`),
+        watched: :class:`~.outage.DatabaseAway` when the database does not answer. The
+        week's buttons come through it from the table of actions (``buttons.py``), and the
+        operator gate's session check (:meth:`session_alive`); only the metrics scrape
+        runs its own reads off the loop, within their own deadline."""
+        return await self.database.run(call, *args, **kwargs)
+
+    async def session_alive(self, session: Session) -> bool:
+        """:meth:`still_valid` off the loop, watched as :meth:`run` is (a read: given up,
+        nothing was begun). The operator gate asks it at each request."""
+        return await self.database.read(self.still_valid, session)
 
     def now(self) -> datetime:
         """The instant a request acts at (the injected clock in tests), in UTC."""
