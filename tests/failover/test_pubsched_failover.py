@@ -4,7 +4,8 @@
 What runs, all against the cluster's multi-host URL (one pub in libpq's keyword form):
 
 * ``pubsched init`` (a child process) makes the pub's schema on a database of its own;
-* ``pubsched serve`` (a child process, its in-process ticker on) serves while a poller
+* ``pubsched serve`` (a child process, its in-process ticker on: it must tick clean again
+  after both kills, which it does every 60 s) serves while a poller
   asks for a tender's page, the week's admin page and ``/healthz`` every 0.25 s, and sends
   one form (a tender's reminder switch) while the database is away;
 * round 1, **the week's send**: the operator's send of a week's schedule to 30 tenders
@@ -45,6 +46,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +215,29 @@ def _serving(url: str, smtp: SmtpTestServer, folder: Path) -> Iterator[Serve]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def _serve_ticks(log: Path) -> list[tuple[float, str]]:
+    """``serve``'s own ticks (its ticker, every 60 s), read from its log: when each began
+    (Unix time) and how it ended: "ok", "failed" (it logged a failed step, or failed whole)
+    or "running"."""
+    ticks: list[tuple[float, str]] = []
+    for line in log.read_text(errors="replace").splitlines():
+        if 'Running job "pubsched tick' in line:
+            began = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            ticks.append((began, "running"))
+        elif ticks and ticks[-1][1] == "running":
+            if "pubsched.serve: tick failed" in line or (
+                    "pubsched.tick: tick:" in line and " failed" in line):
+                ticks[-1] = (ticks[-1][0], "failed")
+            elif 'Job "pubsched tick' in line and "executed successfully" in line:
+                ticks[-1] = (ticks[-1][0], "ok")
+    return ticks
+
+
+def _wall(monotonic: float) -> float:
+    """A time.monotonic() instant as Unix time."""
+    return time.time() - time.monotonic() + monotonic
 
 
 def _poll(served: Serve, paths: list[str], stop: threading.Event) -> None:
@@ -451,6 +476,14 @@ def test_pubsched_through_a_failover_mails_each_tender_once_and_serves_again(
                         lambda: _settled(_mail_rows(sender, invite.KIND, run)))
             smtp.on_data(None)
             tick_after = [ticks.first_ok_after(r.writable_at) for r in (one, two)]
+            # serve's own ticker (every 60 s from its start) runs again after both kills
+            deadline = time.monotonic() + 75
+            while not (later := [t for t in _serve_ticks(served.log)
+                                 if t[0] > _wall(two.writable_at) and t[1] != "running"]):
+                assert time.monotonic() < deadline, _serve_ticks(served.log)
+                time.sleep(0.5)
+            serve_tick = later[0]
+            assert serve_tick[1] == "ok", served.log.read_text()[-3000:]
             stop.set()
             for thread in threads:
                 thread.join(timeout=60)
@@ -530,7 +563,9 @@ def test_pubsched_through_a_failover_mails_each_tender_once_and_serves_again(
         f"mail server, 0 twice; schedule and invitations all SENT except {len(waiting)} "
         f"left to their lease (a claim whose COMMIT got no answer); 0 UNKNOWN; finishes "
         f"that waited for the database: {len(finishes)}; ticks that failed (a step, or "
-        f"whole): {sum(how != 'ok' for _s, _e, how in ticks.runs)} of {len(ticks.runs)}; "
+        f"whole): {sum(how != 'ok' for _s, _e, how in ticks.runs)} of {len(ticks.runs)}, "
+        f"and serve's own ticker ran clean {serve_tick[0] - _wall(two.writable_at):.0f} s "
+        f"after the second switch; "
         f"the operator's presses of send: "
         f"{dict(presses)}; the form posted while the database was away: "
         f"{away_post.status if away_post else '-'}; test {ended - started:.0f} s")

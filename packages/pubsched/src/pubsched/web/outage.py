@@ -86,10 +86,7 @@ class Watch:
         try:
             await self.probe.answer()
         except Exception as exc:  # no answer in time, or the database's error
-            if not self.away:
-                log.warning("the database does not answer (%s): requests get 503 until it "
-                            "does", str(exc) or type(exc).__name__)
-            self.away = True
+            self._lost(exc)
             return False
         if self.away:
             log.warning("the database answers again")
@@ -115,9 +112,15 @@ class Watch:
                 raise DatabaseAway(begun=changes)
         try:
             return work.result()
-        except (ConnectError, ConnectionLostError):
-            self.away = True  # the next request asks first
+        except (ConnectError, ConnectionLostError) as exc:
+            self._lost(exc)  # the next request asks first
             raise
+
+    def _lost(self, why: Exception) -> None:
+        if not self.away:
+            log.warning("the database does not answer (%s): requests get 503 until it "
+                        "does", f"{type(why).__name__}: {why}".splitlines()[0])
+        self.away = True
 
     def _abandon(self, work: asyncio.Future[T]) -> None:
         """Leave ``work`` to end in its thread; its result or error is dropped then."""
