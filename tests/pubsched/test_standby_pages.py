@@ -31,7 +31,7 @@ from pubsched.web.app import create_app
 from pubsched.web.own_writes import COOKIE
 from support.pg_server import PostgresServer
 from support.pg_standby import caught_up, replicated
-from support.pub_web import login, web_settings
+from support.pub_web import login, people, web_settings
 from support.pubs import BASE_URL, NOW, SECRET, TENDERS, WEEK
 from support.services import LOCALHOST, ServiceUnavailable
 
@@ -105,6 +105,25 @@ def test_the_page_after_a_post_shows_it_while_the_standby_is_behind(
                 _replay(standby, True)
             caught_up(primary.admin_dsn, standby.admin_dsn)
             assert "Close the form" in client.get(f"/admin/weeks/{WEEK}").text
+    finally:
+        pub.close()
+
+
+def test_a_post_that_saved_nothing_carries_no_position(
+        cluster: tuple[PostgresServer, PostgresServer, str]) -> None:
+    """A post answered 4xx or 5xx (a tender's bad input here; a 503 while the database is
+    away) wrote nothing to wait for: no cookie, and no statement on the primary to take a
+    position (which, with the primary away, would wait for the pool)."""
+    primary, standby, name = cluster
+    pub = _pub(primary, standby, name)
+    try:
+        app = create_app(pub, web_settings(), clock=lambda: NOW)
+        with TestClient(app, base_url="https://testserver") as client:
+            form = contextvars.Context().run(lambda: people(pub)["Alice"].form(pub))
+            refused = client.post(form, data={"week": WEEK, "shift": "999999"},
+                                  follow_redirects=False)
+            assert refused.status_code == 400
+            assert COOKIE not in refused.cookies and COOKIE not in client.cookies
     finally:
         pub.close()
 

@@ -68,8 +68,10 @@ class OwnWrites:
             return
 
         async def with_position(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                try:  # after the handler's units committed: the answer starts after them
+            # a post answered 4xx/5xx saved nothing to see (or the database is away: no
+            # position to wait for); the others started after the handler's units committed
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                try:
                     position = await run_in_threadpool(reads.position)
                 except rowstate.RowstateError as exc:  # the answer goes out regardless
                     log.warning("no log position for the answer: %s", exc)
