@@ -6,10 +6,12 @@ The pages read in read-only units, which go to the standby: a little behind the 
 write to the primary. But a form's answer is a redirect, and the page it leads to is
 another request, which would read the standby and could show the week without the pin
 just made. So every answer to a post carries the primary's log position after it, in a
-cookie; a request that brings it back reads the standby only once the standby has
-replayed that far, else the primary (``reading_after``). Posts are few (an operator's
-clicks, a tender's answers): one more statement each; the pages cost nothing more until a
-post was made, and then one statement per read unit for five minutes.
+cookie (not one answered 4xx or 5xx: it saved nothing, and with the primary away taking
+a position would wait for the pool); a request that brings it back reads the standby only
+once the standby has replayed that far, else the primary (``reading_after``). Posts are
+few (an operator's clicks, a tender's answers): one more statement each; the pages cost
+nothing more until a post was made, and then one statement per read unit for five
+minutes.
 """
 
 from __future__ import annotations
