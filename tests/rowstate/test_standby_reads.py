@@ -14,6 +14,7 @@ import contextvars
 import inspect
 import io
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -251,8 +252,14 @@ async def test_a_read_url_nobody_answers_fails_fast_naming_it(pair: Pair, twin: 
     read_url = f"postgresql://postgres@{LOCALHOST}:{dead}/{pair.name}"
     started = time.monotonic()
     if twin == "sync":
+        before = {t.ident for t in threading.enumerate()}
         with pytest.raises(ConnectError, match=str(dead)):
             pair.store(twin, read_url=read_url)
+        # the primary's pool it had opened is closed again: no thread of it is left
+        deadline = time.monotonic() + 5
+        while left := [t.name for t in threading.enumerate() if t.ident not in before]:
+            assert time.monotonic() < deadline, left
+            time.sleep(0.05)
     else:
         store = pair.store(twin, read_url=read_url)
         try:

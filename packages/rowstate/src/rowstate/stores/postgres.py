@@ -109,8 +109,14 @@ class PostgresStore(StatementCounter):
             lambda: _remembered(psycopg.connect(conninfo, autocommit=True)),
             lambda c: not c.closed)
         self._unit: ContextVar[Unit | None] = _unit_var(self)
-        self.reads = None if read_url is None else Reads(
-            read_conninfo(read_url), max_size=max_size, connect_timeout=connect_timeout)
+        self.reads: Reads | None = None
+        if read_url is not None:
+            try:
+                self.reads = Reads(read_conninfo(read_url), max_size=max_size,
+                                   connect_timeout=connect_timeout)
+            except BaseException:  # a read URL refused: no pool is left behind either
+                self.close()
+                raise
 
     def position(self) -> str:
         """The primary's log position now: after a write, what a reader elsewhere passes to
