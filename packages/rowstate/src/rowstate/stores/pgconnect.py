@@ -126,3 +126,22 @@ def connect_error(exc: psycopg.Error, conninfo: str, timeout: int) -> ConnectErr
                if many else f"no answer within {timeout} s (connect_timeout): ")
     return ConnectError(f"cannot connect to PostgreSQL ({target}): {why}{detail}",
                         target=target, detail=detail, timed_out=timed_out)
+
+
+def probe(conninfo: str, timeout: int) -> None:
+    """Open one connection and close it, or raise :class:`ConnectError`: what a store does
+    before opening a pool, which would retry in silence (the module docstring)."""
+    try:
+        psycopg.connect(conninfo, autocommit=True).close()
+    except psycopg.Error as exc:
+        raise connect_error(exc, conninfo, timeout) from exc
+
+
+async def aprobe(conninfo: str, timeout: int) -> None:
+    """:func:`probe` for asyncio."""
+    try:
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        await conn.close()
+    except psycopg.Error as exc:
+        raise connect_error(exc, conninfo, timeout) from exc
+

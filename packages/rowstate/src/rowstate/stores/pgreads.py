@@ -35,7 +35,7 @@ import psycopg
 
 from ..errors import ValidationError
 from ..protocol import Batch
-from .pgconnect import connect_error, with_connect_timeout
+from .pgconnect import aprobe, probe, with_connect_timeout
 from .pgpool import AsyncPool, Pool
 from .pgurls import postgres_url
 from .pgwire import _acheck_connection, _check_connection, _translate
@@ -102,10 +102,7 @@ class Reads(_Routing):
     def __init__(self, read_url: str, *, max_size: int,
                  connect_timeout: float | None) -> None:
         super().__init__(read_url, connect_timeout)
-        try:
-            psycopg.connect(self.conninfo, autocommit=True).close()
-        except psycopg.Error as exc:
-            raise connect_error(exc, self.conninfo, self.connect_timeout) from exc
+        probe(self.conninfo, self.connect_timeout)
         self.pool = Pool(self.conninfo, min_size=1, max_size=max_size,
                          kwargs={"autocommit": True}, open=True, name="rowstate-reads",
                          check=_check_connection)
@@ -152,11 +149,7 @@ class AsyncReads(_Routing):
     async def open(self) -> None:
         if self.opened:
             return
-        try:
-            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
-            await conn.close()
-        except psycopg.Error as exc:
-            raise connect_error(exc, self.conninfo, self.connect_timeout) from exc
+        await aprobe(self.conninfo, self.connect_timeout)
         await self.pool.open()
         self.opened = True
 

@@ -50,7 +50,7 @@ from .common import (
     _no_script_in_unit,
     _unit_var,
 )
-from .pgconnect import connect_error, with_connect_timeout
+from .pgconnect import probe, with_connect_timeout
 from .pgpool import Pool
 from .pgreads import POSITION, Reads, read_conninfo, reads_only
 from .pgsettle import remember, session, settle
@@ -99,7 +99,7 @@ class PostgresStore(StatementCounter):
         self.own_pool = pool is None and not per_thread
         self.pool: ConnectionPool[Any] | None = pool  # None: per_thread
         if pool is None:
-            self._first_connection(conninfo)
+            probe(conninfo, self.connect_timeout)  # before the pool (see .pgconnect)
         if self.own_pool:
             self.pool = Pool(
                 conninfo, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
@@ -130,14 +130,6 @@ class PostgresStore(StatementCounter):
         if self.reads is None:
             return contextlib.nullcontext()
         return self.reads.reading_after(position)
-
-    def _first_connection(self, conninfo: str) -> None:
-        """Open one connection and close it, or raise :class:`ConnectError` (see
-        :mod:`.pgconnect`): the pool, which would retry in silence, is opened after it."""
-        try:
-            psycopg.connect(conninfo, autocommit=True).close()
-        except psycopg.Error as exc:
-            raise connect_error(exc, conninfo, self.connect_timeout) from exc
 
     @contextlib.contextmanager
     def _unit_connection(self, read_only: bool) -> Iterator[psycopg.Connection[Any]]:

@@ -21,7 +21,7 @@ from ..errors import OutcomeUnknown, StatementCancelled
 from ..protocol import Batch, Door
 from ..units import AsyncUnit, anested, aunit_scope
 from .common import Rows, _no_script_in_unit, _unit_var
-from .pgconnect import connect_error, with_connect_timeout
+from .pgconnect import aprobe, with_connect_timeout
 from .pgpool import AsyncPool
 from .pgreads import POSITION, AsyncReads, read_conninfo, reads_only
 from .pgsettle import aremember, asettle, session
@@ -142,11 +142,7 @@ class AsyncPostgresStore:
 
     async def _open_pool(self) -> None:
         """One connection opened and closed (see :mod:`.pgconnect`), then the pool."""
-        try:
-            conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True)
-            await conn.close()
-        except psycopg.Error as exc:
-            raise connect_error(exc, self.conninfo, self.connect_timeout) from exc
+        await aprobe(self.conninfo, self.connect_timeout)
         await self.pool.open()
         self._opened = True
 
