@@ -14,6 +14,9 @@ and a ``Pub`` wired to both (helpers in tests/support/pub_*.py).
                                  the kinds itself: ``@pytest.mark.parametrize("db_url",
                                  ["postgres"], indirect=True)``.
   pg_db_url            function  a migrated PostgreSQL database (a clone), unparametrized
+  link                 function  support.frozen_link.FrozenLink to ``pg_db_url``'s server
+  linked               function  the web tests' ``Pub`` on ``pg_db_url`` reached through
+                                 ``link`` (thawed, then closed, at the end)
   smtp                 function  support.smtp_server.SmtpTestServer on loopback
   browser              module    a headless Chromium (support.browser.launched: skipped
                                  without one, failed under PUBSCHED_REQUIRE_BROWSER=1)
@@ -40,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -47,6 +51,7 @@ from pubsched.pub import Pub
 from support import pub_engines
 from support.browser import launched
 from support.databases import Clones
+from support.frozen_link import FrozenLink
 from support.pub_db import cloned_url, fresh_url, migrated_pg_template, migrated_sqlite_template
 from support.pubs import mail_settings, make_pub
 from support.smtp_server import SmtpTestServer
@@ -108,6 +113,26 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.node.get_closest_marker("empty_db") is not None:
         return fresh_url(request, request.param, tmp_path)
     return cloned_url(request, request.param, tmp_path)
+
+
+@pytest.fixture
+def link(pg_db_url: str) -> Iterator[FrozenLink]:
+    where = urlsplit(pg_db_url)
+    with FrozenLink(where.hostname or "127.0.0.1", where.port or 5432) as frozen:
+        yield frozen
+
+
+@pytest.fixture
+def linked(pg_db_url: str, link: FrozenLink) -> Iterator[Pub]:
+    where = urlsplit(pg_db_url)
+    user = where.netloc.rsplit("@", 1)[0] + "@" if "@" in where.netloc else ""
+    pub = make_pub(urlunsplit(where._replace(netloc=f"{user}127.0.0.1:{link.port}")),
+                   web=True)
+    try:
+        yield pub
+    finally:
+        link.thaw()  # the work held in flight finishes, and the pool closes
+        pub.close()
 
 
 @pytest.fixture

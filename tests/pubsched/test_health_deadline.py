@@ -20,7 +20,6 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -57,27 +56,6 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         text = reply.read().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-@pytest.fixture
-def link(pg_db_url: str) -> Iterator[FrozenLink]:
-    where = urlsplit(pg_db_url)
-    with FrozenLink(where.hostname or "127.0.0.1", where.port or 5432) as frozen:
-        yield frozen
-
-
-@pytest.fixture
-def linked(pg_db_url: str, link: FrozenLink) -> Iterator[Pub]:
-    """The pub, its database reached through the link."""
-    where = urlsplit(pg_db_url)
-    netloc = where.netloc.rsplit("@", 1)[0] + "@" if "@" in where.netloc else ""
-    pub = make_pub(urlunsplit(where._replace(netloc=f"{netloc}127.0.0.1:{link.port}")),
-                   web=True)
-    try:
-        yield pub
-    finally:
-        link.thaw()  # the reads held in flight finish, and the pool closes
-        pub.close()
 
 
 @pytest.fixture

@@ -53,26 +53,6 @@ def timed(call: Callable[[], T], limit: float) -> tuple[T, float]:
 
 
 @pytest.fixture
-def link(pg_db_url: str) -> Iterator[FrozenLink]:
-    where = urlsplit(pg_db_url)
-    with FrozenLink(where.hostname or "127.0.0.1", where.port or 5432) as frozen:
-        yield frozen
-
-
-@pytest.fixture
-def linked(pg_db_url: str, link: FrozenLink) -> Iterator[Pub]:
-    where = urlsplit(pg_db_url)
-    user = where.netloc.rsplit("@", 1)[0] + "@" if "@" in where.netloc else ""
-    pub = make_pub(urlunsplit(where._replace(netloc=f"{user}127.0.0.1:{link.port}")),
-                   web=True)
-    try:
-        yield pub
-    finally:
-        link.thaw()  # the work held in flight finishes, and the pool closes
-        pub.close()
-
-
-@pytest.fixture
 def client(linked: Pub, link: FrozenLink) -> Iterator[TestClient]:
     with TestClient(create_app(linked, web_settings(), clock=lambda: NOW),
                     base_url="https://testserver", raise_server_exceptions=False,
