@@ -64,7 +64,7 @@ from pubsched.tick.status import run_tick
 from pubsched.week import template
 from rowstate import RowstateError
 from support.figures import Figures
-from support.patroni import Node, PatroniCluster
+from support.patroni import Node, PatroniCluster, first_writable
 from support.pub_reminders import run_week
 from support.pubs import NOW, OPERATOR, WEEK, mail_settings
 from support.services import LOCALHOST, free_port
@@ -272,18 +272,6 @@ class Ticks:
                      if started > at and how == "ok"), None)
 
 
-def _first_writable(nodes: list[Node], stop: float) -> tuple[Node, float]:
-    """The moment a surviving node first takes a write, polled directly."""
-    while time.monotonic() < stop:
-        for node in nodes:
-            with (contextlib.suppress(psycopg.Error),
-                  psycopg.connect(node.dsn, connect_timeout=1, autocommit=True) as conn):
-                conn.execute("SELECT txid_current()")
-                return node, time.monotonic()
-        time.sleep(0.05)
-    raise AssertionError(f"no node took a write within {MAX_WRITE_OUTAGE:g} s")
-
-
 @dataclass
 class Round:
     name: str
@@ -355,7 +343,9 @@ def _after_kill(cluster: PatroniCluster, leader: Node, dead: threading.Event,
     killed node back as a standby."""
     assert dead.wait(60), "the kill never came: the send did not reach its 8th message"
     others = [node for node in cluster.nodes if node is not leader]
-    _node, round_.writable_at = _first_writable(others, round_.killed_at + MAX_WRITE_OUTAGE)
+    probed = first_writable(others, round_.killed_at + MAX_WRITE_OUTAGE)
+    assert probed is not None, f"no node took a write within {MAX_WRITE_OUTAGE:g} s"
+    round_.writable_at = probed[1]
     deadline = round_.writable_at + MAX_FINISH
     while not finished():
         assert time.monotonic() < deadline, "the round's mail did not finish"

@@ -52,7 +52,7 @@ from rowstate import (
     StoreError,
 )
 from support.figures import Figures
-from support.patroni import Node, PatroniCluster
+from support.patroni import Node, PatroniCluster, first_writable
 
 pytestmark = [pytest.mark.failover, pytest.mark.timeout(600)]
 
@@ -238,19 +238,6 @@ class Round:
         return self.first_write_at - self.writable_at
 
 
-def _first_writable(nodes: list[Node], stop: float) -> tuple[Node, float] | None:
-    """Poll the nodes directly until one takes a write (an xid commits there): the moment
-    the new primary accepts writes, as a fresh connection sees it."""
-    while time.monotonic() < stop:
-        for node in nodes:
-            with (contextlib.suppress(psycopg.Error),
-                  psycopg.connect(node.dsn, connect_timeout=1, autocommit=True) as conn):
-                conn.execute("SELECT txid_current()")
-                return node, time.monotonic()
-        time.sleep(0.05)
-    return None
-
-
 def _fail_over(cluster: PatroniCluster, ledger: Ledger, *, synchronous: bool,
                behind: float = 0.0) -> Round:
     """Kill the leader node mid-stream (``behind``: its walsender frozen that many seconds
@@ -267,7 +254,7 @@ def _fail_over(cluster: PatroniCluster, ledger: Ledger, *, synchronous: bool,
             killed_at = time.monotonic()
         cluster.kill(leader)
     dead_at = time.monotonic()  # a call started after this cannot reach the old leader
-    probed = _first_writable(others, killed_at + MAX_WRITE_OUTAGE)
+    probed = first_writable(others, killed_at + MAX_WRITE_OUTAGE)
     if probed is None:
         raise cluster.explain(f"no node took a write within {MAX_WRITE_OUTAGE:g} s")
     promoted, writable_at = probed
@@ -543,7 +530,7 @@ def test_a_move_settled_on_a_live_primary_is_resolved_as_the_cluster_keeps_it(
             answered_before_kill = not mover.is_alive()
             cluster.kill(leader)
         others = [node for node in cluster.nodes if node is not leader]
-        if _first_writable(others, time.monotonic() + MAX_WRITE_OUTAGE) is None:
+        if first_writable(others, time.monotonic() + MAX_WRITE_OUTAGE) is None:
             raise cluster.explain("the standby was not promoted")
         mover.join(timeout=MAX_WRITE_OUTAGE * 2)
         assert not mover.is_alive()

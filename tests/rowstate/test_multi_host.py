@@ -101,6 +101,17 @@ def _database(admin_dsn: str, name: str) -> None:
         conn.execute(pg_sql.SQL("CREATE DATABASE {}").format(pg_sql.Identifier(name)))
 
 
+def _slots(dsn: str) -> None:
+    """The SLOTS table in the database at ``dsn``, with row ``s1`` in IDLE."""
+    store = PostgresStore(dsn)
+    try:
+        lc = Lifecycle(store, SLOTS)
+        lc.create_schema()
+        lc.create("s1")
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def pair(scratch: PostgresServer, pg_admin_dsn: str) -> Iterator[tuple[Node, Node]]:
     """(A, B): the scratch server and the shared one, each with database ``name`` holding
@@ -110,13 +121,7 @@ def pair(scratch: PostgresServer, pg_admin_dsn: str) -> Iterator[tuple[Node, Nod
     for admin, server in ((scratch.admin_dsn, scratch), (pg_admin_dsn, None)):
         _database(admin, name)
         node = Node(admin, name, server)
-        store = PostgresStore(node.dsn)
-        try:
-            lc = Lifecycle(store, SLOTS)
-            lc.create_schema()
-            lc.create("s1")
-        finally:
-            store.close()
+        _slots(node.dsn)
         nodes.append(node)
     try:
         yield nodes[0], nodes[1]
@@ -362,16 +367,6 @@ async def test_a_node_that_goes_away_is_left_for_the_next_host(pg_admin_dsn: str
 
 
 # -- a real standby, and its promotion -----------------------------------------------------
-
-
-def _slots(dsn: str) -> None:
-    store = PostgresStore(dsn)
-    try:
-        lc = Lifecycle(store, SLOTS)
-        lc.create_schema()
-        lc.create("s1")
-    finally:
-        store.close()
 
 
 @pytest.fixture

@@ -167,6 +167,20 @@ class Node:
                 f"--- tail of {self.log_file}:\n{log_tail(self.log_file, 20)}")
 
 
+def first_writable(nodes: list[Node], until: float) -> tuple[Node, float] | None:
+    """Poll the nodes directly until one takes a write (an xid commits there), by
+    ``until`` (``time.monotonic()``): the node, and the moment the new primary accepts
+    writes as a fresh connection sees it; None if none did."""
+    while time.monotonic() < until:
+        for node in nodes:
+            with (contextlib.suppress(psycopg.Error),
+                  psycopg.connect(node.dsn, connect_timeout=1, autocommit=True) as conn):
+                conn.execute("SELECT txid_current()")
+                return node, time.monotonic()
+        time.sleep(0.05)
+    return None
+
+
 def node_config(template: dict[str, Any], node: Node, *, etcd_hosts: str, namespace: str,
                 bindir: Path, socket_dir: Path) -> dict[str, Any]:
     """The template with this node's name, addresses and directories filled in: the values
