@@ -149,8 +149,9 @@ def test_submissions_racing_the_close_land_before_it_or_are_refused(
     barrier = threading.Barrier(len(names) + 1)
 
     def submit(name: str, who: Pub) -> None:
-        barrier.wait(10)
-        results[name] = submissions.submit(who, WEEK, f"{name}@pub.test", ids, now=NOW)
+        barrier.wait(10)  # each answer's clock reads later than the close's
+        results[name] = submissions.submit(who, WEEK, f"{name}@pub.test", ids,
+                                           now=NOW + timedelta(seconds=1 + names.index(name)))
 
     def close() -> None:
         barrier.wait(10)
@@ -176,6 +177,46 @@ def test_submissions_racing_the_close_land_before_it_or_are_refused(
             assert got.reason in ("FORM_CLOSED", "LEASE_HELD"), got
     late = submissions.submit(pub, WEEK, "t0@pub.test", ids[:1], now=NOW)
     assert (late.applied, late.reason) == (False, "FORM_CLOSED")
+    assert _stored_after_close(pub) == []
+
+
+def _stored_after_close(pub: Pub) -> list[int]:
+    """The tenders whose stored answer is stamped after the week's ``closed_at``."""
+    from pubsched.db.instants import instant
+
+    closed = instant(pub.query("SELECT closed_at FROM pub_schedule_runs WHERE week_of = %s",
+                               [WEEK])[0]["closed_at"])
+    return [int(r["tender_id"]) for r in pub.query(
+        "SELECT tender_id, updated_at FROM pub_availability WHERE week_of = %s", [WEEK])
+        if instant(r["updated_at"]) > closed]
+
+
+@pytest.mark.parametrize("by", ["operator", "tick"])
+def test_the_close_is_stamped_no_earlier_than_the_last_answer_it_let_in(
+        pub: Pub, by: str) -> None:
+    """An answer reads its clock, then holds the form; a close that read its clock earlier
+    waits for it. The close's stamp is then the answer's time, not its own: no answer is
+    stored after the form closed (the deadline rush's check, bench/pubsched.py)."""
+    from pubsched.db.instants import instant
+
+    crew(pub, ("ann", None), ("bob", None))
+    assert v2.open_form(pub, WEEK, now=NOW)
+    ids = [s.id for s in weeks.shifts(pub, WEEK)]
+    row = pub.runs.get(WEEK)
+    assert row is not None
+    close_at = instant(row["deadline_at"]) + timedelta(minutes=1)
+    answered = close_at + timedelta(seconds=7)  # read before the close, committed first
+    assert submissions.submit(pub, WEEK, "ann@pub.test", ids, now=answered)
+    if by == "tick":
+        assert weeks.set_autopilot(pub, WEEK, True)
+        assert [v.message for v in v2.v2_tick(pub, close_at) if v.applied] == [
+            f"tick: {WEEK} close"]
+    else:
+        assert v2.close(pub, WEEK, now=close_at)
+    closed = pub.query("SELECT closed_at FROM pub_schedule_runs WHERE week_of = %s",
+                       [WEEK])[0]["closed_at"]
+    assert instant(closed) == answered
+    assert _stored_after_close(pub) == []
 
 
 @pytest.mark.both_databases("races: two resends at once")

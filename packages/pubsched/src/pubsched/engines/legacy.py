@@ -79,6 +79,7 @@ from ..week.runs import (
     opening_deadline,
     plan_week,
     settings_override,
+    stamp_closed,
     stamp_form_moved,
     times_of,
     week_key,
@@ -179,8 +180,8 @@ def close(pub: Pub, week: str, *, now: datetime | None = None,
     at = utc(now)
     with pub.atomic() as tx:
         done = update_run(tx, "closed_at = %s", f"week_of = %s AND {OPEN}", [at, key])
-        if done:
-            fill_unanswered(pub, tx, key, at)
+        if done:  # the stamp again, now that it holds the row (v2's close does the same)
+            fill_unanswered(pub, tx, key, stamp_closed(tx, key, at))
     if done:
         return applied(pub, key, "close", "COLLECTING")
     return refused(pub, key, "close", STATE_MISMATCH)

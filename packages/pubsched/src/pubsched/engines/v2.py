@@ -46,6 +46,7 @@ from ..week.runs import (
     plan_week,
     set_autopilot,
     settings_override,
+    stamp_closed,
     stamp_form_moved,
     week_key,
     write_week,
@@ -195,11 +196,10 @@ def close(pub: Pub, week: str, *, now: datetime | None = None,
     at = utc(now)
 
     def act(lease: rowstate.ActiveLease) -> None:
-        with lease.atomic() as tx:
-            fill_unanswered(pub, tx, key, at)
+        with lease.atomic() as tx:  # the stamp and the answers from the usual: one unit
+            fill_unanswered(pub, tx, key, stamp_closed(tx, key, at))
 
-    result = pub.runs.run(key, "close", act, holder=holder,
-                          payload={"closed_at": at}, by=pub.actor)
+    result = pub.runs.run(key, "close", act, holder=holder, by=pub.actor)
     return verdict(result, f"{key} close")
 
 

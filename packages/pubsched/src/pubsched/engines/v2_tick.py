@@ -40,7 +40,7 @@ from ..people.usual import fill_unanswered
 from ..pub import Pub
 from ..verdicts import Verdict
 from ..week.generate import generate_body
-from ..week.runs import settings_override, stamp_form_moved
+from ..week.runs import settings_override, stamp_closed, stamp_form_moved
 from .operator_notes import owe_late_open, owe_nudge
 
 log = logging.getLogger("pubsched.tick")
@@ -59,9 +59,8 @@ def v2_tick(pub: Pub, now: datetime) -> list[Verdict]:
 def _tick(pub: Pub, now: datetime) -> list[Verdict]:
     def close_act(lease: rowstate.ActiveLease) -> None:
         with lease.atomic() as tx:  # the stamp and the answers from the usual: one unit
-            tx.execute("UPDATE pub_schedule_runs SET closed_at = %s WHERE week_of = %s",
-                       [now, lease.key[0]])
-            fill_unanswered(pub, tx, str(lease.key[0]), now)
+            week = str(lease.key[0])
+            fill_unanswered(pub, tx, week, stamp_closed(tx, week, now))
 
     def generate_act(lease: rowstate.ActiveLease) -> None:
         week = str(lease.key[0])

@@ -145,6 +145,20 @@ def stamp_form_moved(pub: Pub, tx: Any, week: str, at: datetime) -> None:
                    [at, week])
 
 
+def stamp_closed(tx: Any, week: str, at: datetime) -> datetime:
+    """In the close's unit, once it holds the week: ``closed_at`` is ``at`` or, when later,
+    the last answer's ``updated_at``; the instant written. An answer read its clock before
+    the close claimed the week and committed while the close waited for it, so its time can
+    be after the close's own: the stamp says when the form stopped taking answers, and no
+    answer is stored after it."""
+    latest = tx.execute("SELECT MAX(updated_at) AS latest FROM pub_availability "
+                        "WHERE week_of = %s", [week])[0]["latest"]
+    closed = at if latest is None else max(at, instant(latest))
+    tx.execute("UPDATE pub_schedule_runs SET closed_at = %s WHERE week_of = %s",
+               [closed, week])
+    return closed
+
+
 def _override(override: Any) -> Any:
     try:
         return parse_override(override)
