@@ -292,3 +292,33 @@ def test_resend_is_refused_before_the_week_is_sent_and_for_a_delivered_recipient
     delivered = resend("ann@pub.test")
     assert (delivered.applied, delivered.reason) == (False, "ALREADY_SENT")
     assert len(smtp.accepted_for("ann@pub.test")) == 1
+
+
+@pytest.mark.both_databases("an answer's writes (one statement on PostgreSQL)")
+def test_each_answer_replaces_the_last_and_keeps_what_it_said_of_started_shifts(
+        pub: Pub) -> None:
+    crew(pub, ("ann", None))
+    assert v2.open_form(pub, WEEK, now=NOW).applied
+    thu, fri, sat = shift_ids(pub)[:3]
+
+    def ticked() -> list[int]:
+        return sorted(int(r["shift_id"]) for r in pub.query(
+            "SELECT shift_id FROM pub_availability_shifts WHERE week_of = %s", [WEEK]))
+
+    for answer in ([thu, fri], [sat], [], [fri, sat], [fri, sat], [thu]):
+        assert submissions.submit(pub, WEEK, "ann@pub.test", answer, now=NOW).applied
+        assert ticked() == sorted(answer)
+    assert submissions.submit(pub, WEEK, "ann@pub.test", [thu, sat], now=NOW).applied
+    # Thursday's shift has started: what ann said of it stays, whatever she answers now,
+    # and her usual, saved with this answer, has it too
+    later = weeks.shifts(pub, WEEK)[0].starts_at + timedelta(minutes=1)
+    assert submissions.submit(pub, WEEK, "ann@pub.test", [fri], now=later,
+                              save_usual=True).applied
+    assert ticked() == [thu, fri]
+    usual = pub.query("SELECT COUNT(*) AS n FROM pub_usual_shifts")[0]["n"]
+    assert int(usual) == 2
+    assert submissions.submit(pub, WEEK, "ann@pub.test", [], now=later).applied
+    assert ticked() == [thu]
+    with pytest.raises(BadInput):  # and it is not hers to tick any more
+        submissions.submit(pub, WEEK, "ann@pub.test", [thu, sat], now=later)
+    assert ticked() == [thu]

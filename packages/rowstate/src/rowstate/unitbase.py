@@ -9,6 +9,7 @@ awaited when it gives a coroutine (how ``AsyncLifecycle`` publishes after a comm
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
@@ -33,9 +34,12 @@ Params = Sequence[Any] | Mapping[str, Any] | None
 _TOKENS = re.compile(r"%\((?P<name>[A-Za-z_][A-Za-z0-9_]*)\)s|%(?P<other>.)", re.DOTALL)
 
 
+@functools.lru_cache(maxsize=2048)
 def sqlite_sql(sql: str, *, rewrite: bool = True) -> str:
     """psycopg's placeholders (``%s``, ``%(name)s``, ``%%``) in SQLite's spelling; with
-    ``rewrite=False`` only checked (PostgreSQL reads them itself), by the same rule."""
+    ``rewrite=False`` only checked (PostgreSQL reads them itself), by the same rule. An
+    application runs the same few texts again and again: each is read once (a refused
+    one raises, and is not remembered)."""
     if "%" not in sql:
         return sql
 

@@ -85,6 +85,11 @@ def _store(pub: Pub, tx: Unit, week: str, tender: Tender, shift_ids: Iterable[in
     except (TypeError, ValueError):
         raise BadInput(f"shift ids are whole numbers, got {shift_ids!r}") from None
     limit = check_max(max_shifts, "the week's maximum")
+    # the hold first: an answer after the close (half of a deadline rush's) is refused
+    # without reading the week's shifts and the tender's time off
+    run = engine_for(pub).hold_form(tx, key)
+    if isinstance(run, Verdict):
+        return run
     week_shifts = {s.id: s for s in shifts(pub, key)}
     if not week_shifts:
         raise BadInput(f"week {key} has no shifts (is it created?)")
@@ -107,22 +112,33 @@ def _store(pub: Pub, tx: Unit, week: str, tender: Tender, shift_ids: Iterable[in
         raise BadInput("this database has no usual yet: run `pubsched init`")
     source = (("source, ", "'form', ", ", source = excluded.source") if sourced
               else ("", "", ""))
-    run = engine_for(pub).hold_form(tx, key)
-    if isinstance(run, Verdict):
-        return run
-    kept = [int(r["shift_id"]) for r in tx.execute(  # answers on started shifts stay
-        "DELETE FROM pub_availability_shifts WHERE week_of = %s AND tender_id = %s "
-        "RETURNING shift_id", [key, tender.id]) if int(r["shift_id"]) in started]
-    tx.execute(f"INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
-               f"{source[0]}submitted_at, updated_at) VALUES (%s, %s, %s, "
-               f"{source[1]}%s, %s) ON CONFLICT (week_of, tender_id) DO UPDATE SET "
-               f"max_shifts = excluded.max_shifts, updated_at = excluded.updated_at"
-               f"{source[2]}", [key, tender.id, limit, at, at])
+    if save_usual and started:  # their usual is what the week holds after the answer
+        kept = [int(r["shift_id"]) for r in tx.execute(
+            "SELECT shift_id FROM pub_availability_shifts WHERE week_of = %s AND "
+            "tender_id = %s", [key, tender.id]) if int(r["shift_id"]) in started]
+    else:
+        kept = []
     ticked = sorted({*wanted, *kept})
-    if ticked:  # one statement for all of them
-        tx.execute("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
-                   "VALUES " + ", ".join(["(%s, %s, %s)"] * len(ticked)),
-                   [value for s in ticked for value in (key, tender.id, s)])
+    # the answer's three writes touch none of one another's rows: the DELETE spares every
+    # shift ticked now (and the started ones, whose answers stay), the INSERT skips one
+    # already there. So on PostgreSQL they go as one statement (one round trip; under a
+    # deadline rush each is a wait), and on SQLite, which has no writes in WITH, in turn.
+    spared = sorted({*wanted, *started})
+    writes: list[tuple[str, list[Any]]] = [
+        ("DELETE FROM pub_availability_shifts WHERE week_of = %s AND tender_id = %s"
+         + (f" AND shift_id NOT IN ({', '.join(['%s'] * len(spared))})" if spared else ""),
+         [key, tender.id, *spared]),
+        (f"INSERT INTO pub_availability (week_of, tender_id, max_shifts, "
+         f"{source[0]}submitted_at, updated_at) VALUES (%s, %s, %s, "
+         f"{source[1]}%s, %s) ON CONFLICT (week_of, tender_id) DO UPDATE SET "
+         f"max_shifts = excluded.max_shifts, updated_at = excluded.updated_at"
+         f"{source[2]}", [key, tender.id, limit, at, at])]
+    if wanted:
+        writes.append(("INSERT INTO pub_availability_shifts (week_of, tender_id, shift_id) "
+                       "VALUES " + ", ".join(["(%s, %s, %s)"] * len(wanted))
+                       + " ON CONFLICT DO NOTHING",
+                       [value for s in wanted for value in (key, tender.id, s)]))
+    _write_together(pub, tx, writes)
     if save_usual:
         tz = pub.config.tz
         write_usual(tx, tender.id,
@@ -161,3 +177,15 @@ def of_week(pub: Pub, week: str, tender_id: int | None = None) -> list[dict[str,
              "shift_ids": by_tender.get(int(r["tender_id"]), []), "max": r["max_shifts"],
              "updated_at": r["updated_at"],
              "source": str(r["source"])} for r in rows]
+
+
+def _write_together(pub: Pub, tx: Unit, writes: list[tuple[str, list[Any]]]) -> None:
+    """``writes`` (none reading or touching another's rows) in one statement on
+    PostgreSQL: every one but the last as a WITH of the last; in turn on SQLite."""
+    if pub.dialect != "postgresql" or len(writes) == 1:
+        for sql, params in writes:
+            tx.execute(sql, params)
+        return
+    *before, (last, params) = writes
+    tx.execute("WITH " + ", ".join(f"w{i} AS ({sql})" for i, (sql, _) in enumerate(before))
+               + " " + last, [value for _, p in before for value in p] + params)
