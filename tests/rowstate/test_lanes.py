@@ -98,6 +98,11 @@ def test_a_lane_answers_as_the_general_path(backend: Backend, moves: list[Any],
         if isinstance(on_lane, Exception) or not on_lane.applied or missing:
             continue
         assert on_lane.event is not None and on_lane.event.key == (lane_key,)
+        if binding.events:  # the event returned is the row written (on SQLite, its time
+            stored = lc.history(lane_key)[-1]  # too: the store's clock, read once)
+            assert on_lane.event.id == stored.id
+            if backend.db == "sqlite":
+                assert on_lane.event.at == stored.at
     assert lc.get(lane_key)["version"] == lc.get(general_key)["version"]
     if binding.events:
         lane_edges = [(e.edge, e.from_state, e.to_state) for e in lc.history(lane_key)]

@@ -15,9 +15,10 @@ event row, and a read of the row as it was, so a refusal can be explained:
   UPDATE waits for a concurrent writer and then sees its result), ``upd`` is the
   conditional UPDATE, ``ev`` inserts the event from both (the edge depends on the state
   left); the final SELECT returns the row before and after.
-* SQLite otherwise: inside ``BEGIN IMMEDIATE``, the read, the event ``INSERT ... SELECT``
-  under the same conditions, and the UPDATE. SQLite has one writer, so the three see the
-  same row.
+* SQLite otherwise: inside ``BEGIN IMMEDIATE``, the read (only from several states), the
+  event ``INSERT ... SELECT`` under the same conditions, and the UPDATE, which returns the
+  event's id (``last_insert_rowid()``) and the write's time with the row. SQLite has one
+  writer, so they see the same row.
 """
 
 from __future__ import annotations
@@ -208,9 +209,15 @@ class Compiler:
         # (an event INSERT and the UPDATE, one transaction; a miss is explained by a read
         # after it, as the fast plan's is). From several, the read tells which it was.
         names = (returning or self.columns) if known_from else self.columns
+        # with an event row (written just before, in the same transaction), the UPDATE
+        # returns its id and the write's time too: an INSERT's own RETURNING costs SQLite
+        # a third of the INSERT, and the id is the connection's last_insert_rowid()
+        said_out = SqlOut()
+        said = (f", last_insert_rowid(), {d.now(said_out)}" if event is not None else "")
         main = Statement(
             f"UPDATE {self.table} SET {set_sql} WHERE {where_sql} "
-            f"RETURNING {self.cols(None, names)}", (*set_out.params, *where_out.params),
+            f"RETURNING {self.cols(None, names)}{said}",
+            (*set_out.params, *where_out.params, *said_out.params),
         )
         pre_out = SqlOut()
         pre = Statement(
@@ -226,8 +233,7 @@ class Compiler:
             ev_where = self.where(checks, None, ev_out)
             ev = Statement(
                 f"INSERT INTO {d.table(event.table)} ({EVENT_COLUMNS}) "
-                f"SELECT {head} FROM {self.table} WHERE {ev_where} "
-                f"RETURNING id, created_at", tuple(ev_out.params),
+                f"SELECT {head} FROM {self.table} WHERE {ev_where}", tuple(ev_out.params),
             )
         if known_from:
             return CasPlan(tuple(checks), main, None, ev, False, names)

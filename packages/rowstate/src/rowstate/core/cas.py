@@ -69,19 +69,23 @@ class Cas:
             after = (dict(zip(cols, row[n:2 * n], strict=True))
                      if row[n + ki] is not None else None)
             return Outcome(before, after, row[2 * n], row[2 * n + 1])
-        if plan.pre is None:  # SQLite from one known state: the event, the update, a read
+        # SQLite's transaction: [read], event, update; with an event row, the update
+        # returns its id and the write's time after the row's columns
+        if plan.pre is None:  # from one known state (so with an event): no read before
             if not rows[1]:
                 return self.outcome_of_read(rows[2])
-            event_id, now = rows[0][0] if rows[0] else (None, None)
-            return Outcome(None, dict(zip(plan.columns, rows[1][0], strict=True)), event_id,
-                           now)
+            row = rows[1][0]
+            k = len(plan.columns)
+            return Outcome(None, dict(zip(plan.columns, row[:k], strict=True)), row[k],
+                           row[k + 1])
         if not rows[0]:
             return Outcome(None, None, None, None)
         before = rows[0][0]
         new = rows[-1][0] if rows[-1] else None
-        event_id = rows[1][0][0] if plan.event is not None and rows[1] else None
+        event_id = new[n] if new and plan.event is not None else None
         return Outcome(dict(zip(cols, before[:n], strict=True)),
-                       dict(zip(cols, new, strict=True)) if new else None, event_id, before[n])
+                       dict(zip(cols, new[:n], strict=True)) if new else None, event_id,
+                       before[n])
 
     def guessing(self, plan: CasPlan, plan_from: Callable[[str], CasPlan],
                  froms: tuple[str, ...], values: dict[str, Any],

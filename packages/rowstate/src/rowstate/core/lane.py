@@ -2,7 +2,8 @@
 
 Most calls name only a key, a target, the one state they expect the row in and perhaps an
 owner (a leased edge's finalize: the key and the fence). Such a move is the hand-written
-``UPDATE ... RETURNING`` (on PostgreSQL with its event row, the hand-written CTE), and all
+``UPDATE ... RETURNING`` (on PostgreSQL with its event row, the hand-written CTE; on
+SQLite with its event row, the event INSERT and the UPDATE in one transaction), and all
 its parameters but a handful are constants of the move. A :class:`Lane` holds that
 statement with its constants already in place (:mod:`rowstate.core.templates`), so a call
 costs a key check, one list copy with the key (and owner, fence, clock) written in, the
@@ -70,10 +71,10 @@ WINDOW, CONTENDED = 64, 4
 class Lane:
     """A plain move from one state, compiled to its statement and parameter template."""
 
-    __slots__ = ("calls", "clock", "columns", "combined", "contended", "edge_name", "explain",
-                 "machine", "move", "ncols", "picks", "plan", "public", "read",
-                 "read_columns", "refusals", "src", "state_of", "state_only", "to", "version",
-                 "write")
+    __slots__ = ("calls", "clock", "columns", "combined", "contended", "edge_name", "event",
+                 "explain", "machine", "move", "ncols", "now_of", "picks", "plan", "public",
+                 "read", "read_columns", "refusals", "src", "state_of", "state_only", "to",
+                 "version", "write")
 
     def __init__(self, move: PlainMove, plan: CasPlan, src: str, edge_name: str,
                  write: Template, read: Template, state_only: bool,
@@ -81,8 +82,14 @@ class Lane:
                  state_of: Callable[[Any], str | None], read_columns: tuple[str, ...],
                  version: str | None, machine: str,
                  clock: Callable[[], datetime] | None,
-                 public: Callable[[dict[str, Any]], dict[str, Any]] | None) -> None:
+                 public: Callable[[dict[str, Any]], dict[str, Any]] | None,
+                 event: Template | None = None,
+                 now_of: Callable[[Any], datetime] | None = None) -> None:
         self.move = move
+        # SQLite with events: the event row, then the write, in one transaction (the
+        # store's BEGIN IMMEDIATE), and the event's time is the store's clock reading
+        self.event = event
+        self.now_of = now_of
         self.plan = plan
         self.src = src
         self.to = move.to
@@ -113,6 +120,12 @@ class Lane:
             return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (
                 ((both.sql, both.bind(kv, owner, fence)),), False, None)), True))
         write, read = self.write, self.read
+        if self.event is not None:
+            event = self.event
+            return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (
+                ((event.sql, event.bind(kv, owner, fence)),
+                 (write.sql, write.bind(kv, owner, fence))), True,
+                (read.sql, read.bind(kv, owner, fence)))), False))
         # tuple.__new__: a named tuple's own __new__ is a Python frame, paid per call
         return _new(LaneCall, (self, kv, owner, fence, _new(Batch, (
             ((write.sql, write.bind(kv, owner, fence)),), False,
@@ -122,6 +135,9 @@ class Lane:
                ) -> tuple[TransitionResult | None, list[list[tuple[Any, ...]]]]:
         """The result (None: the general path explains the refusal from the rows returned
         with it), and the rows in the write-then-read form either way."""
+        if self.event is not None:  # [event, write, read?]: the write returns the event's
+            rows = rows[1:]  # id and time (the event INSERT returns nothing)
+            return self.applied(call, rows) or self.refused(rows), rows
         if call.combined:
             rows = self._split(rows)
         result = self.applied(call, rows) or self.refused(rows)
@@ -154,7 +170,9 @@ class Lane:
 
     def applied(self, call: LaneCall, rows: list[list[tuple[Any, ...]]],
                 ) -> TransitionResult | None:
-        """The result of an applied write; None when the write was refused."""
+        """The result of an applied write; None when the write was refused. The written
+        row's columns, then the event's id (with an events table), then on SQLite the
+        write's time (the store's clock, read once for the transaction)."""
         got = rows[0]
         if not got:
             return None
@@ -168,11 +186,14 @@ class Lane:
             event_id = row[n]
         owner = call.owner
         clock = self.clock
+        if len(row) > n + 1 and self.now_of is not None:
+            at = self.now_of(row[n + 1])
+        else:
+            at = datetime.now(UTC) if clock is None else clock()
         event = _new(Event, (self.machine, call.kv, self.edge_name, self.src, self.to,
                              None if owner is None else str(owner), None,
                              new.get(self.version) if self.version else None,
-                             datetime.now(UTC) if clock is None else clock(), event_id, None,
-                             None, None))
+                             at, event_id, None, None, None))
         if self.public is not None:
             new = self.public(new)
         return _new(TransitionResult, (True, None, (), self.src, self.to, new, event))

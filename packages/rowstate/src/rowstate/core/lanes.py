@@ -124,9 +124,18 @@ class Lanes:
     def _build(self, move: PlainMove, plan: CasPlan, src: str) -> Lane | None:
         """The lane of ``plan`` (a one-state move), or None when its statement is not the
         one-statement fast CAS or names a value a lane does not fill (the general path)."""
-        if not plan.fast:
-            return None
         context = self.context
+        # SQLite with events, from one known state: the event row and the write in one
+        # transaction (no read first), as its own lane; any other shape but the fast CAS
+        # takes the general path
+        sqlite_events = (not plan.fast and plan.pre is None and plan.event is not None
+                         and not context.dialect.writable_ctes)
+        if not plan.fast and not sqlite_events:
+            return None
+        event = (context.template(plan.event, move.static)
+                 if sqlite_events and plan.event is not None else None)
+        if sqlite_events and event is None:
+            return None
         write = context.template(plan.main, move.static)
         # a move checked for its state only is explained without a clock (see Lane.refused)
         state_only = (len(plan.checks) == 1 and len(move.froms) == 1
@@ -142,7 +151,7 @@ class Lanes:
         return Lane(move, plan, src, edge_name, write, read, state_only, combined,
                     self.refused, context.state_of, context.columns,
                     context.binding.version, context.machine.name, context.clock,
-                    context.public if context.decoders else None)
+                    context.public if context.decoders else None, event, context.now)
 
     def _direct_lane(self, to: str, from_: Iterable[str] | str | None) -> Lane | None:
         """The lane of a one-state move without an owner, remembered per (to, from_)."""
