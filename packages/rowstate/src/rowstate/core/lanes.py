@@ -125,17 +125,16 @@ class Lanes:
         """The lane of ``plan`` (a one-state move), or None when its statement is not the
         one-statement fast CAS or names a value a lane does not fill (the general path)."""
         context = self.context
-        # SQLite with events, from one known state: the event row and the write in one
-        # transaction (no read first), as its own lane; any other shape but the fast CAS
-        # takes the general path
-        sqlite_events = (not plan.fast and plan.pre is None and plan.event is not None
-                         and not context.dialect.writable_ctes)
-        if not plan.fast and not sqlite_events:
-            return None
-        event = (context.template(plan.event, move.static)
-                 if sqlite_events and plan.event is not None else None)
-        if sqlite_events and event is None:
-            return None
+        event = None
+        if not plan.fast:
+            # SQLite with events, from one known state: the event row and the write in one
+            # transaction (no read first), as its own lane; any other shape takes the
+            # general path
+            if plan.pre is not None or plan.event is None or context.dialect.writable_ctes:
+                return None
+            event = context.template(plan.event, move.static)
+            if event is None:
+                return None
         write = context.template(plan.main, move.static)
         # a move checked for its state only is explained without a clock (see Lane.refused)
         state_only = (len(plan.checks) == 1 and len(move.froms) == 1
