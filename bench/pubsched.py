@@ -26,7 +26,6 @@ from __future__ import annotations
 import http.client
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -99,21 +98,16 @@ def _served(argv: list[str], url: str, port: int, log: Path,
            "PUBSCHED_DB": url, "PUBSCHED_SECRET": SECRET,
            "PUBSCHED_ADMIN_PASSWORD": "a bench password", "PYTHONPATH": str(ROOT),
            **(more_env or {})}
+    from support.services import http_answers, stop_process, wait_for_process
+
     with log.open("a") as out:
         proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
-            from support.services import http_answers, wait_for_process
-
             wait_for_process(proc, lambda: http_answers(f"http://127.0.0.1:{port}/healthz"),
                              f"{argv[2:4]} (log: {log})", timeout=60)
             yield
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
 
 def _free_port() -> int:

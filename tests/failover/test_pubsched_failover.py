@@ -35,7 +35,6 @@ import collections
 import contextlib
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -67,7 +66,7 @@ from support.figures import Figures
 from support.patroni import Node, PatroniCluster, first_writable
 from support.pub_reminders import run_week
 from support.pubs import NOW, OPERATOR, WEEK, mail_settings
-from support.services import LOCALHOST, free_port
+from support.services import LOCALHOST, free_port, stop_process
 from support.smtp_server import SmtpTestServer
 
 pytestmark = [pytest.mark.failover, pytest.mark.timeout(400)]
@@ -209,12 +208,7 @@ def _serving(url: str, smtp: SmtpTestServer, folder: Path) -> Iterator[Serve]:
         served.log_in()
         yield served
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def _serve_ticks(log: Path) -> list[tuple[float, str]]:

@@ -17,9 +17,8 @@ import os
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -33,22 +32,9 @@ from pubsched.web.within import Deadline
 from support.frozen_link import FrozenLink
 from support.pub_web import web_settings
 from support.pubs import NOW, make_pub
-from support.services import free_port
+from support.services import free_port, timed
 
-T = TypeVar("T")
 IN_TIME = 2.0
-
-
-def within(seconds: float, call: Callable[[], T]) -> tuple[T, float]:
-    """``call()``'s answer and how long it took; fails (not hangs) past ``seconds`` + 3."""
-    out: list[Any] = []
-    started = time.monotonic()
-    worker = threading.Thread(target=lambda: out.append(call()), daemon=True)
-    worker.start()
-    worker.join(seconds + 3)
-    took = time.monotonic() - started
-    assert out, f"no answer after {took:.1f} s"
-    return out[0], took
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -113,10 +99,10 @@ def test_a_silent_database_is_down_within_two_seconds(
     assert scrape(port)[("pubsched_database_up", ())] == 1
     link.freeze()
     for _ in range(3):  # each time: the first read is still stuck, no pile-up, no wait
-        health, took = within(IN_TIME, lambda: client.get("/healthz"))
+        health, took = timed(lambda: client.get("/healthz"), IN_TIME, grace=3.0)
         assert health.status_code == 503 and took < IN_TIME, took
         assert health.json() == {"ok": False, "database": "unreachable"}
-        found, took = within(IN_TIME, lambda: scrape(port))
+        found, took = timed(lambda: scrape(port), IN_TIME, grace=3.0)
         assert took < IN_TIME, took
         assert found[("pubsched_database_up", ())] == 0
         # what the process knows without the database is still said
@@ -140,7 +126,7 @@ def test_a_read_kept_waiting_on_a_lock_is_one_group_left_out(
     _, port = served
     with psycopg.connect(pg_db_url) as holder:
         holder.execute("LOCK TABLE pub_covers IN ACCESS EXCLUSIVE MODE")
-        found, took = within(IN_TIME, lambda: scrape(port))
+        found, took = timed(lambda: scrape(port), IN_TIME, grace=3.0)
         holder.rollback()
     assert took < IN_TIME, took
     assert found[("pubsched_database_up", ())] == 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 import http.client
 import os
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -30,7 +29,13 @@ from urllib.parse import urlencode
 import pytest
 
 from support.doc_blocks import fenced_blocks
-from support.services import free_port, services_required, tcp_answers, wait_for_process
+from support.services import (
+    free_port,
+    services_required,
+    stop_process,
+    tcp_answers,
+    wait_for_process,
+)
 from support.tls import Certificate, self_signed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,13 +73,7 @@ def running(argv: list[str], what: str, port: int, env: dict[str, str] | None = 
         wait_for_process(proc, lambda: tcp_answers("127.0.0.1", port), what)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        stop_process(proc, timeout=20)
 
 
 @contextmanager

@@ -12,10 +12,9 @@ cannot connect.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -30,26 +29,14 @@ from support.cut_link import CutLink, commit
 from support.frozen_link import FrozenLink
 from support.pub_web import login, people, web_settings
 from support.pubs import NOW, make_pub
+from support.services import timed
 
 pytestmark = pytest.mark.postgres
 
-T = TypeVar("T")
 #: the first request after the database stopped: its work's patience, then the probe
 FIRST = PATIENCE + DEADLINE + 1.0
 #: a request once the app knows: the probe only
 KNOWN = DEADLINE + 1.0
-
-
-def timed(call: Callable[[], T], limit: float) -> tuple[T, float]:
-    """``call()``'s answer and how long it took; fails (not hangs) past ``limit`` + 5."""
-    out: list[Any] = []
-    started = time.monotonic()
-    worker = threading.Thread(target=lambda: out.append(call()), daemon=True)
-    worker.start()
-    worker.join(limit + 5)
-    took = time.monotonic() - started
-    assert out, f"no answer after {took:.1f} s"
-    return out[0], took
 
 
 @pytest.fixture

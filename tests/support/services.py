@@ -28,8 +28,10 @@ the root conftest can import it cheaply and ``bench/`` can reuse the rule::
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +47,7 @@ DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
 LOCALHOST = "127.0.0.1"
 
 S = TypeVar("S")  # a server handle (PostgresServer or NatsServer)
+T = TypeVar("T")
 
 
 class ServiceUnavailable(RuntimeError):
@@ -144,6 +147,32 @@ def wait_for_process(proc: subprocess.Popen[Any], ready: Callable[[], bool], wha
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what} did not answer within {timeout:g} s")
         time.sleep(0.1)
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 30.0) -> None:
+    """Stop a process we started: SIGTERM (if it still runs), then wait, killing it if it
+    has not stopped after ``timeout``. What it wrote to a pipe is read and dropped, so a
+    full pipe cannot hold it up."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
+def timed(call: Callable[[], T], limit: float, grace: float = 5.0) -> tuple[T, float]:
+    """``call()``'s answer and how long it took, run on a thread of its own: a call still
+    running ``grace`` seconds past ``limit`` fails the test instead of hanging it."""
+    out: list[T] = []
+    started = time.monotonic()
+    worker = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    worker.start()
+    worker.join(limit + grace)
+    took = time.monotonic() - started
+    assert out, f"no answer after {took:.1f} s"
+    return out[0], took
 
 
 def start_first(starters: list[tuple[str, Callable[[], S]]]) -> S:
